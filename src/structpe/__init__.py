@@ -1,0 +1,14 @@
+"""structpe: structure-informed positional encodings for Transformers.
+
+Two lines of work share this package (see docs/ and ../shared/docs/DESIGN.md):
+
+* SiPE  -- dependency parses linearised as hexatags feed a 7d-parameter prior into the positional
+  pathway of RoBERTa-, DeBERTa-v3-, ModernBERT- and Transformer-XL-style models
+  (``structpe.syntax``, ``structpe.models``, ``structpe.train``, ``structpe.eval``).
+* LIS   -- labeled incidence structures: content/role/instance addresses applied as rotary
+  operators inside attention (``structpe.lis``).
+
+The rotary and prior building blocks both lines rely on live in ``structpe.modules``.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,172 @@
+"""The SiPE hexatag prior and its auxiliary objective (SiPE §3.1, DESIGN §2).
+
+    prior_p = m_p * (E_T[tau_p] + E_N[nu_p] (+ E_D[deprel_p]))
+
+tau_p in {tl=0, tr=1}, nu_p in {nl-L=0, nl-R=1, nr-L=2, nr-R=3, eos=4}; m_p = 1 on a word's first
+subword and 0 elsewhere (tag id -100). E_T is 2 x d and E_N is 5 x d: 7d parameters.
+
+Because the prior at a position takes one of only 1 + 2*5 (x n_deprels) values, every consumer
+that projects it (W_E, W_delta, W_K^tag ...) can project the small ``pair_table()`` and gather
+with ``pair_ids()`` instead of projecting an [L, d] tensor -- this is what keeps the position
+pathway's c_ij an [L x 11] table per query rather than an O(L^2 d) product.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+IGNORE_INDEX = -100
+N_TERMINALS = 2
+N_NONTERMINALS = 5
+TERMINAL_NAMES = ("tl", "tr")
+NONTERMINAL_NAMES = ("nl-L", "nl-R", "nr-L", "nr-R", "eos")
+
+
+class TagIdError(ValueError):
+    """Tag tensors hold an id outside the tag inventory (and not -100)."""
+
+
+def check_tag_ids(name: str, ids: torch.Tensor, n: int) -> None:
+    """Raise TagIdError naming the first (row, position) whose id is neither -100 nor in [0, n)."""
+    bad = (ids != IGNORE_INDEX) & ((ids < 0) | (ids >= n))
+    if bool(bad.any()):
+        row, col = (int(v) for v in bad.nonzero()[0])
+        raise TagIdError(
+            f"{name}[{row}, {col}] = {int(ids[row, col])} is not a valid id (expected -100 or 0..{n - 1})"
+        )
+
+
+class HexatagPrior(nn.Module):
+    """prior_p = m_p (E_T[tau_p] + E_N[nu_p] (+ E_D[deprel_p])), zero where a position has no tag."""
+
+    def __init__(self, d_model: int, n_deprels: int = 0, init_std: float = 0.02):
+        super().__init__()
+        self.d_model = d_model
+        self.n_deprels = n_deprels
+        self.terminal = nn.Embedding(N_TERMINALS, d_model)  # E_T
+        self.nonterminal = nn.Embedding(N_NONTERMINALS, d_model)  # E_N
+        self.deprel = nn.Embedding(n_deprels, d_model) if n_deprels else None  # E_D (optional)
+        for emb in (self.terminal, self.nonterminal, self.deprel):
+            if emb is not None:
+                nn.init.normal_(emb.weight, std=init_std)
+
+    @property
+    def n_pair_values(self) -> int:
+        """Number of distinct prior vectors, including the all-zero "no tag" vector at index 0."""
+        return 1 + N_TERMINALS * N_NONTERMINALS * max(self.n_deprels, 1)
+
+    def tag_mask(
+        self, terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor, keep: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """m_p as a bool tensor [B, L]; validates the ids and that both tag tensors agree on m_p."""
+        check_tag_ids("terminal_ids", terminal_ids, N_TERMINALS)
+        check_tag_ids("nonterminal_ids", nonterminal_ids, N_NONTERMINALS)
+        mask = terminal_ids != IGNORE_INDEX
+        if not torch.equal(mask, nonterminal_ids != IGNORE_INDEX):
+            row, col = (int(v) for v in (mask != (nonterminal_ids != IGNORE_INDEX)).nonzero()[0])
+            raise TagIdError(
+                f"terminal_ids and nonterminal_ids disagree on which positions carry a tag "
+                f"(first at [{row}, {col}]); both must be -100 at the same positions"
+            )
+        return mask if keep is None else mask & keep
+
+    def forward(
+        self,
+        terminal_ids: torch.Tensor,
+        nonterminal_ids: torch.Tensor,
+        deprel_ids: torch.Tensor | None = None,
+        keep: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The prior [B, L, d]; ``keep`` (bool [B, L]) zeroes more positions, e.g. MLM-masked ones."""
+        return self.pair_table()[self.pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep)]
+
+    def pair_ids(
+        self,
+        terminal_ids: torch.Tensor,
+        nonterminal_ids: torch.Tensor,
+        deprel_ids: torch.Tensor | None = None,
+        keep: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Index into ``pair_table()`` per position [B, L]: 0 = no tag, else 1 + ((d*2 + tau)*5 + nu)."""
+        mask = self.tag_mask(terminal_ids, nonterminal_ids, keep)
+        t = terminal_ids.clamp_min(0)
+        n = nonterminal_ids.clamp_min(0)
+        idx = t * N_NONTERMINALS + n
+        if self.deprel is not None:
+            if deprel_ids is None:
+                raise ValueError("this prior has a DEPREL table (n_deprels > 0): pass deprel_ids")
+            check_tag_ids("deprel_ids", deprel_ids, self.n_deprels)
+            idx = idx + deprel_ids.clamp_min(0) * (N_TERMINALS * N_NONTERMINALS)
+        return torch.where(mask, idx + 1, torch.zeros_like(idx))
+
+    def pair_table(self) -> torch.Tensor:
+        """All distinct prior vectors [n_pair_values, d]; row 0 is the zero vector (no tag)."""
+        table = (self.terminal.weight[:, None, :] + self.nonterminal.weight[None, :, :]).reshape(-1, self.d_model)
+        if self.deprel is not None:
+            table = (self.deprel.weight[:, None, :] + table[None, :, :]).reshape(-1, self.d_model)
+        return torch.cat([table.new_zeros(1, self.d_model), table], dim=0)
+
+
+class TagHeads(nn.Module):
+    """The auxiliary heads: terminal (2-way) and non-terminal (5-way) logits from hidden states."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.terminal = nn.Linear(d_model, N_TERMINALS)
+        self.nonterminal = nn.Linear(d_model, N_NONTERMINALS)
+
+    def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.terminal(hidden), self.nonterminal(hidden)
+
+
+def mlm_tag_targets(
+    terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masked LM rule: at masked positions (labels != -100) predict the position's own tags."""
+    masked = labels != IGNORE_INDEX
+    ignore = torch.full_like(terminal_ids, IGNORE_INDEX)
+    return torch.where(masked, terminal_ids, ignore), torch.where(masked, nonterminal_ids, ignore)
+
+
+def causal_tag_targets(
+    terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal LM rule: each first-subword position predicts the tags of the next tagged position.
+
+    Position 0 (BOS, or the first token of a packed row) is a source too when it carries no tag,
+    so the first word's tags are also predicted and a joint p(x, T) pays for every tag.
+    Positions with no later tagged position get -100.
+    """
+    bsz, length = terminal_ids.shape
+    tagged = terminal_ids != IGNORE_INDEX
+    idx = torch.arange(length, device=terminal_ids.device).expand(bsz, length)
+    none = torch.full_like(idx, length)
+    pos = torch.where(tagged, idx, none)
+    # nearest tagged position at or after p, then shift by one to get "strictly after p"
+    at_or_after = torch.flip(torch.cummin(torch.flip(pos, [1]), dim=1).values, [1])
+    after = torch.cat([at_or_after[:, 1:], none[:, :1]], dim=1)
+    source = tagged | (idx == 0)
+    valid = source & (after < length)
+    gather_at = after.clamp_max(length - 1)
+    ignore = torch.full_like(terminal_ids, IGNORE_INDEX)
+    t = torch.where(valid, terminal_ids.gather(1, gather_at), ignore)
+    n = torch.where(valid, nonterminal_ids.gather(1, gather_at), ignore)
+    return t, n
+
+
+def tag_losses(
+    terminal_logits: torch.Tensor,
+    nonterminal_logits: torch.Tensor,
+    terminal_targets: torch.Tensor,
+    nonterminal_targets: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """CE_T and CE_N (mean over positions with a target; exactly 0 when there is none)."""
+
+    def ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if not bool((target != IGNORE_INDEX).any()):
+            return logits.sum() * 0.0  # keeps the graph, avoids the NaN of an all-ignored mean
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1))
+
+    return ce(terminal_logits, terminal_targets), ce(nonterminal_logits, nonterminal_targets)
