@@ -17,11 +17,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-IGNORE_INDEX = -100
-N_TERMINALS = 2
-N_NONTERMINALS = 5
-TERMINAL_NAMES = ("tl", "tr")
-NONTERMINAL_NAMES = ("nl-L", "nl-R", "nr-L", "nr-R", "eos")
+# The tag inventory lives in structpe.syntax.hexatags (DESIGN §1); re-exported here under the
+# names this module has always offered.
+from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
+from structpe.syntax.hexatags import NONTERMINALS as NONTERMINAL_NAMES
+from structpe.syntax.hexatags import TERMINALS as TERMINAL_NAMES
+
+__all__ = [
+    "IGNORE_INDEX",
+    "N_NONTERMINALS",
+    "N_TERMINALS",
+    "NONTERMINAL_NAMES",
+    "TERMINAL_NAMES",
+    "HexatagPrior",
+    "TagHeads",
+    "TagIdError",
+    "causal_tag_targets",
+    "check_tag_ids",
+    "mlm_tag_targets",
+    "tag_losses",
+]
 
 
 class TagIdError(ValueError):

@@ -1,0 +1,164 @@
+"""Dependency-tree checks: well-formedness, projectivity and projectivisation by arc lifting.
+
+Hexatags encode projective trees only (DESIGN §1; Amini et al. 2023 §2): a non-projective tree
+must be projectivised (and counted) or refused, never tagged as if it were another tree.
+Heads follow CoNLL-U: ``heads[i]`` is the 1-based head of word ``i + 1``; 0 marks the root.
+
+Hand-written rather than taken from a library: the checks run on every sentence the encoder sees,
+so they are plain O(n) list passes (no recursion, no per-node objects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "InvalidTreeError",
+    "NonProjectiveError",
+    "check_tree",
+    "is_projective",
+    "projectivize",
+    "projectivize_with_count",
+    "subtree_spans",
+]
+
+
+class InvalidTreeError(ValueError):
+    """The heads do not form a tree: wrong type, out of range, no root, several roots or a cycle.
+
+    ``word`` is the 1-based index of a word to blame (None when the sentence is empty), so readers
+    can point at the offending input line.
+    """
+
+    def __init__(self, message: str, word: int | None = None):
+        super().__init__(message)
+        self.word = word
+
+
+class NonProjectiveError(ValueError):
+    """The tree has crossing arcs, so it has no hexatag encoding (projectivise it first)."""
+
+
+def _children(heads: Sequence[int]) -> tuple[list[list[int]], list[int]]:
+    """Children lists (ascending) and a breadth-first order from the artificial root 0.
+
+    Validates the heads as it goes: ints in [0, n], exactly one root, no cycle.
+    """
+    n = len(heads)
+    if n == 0:
+        raise InvalidTreeError("empty sentence: a tree needs at least one word")
+    for i, h in enumerate(heads):
+        if type(h) is not int:  # bool and float are refused too
+            msg = f"word {i + 1}: head must be an int, got {h!r} ({type(h).__name__})"
+            raise InvalidTreeError(msg, i + 1)
+    if min(heads) < 0 or max(heads) > n:
+        bad = next(i for i, h in enumerate(heads) if not 0 <= h <= n)
+        raise InvalidTreeError(f"word {bad + 1} has head {heads[bad]}, outside 0..{n}", bad + 1)
+    roots = heads.count(0) if isinstance(heads, list) else list(heads).count(0)
+    if roots != 1:
+        where = [i + 1 for i, h in enumerate(heads) if h == 0]
+        if not roots:
+            raise InvalidTreeError("no root (no word has head 0)", 1)
+        raise InvalidTreeError(f"{roots} roots (words {where} have head 0)", where[1])
+    children: list[list[int]] = [[] for _ in range(n + 1)]
+    for d, h in enumerate(heads, 1):
+        children[h].append(d)
+    order = [0]
+    for x in order:  # BFS; the list grows while we walk it
+        order.extend(children[x])
+    if len(order) != n + 1:
+        seen = set(order)
+        cyc = [d for d in range(1, n + 1) if d not in seen]
+        raise InvalidTreeError(f"cycle: words {cyc} are not reachable from the root", cyc[0])
+    return children, order
+
+
+def check_tree(heads: Sequence[int]) -> None:
+    """Raise InvalidTreeError unless ``heads`` is a single-rooted tree with heads in range."""
+    _children(heads)
+
+
+def _spans(heads: Sequence[int]) -> tuple[list[list[int]], list[int], list[int], bool]:
+    """Children, leftmost and rightmost descendant of every word (index 0 = root), projectivity.
+
+    A tree is projective iff every subtree's yield is contiguous: hi - lo + 1 == size.
+    """
+    children, order = _children(heads)
+    n = len(heads)
+    lo = list(range(n + 1))
+    hi = list(range(n + 1))
+    size = [1] * (n + 1)
+    projective = True
+    for h in reversed(order):  # children before parents
+        ch = children[h]
+        if ch:
+            c = ch[0]
+            if c < h:
+                lo[h] = lo[c]
+            c = ch[-1]
+            if c > h:
+                hi[h] = hi[c]
+            s = 1
+            for c in ch:
+                s += size[c]
+            size[h] = s
+            if hi[h] - lo[h] + 1 != s:
+                projective = False
+    return children, lo, hi, projective
+
+
+def subtree_spans(heads: Sequence[int]) -> list[tuple[int, int]]:
+    """(leftmost, rightmost) 1-based descendant of each word, in word order."""
+    _, lo, hi, _ = _spans(heads)
+    return list(zip(lo[1:], hi[1:], strict=True))
+
+
+def is_projective(heads: Sequence[int]) -> bool:
+    """True iff no two arcs cross (every subtree covers a contiguous span). Validates the tree."""
+    return _spans(heads)[3]
+
+
+def _nonprojective_arcs(heads: list[int]) -> list[int]:
+    """Dependents d whose arc (heads[d], d) is non-projective, i.e. some word strictly between
+    head and dependent is not dominated by the head. O(n^2) -- only run on non-projective trees."""
+    n = len(heads)
+    out = []
+    for d in range(1, n + 1):
+        h = heads[d - 1]
+        if h == 0:
+            continue
+        a, b = (h, d) if h < d else (d, h)
+        for k in range(a + 1, b):
+            x = k
+            while x != 0 and x != h:
+                x = heads[x - 1]
+            if x != h:
+                out.append(d)
+                break
+    return out
+
+
+def projectivize_with_count(heads: Sequence[int]) -> tuple[list[int], int]:
+    """Projectivise by arc lifting and return (new heads, number of lifts).
+
+    Nivre & Nilsson (2005) lifting: while the tree is non-projective, take the shortest
+    non-projective arc (leftmost on ties) and reattach its dependent to its grandparent. Arcs from
+    the root word are never non-projective (it dominates every word), so lifting never creates a
+    second root. Projective input comes back unchanged (a copy) with count 0.
+    """
+    out = list(heads)
+    if is_projective(out):
+        return out, 0
+    lifts = 0
+    while True:
+        bad = _nonprojective_arcs(out)
+        if not bad:
+            return out, lifts
+        d = min(bad, key=lambda x: (abs(out[x - 1] - x), x))
+        out[d - 1] = out[out[d - 1] - 1]
+        lifts += 1
+
+
+def projectivize(heads: Sequence[int]) -> list[int]:
+    """Projective heads by arc lifting (see ``projectivize_with_count`` for the lift count)."""
+    return projectivize_with_count(heads)[0]
