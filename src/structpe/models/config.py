@@ -185,3 +185,18 @@ class SiPEConfig(PreTrainedConfig):
         )
         need(self.n_deprels >= 0, "n_deprels must be >= 0")
         need(self.tag_loss_weight >= 0, "tag_loss_weight must be >= 0")
+        if self.family == "txl":
+            need(
+                self.d_model % 2 == 0,
+                f"txl: the sinusoidal relative embedding needs an even d_model, got {self.d_model}",
+            )
+            need(
+                self.fusion == "add",
+                f"txl: input injection adds the prior to the token embedding (SiPE eq. 4); "
+                f"fusion={self.fusion!r} is an ablation of the absolute encoder (family='roberta')",
+            )
+            need(
+                self.entry_layer == 1 or self.injection not in ("none", "input"),
+                f"txl: entry_layer={self.entry_layer} has no effect with injection={self.injection!r}; "
+                "the entry layer k applies to the score-side sites (position, disentangled, attn_bias, ...)",
+            )

@@ -1,0 +1,431 @@
+"""Transformer-XL-style causal decoder with every SiPE injection site (SiPE §3.3, App. A.2-A.4).
+
+No cross-segment memory (mem_len = 0, purely causal), sinusoidal relative positions, a per-layer
+W_R and per-layer u/v biases, a tied output projection (no adaptive softmax), pre- or post-LN.
+For a query i, key j and head n of layer l (SiPE eq. 3, 5-9; Dai et al. 2019):
+
+    AC_ij = <q_i + u, k_j>                               content
+    BD_ij = <q_i + v, W_R r_{i-j}>                       position (r: sinusoid of the offset)
+    c_ij  = <q_i + v, [W_E^l prior_j]_n> / sqrt(d_head)  tag alignment, prior_j = m_j (E_T[tau_j] + E_N[nu_j])
+
+    none / input      logit = (AC + BD) / sqrt(d_head)              (input: h0 = e_tok + prior, eq. 4)
+    position (PP)     logit = (AC + (1 + c) * BD) / sqrt(d_head)                                (eq. 6)
+    disentangled      logit = (AC + BD) / sqrt(d_head) + c                                      (eq. 7)
+    attn_bias         logit += <q_i, [W_K^tag prior_j]_n> / sqrt(d_head),
+                      z_i = sum_j a_ij (v_j + [W_V^tag prior_j]_n)                         (eq. 8-9)
+
+(c, like the key bias, is "on the standard attention scale": it carries its own 1/sqrt(d_head).)
+
+How the score reaches the fused kernel (``F.scaled_dot_product_attention``):
+* BD is not bilinear in (q_i, something of j) -- it depends on i - j -- so it is materialised once
+  as [B, H, L, L] (TXL's own cost) and passed as the additive float mask, together with the causal
+  and padding -inf. `position` multiplies that mask by (1 + c) -- one [B, H, L, L] gather + fma.
+* prior_j takes one of P <= 11 values (``HexatagPrior.pair_table``), so any term <q_i, f(prior_j)>
+  is  sum_p <q_i, f_p> [pair_j = p]: the [L x P] per-query table rides in P extra query dims and
+  one-hot(pair_j) in P extra key dims. `disentangled` and the attn_bias key term use this.
+* the value bias rides in P extra value dims (one-hot(pair_j)): the kernel returns the attention
+  mass per tag pair, [B, H, L, P], which one small matmul with the [P, d_head] table turns into
+  sum_j a_ij [W_V^tag prior_j]_n.
+No variant forms a [B, H, L, L, d] tensor. ``output_attentions=True`` takes a plain path that
+writes the same equations out with an explicit softmax (and is what the tests compare against).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+
+from structpe.models.config import SiPEConfig
+from structpe.models.outputs import SiPEOutput
+from structpe.modules.prior import (
+    IGNORE_INDEX,
+    N_NONTERMINALS,
+    N_TERMINALS,
+    HexatagPrior,
+    TagHeads,
+    causal_tag_targets,
+    check_tag_ids,
+    tag_losses,
+)
+from structpe.modules.prior_projection import PriorProjection, gather_per_key, tag_alignment
+
+
+def sinusoid(pos_seq: torch.Tensor, d_model: int) -> torch.Tensor:
+    """r for each offset in ``pos_seq``: concat[sin(pos * f), cos(pos * f)], f = 10000^(-2i/d) (TXL)."""
+    inv_freq = 1.0 / (
+        10000 ** (torch.arange(0, d_model, 2, device=pos_seq.device, dtype=torch.float32) / d_model)
+    )
+    angles = pos_seq.float()[:, None] * inv_freq[None, :]
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+def rel_shift(x: torch.Tensor) -> torch.Tensor:
+    """TXL's relative shift: column k of ``x`` holds offset L-1-k; out[i, j] = x[i, j + L-1-i] for j <= i.
+
+    Pad a zero column on the left, view [L, L+1] as [L+1, L], drop the first row, view back.
+    Entries above the diagonal (j > i) are meaningless and must be masked (the decoder is causal).
+    """
+    *lead, q_len, k_len = x.shape
+    x = F.pad(x, (1, 0)).view(*lead, k_len + 1, q_len)
+    return x[..., 1:, :].reshape(*lead, q_len, k_len)
+
+
+@dataclass
+class LayerPrior:
+    """What one layer needs of the prior: pair ids per key and the per-head pair tables [H, P, d_head]."""
+
+    pair_ids: torch.Tensor  # [B, L], 0 = no tag
+    alignment: torch.Tensor | None = None  # W_E^l pair_table  (c; position / disentangled)
+    key_bias: torch.Tensor | None = None  # W_K^tag pair_table (attn_bias key term)
+    value_bias: torch.Tensor | None = None  # W_V^tag pair_table (attn_bias value term)
+
+    def n_pairs(self) -> int:
+        """P, the number of distinct prior vectors (rows of any of the tables)."""
+        table = next(t for t in (self.alignment, self.key_bias, self.value_bias) if t is not None)
+        return table.shape[1]
+
+
+class RelPartialLearnableAttention(nn.Module):
+    """TXL relative multi-head attention (AC + BD) plus the SiPE score terms of one layer."""
+
+    def __init__(self, config: SiPEConfig):
+        super().__init__()
+        self.n_heads, self.d_head = config.n_heads, config.d_head
+        self.scale = 1.0 / math.sqrt(self.d_head)
+        self.multiplicative = config.uses_position_prior  # (1 + c) * BD  vs  + c
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
+        self.r_net = nn.Linear(config.d_model, config.d_model, bias=False)  # W_R
+        self.o_net = nn.Linear(config.d_model, config.d_model, bias=False)
+        self.u = nn.Parameter(torch.zeros(self.n_heads, self.d_head))  # content bias
+        self.v = nn.Parameter(torch.zeros(self.n_heads, self.d_head))  # position bias
+        self.attn_dropout = config.attention_dropout
+
+    def forward(
+        self,
+        h: torch.Tensor,
+        r: torch.Tensor,
+        allowed: torch.Tensor,
+        prior: LayerPrior | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """h [B, L, D], r [L, D] (offsets L-1..0), allowed bool [B, 1, L, L] (causal & padding)."""
+        bsz, length, _ = h.shape
+        q, k, val = self.qkv(h).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        r_k = self.r_net(r).view(length, self.n_heads, self.d_head)
+        q_u = q + self.u[:, None, :]
+        q_v = q + self.v[:, None, :]
+        bd = rel_shift(torch.einsum("bhid,jhd->bhij", q_v, r_k))  # BD_ij = <q_i + v, W_R r_{i-j}>
+        dropout_p = self.attn_dropout if self.training else 0.0
+        if output_attentions:
+            out, probs = self._plain(q, k, val, q_u, q_v, bd, allowed, prior, dropout_p)
+        else:
+            out, probs = self._fused(q, k, val, q_u, q_v, bd, allowed, prior, dropout_p), None
+        return self.o_net(out.transpose(1, 2).reshape(bsz, length, -1)), probs
+
+    def _fused(self, q, k, val, q_u, q_v, bd, allowed, prior, dropout_p):
+        """One F.scaled_dot_product_attention call; see the module docstring for the layout."""
+        bias = bd * self.scale
+        q_parts, k_parts, v_parts = [q_u], [k], [val]
+        if prior is not None:
+            if prior.alignment is not None and self.multiplicative:
+                c = tag_alignment(q_v, prior.alignment, prior.pair_ids)
+                bias = torch.addcmul(bias, bias, c)  # (1 + c) * BD / sqrt(d_head)
+            # per-pair query table [B, H, L, P]; SDPA's scale turns it into c / the key bias
+            table = None
+            if prior.alignment is not None and not self.multiplicative:
+                table = torch.einsum("bhid,hpd->bhip", q_v, _pad_pairs(prior.alignment))
+            if prior.key_bias is not None:
+                kb = torch.einsum("bhid,hpd->bhip", q, _pad_pairs(prior.key_bias))
+                table = kb if table is None else table + kb
+            if table is not None or prior.value_bias is not None:
+                width = _pad8(prior.n_pairs())
+                onehot = _pair_onehot(prior.pair_ids, self.n_heads, width, q.dtype)
+            if table is not None:
+                q_parts.append(table)
+                k_parts.append(onehot)
+            if prior.value_bias is not None:
+                v_parts.append(onehot)
+        bias = bias.masked_fill(~allowed, float("-inf"))
+        cat = lambda parts: parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)  # noqa: E731
+        out = F.scaled_dot_product_attention(
+            cat(q_parts), cat(k_parts), cat(v_parts), attn_mask=bias, dropout_p=dropout_p, scale=self.scale
+        )
+        if prior is not None and prior.value_bias is not None:
+            mass = out[..., self.d_head :]  # attention mass per tag pair [B, H, L, P]
+            out = out[..., : self.d_head] + torch.einsum("bhip,hpd->bhid", mass, _pad_pairs(prior.value_bias))
+        return out
+
+    def _plain(self, q, k, val, q_u, q_v, bd, allowed, prior, dropout_p):
+        """The same equations with an explicit softmax; returns (z, attention probabilities)."""
+        ac = q_u @ k.transpose(-1, -2)  # AC_ij = <q_i + u, k_j>
+        logits = (ac + bd) * self.scale
+        if prior is not None and prior.alignment is not None:
+            c = tag_alignment(q_v, prior.alignment, prior.pair_ids)
+            logits = (ac + (1 + c) * bd) * self.scale if self.multiplicative else logits + c
+        if prior is not None and prior.key_bias is not None:
+            logits = logits + tag_alignment(q, prior.key_bias, prior.pair_ids)
+        probs = logits.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+        dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
+        out = dropped @ val
+        if prior is not None and prior.value_bias is not None:
+            out = out + dropped @ gather_per_key(prior.value_bias, prior.pair_ids)
+        return out, probs
+
+
+def _pad8(n: int) -> int:
+    """Pair-axis width rounded up to a multiple of 8 (friendlier head dims for the fused kernels)."""
+    return -(-n // 8) * 8
+
+
+def _pad_pairs(table: torch.Tensor) -> torch.Tensor:
+    """[H, P, d] -> [H, P_pad, d] with zero rows, matching ``_pair_onehot``'s width."""
+    return F.pad(table, (0, 0, 0, _pad8(table.shape[1]) - table.shape[1]))
+
+
+def _pair_onehot(pair_ids: torch.Tensor, n_heads: int, width: int, dtype: torch.dtype) -> torch.Tensor:
+    """one-hot(pair_j) as extra key / value dims, [B, H, L, width] (an expanded view)."""
+    onehot = F.one_hot(pair_ids, width).to(dtype)
+    return onehot[:, None].expand(-1, n_heads, -1, -1)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: SiPEConfig):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, config.d_ff)
+        self.fc2 = nn.Linear(config.d_ff, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.dropout(F.relu(self.fc1(h))))
+
+
+class Block(nn.Module):
+    """Attention + ReLU MLP; post-LN (TXL default, LN(h + f(h))) or pre-LN (h + f(LN(h)))."""
+
+    def __init__(self, config: SiPEConfig):
+        super().__init__()
+        self.pre_norm = config.pre_norm
+        self.attn = RelPartialLearnableAttention(config)
+        self.ln_attn = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ff = FeedForward(config)
+        self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, h, r, allowed, prior=None, output_attentions=False):
+        if self.pre_norm:
+            a, probs = self.attn(self.ln_attn(h), r, allowed, prior, output_attentions)
+            h = h + self.dropout(a)
+            return h + self.dropout(self.ff(self.ln_ff(h))), probs
+        a, probs = self.attn(h, r, allowed, prior, output_attentions)
+        h = self.ln_attn(h + self.dropout(a))
+        return self.ln_ff(h + self.dropout(self.ff(h))), probs
+
+
+class TransfoXLSiPEModel(PreTrainedModel):
+    """The SiPE Transformer-XL decoder (causal LM + auxiliary next-tag heads); DESIGN §6 convention."""
+
+    config_class = SiPEConfig
+    config: SiPEConfig
+    base_model_prefix = "txl"
+    main_input_name = "input_ids"
+    _tied_weights_keys = {"lm_head.weight": "embed.weight"}
+    _no_split_modules = ["Block"]
+
+    def __init__(self, config: SiPEConfig):
+        if config.family != "txl":
+            raise ValueError(f"TransfoXLSiPEModel needs family='txl', got {config.family!r}")
+        super().__init__(config)
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_norm else None
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=True)
+        self.tag_heads = TagHeads(config.d_model)
+        inj = config.injection
+        self.prior = (
+            HexatagPrior(config.d_model, config.n_deprels, config.initializer_range)
+            if inj != "none"
+            else None
+        )
+        score_side = config.uses_position_prior or inj == "disentangled"
+        self.prior_proj = PriorProjection(config) if score_side else None  # W_E^l
+        self.tag_key = PriorProjection(config) if config.uses_attn_bias else None  # W_K^tag
+        self.tag_value = PriorProjection(config) if config.uses_attn_bias else None  # W_V^tag
+        for proj in (self.prior_proj, self.tag_key, self.tag_value):
+            for lin in proj.proj.values() if proj is not None else ():
+                lin._sipe_near_zero = True  # flag for _init_weights (HF inits leaf modules only)
+        self.post_init()
+
+    # -- Hugging Face plumbing -------------------------------------------------------------------
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """N(0, initializer_range) everywhere; W_E / W^tag near zero so training starts from plain TXL."""
+        super()._init_weights(module)
+        std = self.config.initializer_range
+        if isinstance(module, RelPartialLearnableAttention):
+            init.normal_(module.u, std=std)
+            init.normal_(module.v, std=std)
+        elif isinstance(module, nn.Linear) and getattr(module, "_sipe_near_zero", False):
+            init.normal_(module.weight, std=self.config.prior_proj_init_std)
+
+    # -- forward ---------------------------------------------------------------------------------
+    def layer_priors(
+        self,
+        terminal_ids: torch.Tensor | None,
+        nonterminal_ids: torch.Tensor | None,
+        deprel_ids: torch.Tensor | None,
+        shape: torch.Size,
+        device: torch.device,
+    ) -> tuple[torch.Tensor | None, list[LayerPrior | None]]:
+        """Input-side prior [B, L, D] (or None) and each layer's LayerPrior (None below the entry layer)."""
+        no_prior = [None] * self.config.n_layers
+        if terminal_ids is None and nonterminal_ids is None:
+            return None, no_prior  # no parse given: m_p = 0 everywhere
+        if terminal_ids is None or nonterminal_ids is None:
+            raise ValueError("pass both terminal_ids and nonterminal_ids (or neither)")
+        if terminal_ids.shape != shape or nonterminal_ids.shape != shape:
+            raise ValueError(
+                f"tag tensors must match input_ids {tuple(shape)}, got terminal_ids "
+                f"{tuple(terminal_ids.shape)} and nonterminal_ids {tuple(nonterminal_ids.shape)}"
+            )
+        if self.prior is None:  # `none`: tags only feed the auxiliary loss, but must still be valid
+            check_tag_ids("terminal_ids", terminal_ids, N_TERMINALS)
+            check_tag_ids("nonterminal_ids", nonterminal_ids, N_NONTERMINALS)
+            return None, no_prior
+        pair_ids = self.prior.pair_ids(terminal_ids.to(device), nonterminal_ids.to(device), deprel_ids)
+        table = self.prior.pair_table()  # [P, D], row 0 = no tag
+        input_prior = table[pair_ids] if self.config.uses_input_prior else None
+        layers: list[LayerPrior | None] = []
+        for i in range(self.config.n_layers):
+            proj = {
+                name: (m(table, i) if m is not None and m.has_layer(i) else None)
+                for name, m in (
+                    ("alignment", self.prior_proj),
+                    ("key_bias", self.tag_key),
+                    ("value_bias", self.tag_value),
+                )
+            }
+            layers.append(LayerPrior(pair_ids, **proj) if any(v is not None for v in proj.values()) else None)
+        return input_prior, layers
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None,
+        nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> SiPEOutput:
+        """Causal LM. ``labels`` are unshifted (HF style); tags [B, L] with -100 where a position has none.
+
+        ``attention_mask`` (1 keep, 0 pad) hides padded keys; a padded query still sees itself so no
+        softmax row is empty (its outputs are meaningless -- give its label -100). Without tag tensors
+        the prior is absent (m_p = 0 everywhere) and no tag loss is computed.
+        """
+        bsz, length = input_ids.shape
+        device = input_ids.device
+        input_prior, priors = self.layer_priors(
+            terminal_ids, nonterminal_ids, deprel_ids, input_ids.shape, device
+        )
+
+        h = self.embed(input_ids)
+        if input_prior is not None:
+            h = h + input_prior  # h_p = e_tok + m_p (E_T[tau_p] + E_N[nu_p])   (eq. 4)
+        h = self.dropout(h)
+        pos_seq = torch.arange(length - 1, -1, -1, device=device)
+        if self.config.clamp_len > 0:
+            pos_seq = pos_seq.clamp_max(self.config.clamp_len)
+        r = self.dropout(sinusoid(pos_seq, self.config.d_model).to(h.dtype))
+
+        allowed = torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
+        if attention_mask is not None:
+            keep = attention_mask.to(device=device, dtype=torch.bool)[:, None, None, :]
+            allowed = allowed & (keep | torch.eye(length, dtype=torch.bool, device=device))
+
+        hidden_states, attentions = [], []
+        for layer, prior in zip(self.layers, priors, strict=True):
+            if output_hidden_states:
+                hidden_states.append(h)
+            h, probs = layer(h, r, allowed, prior, output_attentions)
+            if output_attentions:
+                attentions.append(probs)
+        if self.ln_f is not None:
+            h = self.ln_f(h)
+        if output_hidden_states:
+            hidden_states.append(h)
+        h = self.dropout(h)
+        logits = self.lm_head(h)
+        terminal_logits, nonterminal_logits = self.tag_heads(h)
+
+        lm_loss = terminal_loss = nonterminal_loss = loss = None
+        if labels is not None:
+            lm_loss = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                labels[:, 1:].reshape(-1).to(device),
+                ignore_index=IGNORE_INDEX,
+            )
+            loss = lm_loss
+        if terminal_ids is not None and nonterminal_ids is not None:
+            t_target, n_target = causal_tag_targets(terminal_ids.to(device), nonterminal_ids.to(device))
+            terminal_loss, nonterminal_loss = tag_losses(
+                terminal_logits, nonterminal_logits, t_target, n_target
+            )
+            if loss is not None and self.config.tag_loss_weight > 0:
+                loss = loss + self.config.tag_loss_weight * (terminal_loss + nonterminal_loss)
+        return SiPEOutput(
+            loss=loss,
+            logits=logits,
+            terminal_logits=terminal_logits,
+            nonterminal_logits=nonterminal_logits,
+            lm_loss=lm_loss,
+            terminal_loss=terminal_loss,
+            nonterminal_loss=nonterminal_loss,
+            hidden_states=tuple(hidden_states) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+        )
+
+    @torch.no_grad()
+    def generate_tokens(
+        self,
+        input_ids: torch.LongTensor,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.LongTensor:
+        """Greedy (temperature 0) or sampled continuation, without tags (new tokens have no parse).
+
+        No cache: TXL here has no memory, so each step re-runs the window (fine for short demos).
+        """
+        if max_new_tokens < 0 or temperature < 0:
+            raise ValueError("max_new_tokens and temperature must be >= 0")
+        ids = input_ids
+        for _ in range(max_new_tokens):
+            logits = self(ids).logits[:, -1].float()
+            if temperature == 0:
+                nxt = logits.argmax(-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)
+            ids = torch.cat([ids, nxt], dim=1)
+        return ids
