@@ -1,0 +1,14 @@
+"""Evaluations that judge SiPE (DESIGN §4): perplexity, BLiMP, SyntaxGym, GLUE, attention analysis.
+
+Every evaluation is a plain function that works for our models (with tags from a parser) and for
+any Hugging Face causal or masked LM (without tags):
+
+- ``structpe.eval.ppl.evaluate_ppl(model, tokenizer, sentences, ...)``
+- ``structpe.eval.blimp.evaluate_blimp(model, tokenizer, parser, data_dir, paradigms, ...)``
+- ``structpe.eval.syntaxgym.evaluate_syntaxgym(model, tokenizer, parser, data_dir, suites, ...)``
+- ``structpe.eval.glue.finetune_glue(model_path, task, ...)``
+- ``structpe.eval.attention.evaluate_attention(base, sipe, tokenizer, parser, ...)``
+
+They share one scorer layer (``structpe.eval.scoring``) and one report writer
+(``structpe.eval.report``); the CLI wrappers live in ``structpe.eval.commands``.
+"""

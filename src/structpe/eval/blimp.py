@@ -1,0 +1,208 @@
+"""BLiMP minimal pairs (Warstadt et al., TACL 2020; DESIGN §4).
+
+A pair is correct iff log P(good) > log P(bad) (strict: ties and the 7 upstream pairs whose two
+sentences are identical count as wrong, as in data/blimp/PROVENANCE.md). Decoders: summed
+next-token log-probs conditioned on a BOS (lm-eval-harness: each sentence scored as " " +
+sentence after the BOS); encoders: pseudo-log-likelihood (``original`` or ``within_word_l2r``).
+Both sentences are hexatagged with the chosen parser when the model reads tags.
+
+Reported: accuracy per paradigm, per field (``syntax/semantics`` in ``principle_A_case_2`` folded
+into ``syntax_semantics``), per phenomenon (the paper's 12: ``s-selection`` -> ``argument_structure``)
+and overall (mean over pairs = mean over paradigms when all have 1,000 pairs).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from structpe.eval.scoring import CausalScorer, MaskedScorer, Parser, describe_scoring, make_scorer
+
+FIELD_FIX = {"syntax/semantics": "syntax_semantics"}
+PHENOMENON_FIX = {"s-selection": "argument_structure"}
+
+
+@dataclass(frozen=True)
+class BlimpPair:
+    paradigm: str
+    pair_id: str
+    good: str
+    bad: str
+    field: str
+    phenomenon: str
+
+
+def blimp_dir(data_dir: str | Path | None = None) -> Path:
+    from structpe.data.paths import data_root
+
+    if data_dir is not None and any(Path(data_dir).glob("*.jsonl.gz")):
+        return Path(data_dir)
+    return data_root(data_dir, sub="blimp")
+
+
+def list_paradigms(data_dir: str | Path | None = None) -> list[str]:
+    d = blimp_dir(data_dir)
+    return sorted(p.name[: -len(".jsonl.gz")] for p in d.glob("*.jsonl.gz"))
+
+
+def load_paradigm(path: str | Path, limit: int | None = None) -> list[BlimpPair]:
+    """Read one ``<UID>.jsonl.gz`` (or plain ``.jsonl``) with the field/phenomenon fixes applied."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    pairs = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                pairs.append(
+                    BlimpPair(
+                        paradigm=d["UID"],
+                        pair_id=str(d["pairID"]),
+                        good=d["sentence_good"],
+                        bad=d["sentence_bad"],
+                        field=FIELD_FIX.get(d["field"], d["field"]),
+                        phenomenon=PHENOMENON_FIX.get(d["linguistics_term"], d["linguistics_term"]),
+                    )
+                )
+            except (json.JSONDecodeError, KeyError) as err:
+                raise ValueError(f"{path}:{line_no}: bad BLiMP row ({err!r})") from err
+            if limit is not None and len(pairs) >= limit:
+                break
+    return pairs
+
+
+def load_blimp(
+    data_dir: str | Path | None = None, paradigms: Sequence[str] | None = None, limit: int | None = None
+) -> list[BlimpPair]:
+    """Pairs of the chosen paradigms (all 67 by default), at most ``limit`` per paradigm."""
+    d = blimp_dir(data_dir)
+    available = list_paradigms(d)
+    chosen = list(paradigms) if paradigms else available
+    unknown = [p for p in chosen if p not in available]
+    if unknown:
+        raise ValueError(f"unknown BLiMP paradigms {unknown}; {len(available)} available in {d}")
+    out: list[BlimpPair] = []
+    for p in chosen:
+        out.extend(load_paradigm(d / f"{p}.jsonl.gz", limit))
+    return out
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(np.mean(xs)) if len(xs) else math.nan
+
+
+def evaluate_blimp(
+    model: Any,
+    tokenizer: Any,
+    parser: Parser | None = None,
+    data_dir: str | Path | None = None,
+    paradigms: Sequence[str] | None = None,
+    *,
+    limit: int | None = None,
+    kind: str | None = None,
+    likelihood: str = "conditional",
+    pll_metric: str = "within_word_l2r",
+    leading_space: bool | None = None,
+    batch_size: int = 32,
+    progress: bool = True,
+    keep_pairs: bool = False,
+    scorer: CausalScorer | MaskedScorer | None = None,
+    pairs: Sequence[BlimpPair] | None = None,
+) -> dict[str, Any]:
+    """BLiMP accuracy per paradigm, field, phenomenon and overall.
+
+    ``limit`` takes the first pairs of each paradigm (subset selection, with ``paradigms``).
+    ``leading_space`` (default: True for decoders, False for encoders) prefixes each sentence with
+    a space as lm-eval-harness does. ``pairs`` overrides loading (tests, custom sets).
+    """
+    scorer = scorer or make_scorer(
+        model,
+        tokenizer,
+        parser,
+        kind=kind,
+        likelihood=likelihood,
+        pll_metric=pll_metric,
+        batch_size=batch_size,
+    )
+    if leading_space is None:
+        leading_space = isinstance(scorer, CausalScorer)
+    pairs = list(pairs) if pairs is not None else load_blimp(data_dir, paradigms, limit)
+    if not pairs:
+        raise ValueError("no BLiMP pairs selected")
+    prefix = " " if leading_space else ""
+    # score paradigm by paradigm so the progress bar moves and memory stays flat
+    by_paradigm: dict[str, list[BlimpPair]] = {}
+    for p in pairs:
+        by_paradigm.setdefault(p.paradigm, []).append(p)
+    it: Any = by_paradigm.items()
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(list(it), desc="BLiMP paradigms")
+    rows: list[dict[str, Any]] = []
+    unaligned = 0
+    for _paradigm, group in it:
+        texts = [prefix + p.good for p in group] + [prefix + p.bad for p in group]
+        scores = scorer.score(texts)
+        unaligned += sum(s.unaligned_words for s in scores)
+        n = len(group)
+        for i, p in enumerate(group):
+            lg, lb = scores[i].total, scores[n + i].total
+            rows.append(
+                {
+                    "paradigm": p.paradigm,
+                    "pair_id": p.pair_id,
+                    "field": p.field,
+                    "phenomenon": p.phenomenon,
+                    "logp_good": lg,
+                    "logp_bad": lb,
+                    "correct": lg > lb,
+                }
+            )
+    per_paradigm: dict[str, list[bool]] = {}
+    meta: dict[str, tuple[str, str]] = {}
+    for r in rows:
+        per_paradigm.setdefault(r["paradigm"], []).append(r["correct"])
+        meta[r["paradigm"]] = (r["field"], r["phenomenon"])
+    para_acc = {k: _mean(v) for k, v in per_paradigm.items()}
+    fields: dict[str, list[float]] = {}
+    phen: dict[str, list[float]] = {}
+    for k, a in para_acc.items():
+        fields.setdefault(meta[k][0], []).append(a)
+        phen.setdefault(meta[k][1], []).append(a)
+    result: dict[str, Any] = {
+        "benchmark": "blimp",
+        "scoring": describe_scoring(scorer),
+        "likelihood": scorer.likelihood,
+        "leading_space": leading_space,
+        "n_pairs": len(rows),
+        "n_paradigms": len(para_acc),
+        "overall": _mean([r["correct"] for r in rows]),
+        "paradigm_mean": _mean(list(para_acc.values())),
+        "per_paradigm": para_acc,
+        "per_field": {k: _mean(v) for k, v in sorted(fields.items())},
+        "per_phenomenon": {k: _mean(v) for k, v in sorted(phen.items())},
+        "unaligned_words": unaligned,
+    }
+    if keep_pairs:
+        result["pairs"] = rows
+    return result
+
+
+def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    rows: list[dict[str, Any]] = [
+        {"group": "paradigm", "name": k, "accuracy": v} for k, v in sorted(result["per_paradigm"].items())
+    ]
+    rows += [{"group": "field", "name": k, "accuracy": v} for k, v in result["per_field"].items()]
+    rows += [{"group": "phenomenon", "name": k, "accuracy": v} for k, v in result["per_phenomenon"].items()]
+    rows.append({"group": "overall", "name": f"{result['n_pairs']} pairs", "accuracy": result["overall"]})
+    return rows, ["group", "name", "accuracy"]

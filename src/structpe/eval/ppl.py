@@ -1,0 +1,135 @@
+"""Perplexity on tagged text, conditioned on its fixed parse (DESIGN §4; SiPE §4 "PPL").
+
+Input: JSON lines from ``structpe tag`` (``words``, ``terminals``, ``nonterminals``, optional
+``text``) or TaggedSentence objects. The text scored is the ``text`` field when present, else the
+words joined by single spaces, and the tags are the given ones — so the number is p(x | T(x)) for
+a model that reads tags (the paper's convention; issue 9 adds joint and marginal modes) and plain
+p(x) for one that does not. Encoders give a *pseudo*-perplexity from PLL, labelled as such.
+
+token-level PPL = exp(-sum log p / #tokens); word-level PPL = exp(-sum log p / #words), with the
+same summed log-probability (every token belongs to some word), so the two are comparable across
+tokenizers only at the word level. ``append_eos`` counts an end-of-sentence token in both.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from structpe.eval.scoring import CausalScorer, MaskedScorer, describe_scoring, get_field, make_scorer
+
+
+def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
+    """TaggedSentence objects from a JSON-lines file; errors name the file and line."""
+    from structpe.syntax import TaggedSentence
+
+    path = Path(path)
+    out = []
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                ts = TaggedSentence.from_dict(d)
+                if "text" in d:
+                    ts.meta["text"] = d["text"]
+                out.append(ts)
+            except (ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{line_no}: {err}") from err
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def sentence_text(sent: Any) -> str:
+    """The ``text`` of a sentence (dict key or ``meta["text"]``), else its words joined by spaces."""
+    if isinstance(sent, dict):
+        meta = sent.get("meta") or {}
+        text = sent.get("text", meta.get("text"))
+    else:
+        text = (getattr(sent, "meta", None) or {}).get("text")
+    return text if text is not None else " ".join(get_field(sent, "words"))
+
+
+def evaluate_ppl(
+    model: Any,
+    tokenizer: Any,
+    sentences: Iterable[Any],
+    *,
+    kind: str | None = None,
+    likelihood: str = "conditional",
+    pll_metric: str = "within_word_l2r",
+    append_eos: bool = False,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    progress: bool = True,
+    scorer: CausalScorer | MaskedScorer | None = None,
+) -> dict[str, Any]:
+    """Token- and word-level perplexity of ``sentences`` (tagged) under ``model``.
+
+    Sentences longer than ``max_length`` tokens are skipped and counted (``skipped``).
+    """
+    sents = list(sentences)
+    if not sents:
+        raise ValueError("no sentences to score")
+    scorer = scorer or make_scorer(
+        model,
+        tokenizer,
+        None,
+        kind=kind,
+        likelihood=likelihood,
+        pll_metric=pll_metric,
+        batch_size=batch_size,
+        append_eos=append_eos,
+        progress=progress,
+    )
+    texts = [sentence_text(s) for s in sents]
+    keep = list(range(len(sents)))
+    skipped = 0
+    if max_length is not None:
+        lens = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        extra = 1 + int(append_eos)
+        keep = [i for i in keep if lens[i] + extra <= max_length]
+        skipped = len(sents) - len(keep)
+    texts_k = [texts[i] for i in keep]
+    parses = [sents[i] for i in keep] if scorer.tagged else None
+    scores = scorer.score(texts_k, parses)
+    total_lp = 0.0
+    n_tokens = 0
+    n_words = 0
+    for i, sc in zip(keep, scores, strict=True):
+        total_lp += sc.total
+        n_tokens += len(sc.logprobs) + int(sc.eos_logprob is not None)
+        n_words += len(get_field(sents[i], "words")) + int(sc.eos_logprob is not None)
+    if n_tokens == 0:
+        raise ValueError("every sentence was skipped (max_length too small?)")
+    pseudo = isinstance(scorer, MaskedScorer)
+    return {
+        "benchmark": "ppl",
+        "scoring": describe_scoring(scorer),
+        "likelihood": scorer.likelihood,
+        "pseudo_perplexity": pseudo,
+        "n_sentences": len(keep),
+        "skipped": skipped,
+        "n_tokens": n_tokens,
+        "n_words": n_words,
+        "nll_sum": -total_lp,
+        "token_ppl": math.exp(-total_lp / n_tokens),
+        "word_ppl": math.exp(-total_lp / n_words),
+        "bits_per_token": -total_lp / n_tokens / math.log(2),
+        "unaligned_words": sum(s.unaligned_words for s in scores),
+        "append_eos": append_eos,
+    }
+
+
+def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    row = {
+        k: result[k] for k in ("n_sentences", "n_tokens", "n_words", "token_ppl", "word_ppl", "likelihood")
+    }
+    return [row], list(row)

@@ -1,0 +1,576 @@
+"""The shared scorer layer: per-token log-probabilities with character offsets (DESIGN §4).
+
+Every evaluation (perplexity, BLiMP, SyntaxGym, attention) goes through one of two scorers, so the
+conventions live in exactly one place:
+
+- :class:`CausalScorer` — decoders (our Transformer-XL family or any Hugging Face causal LM).
+  The text is tokenized *as written* (fast tokenizer, ``return_offsets_mapping``), a BOS token is
+  prepended (``tokenizer.bos_token``, else EOS, as lm-eval-harness does) and token t is scored by
+  log softmax(logits[t-1])[x_t]. The BOS itself is never scored.
+- :class:`MaskedScorer` — encoders: pseudo-log-likelihood (Salazar et al. 2020), either
+  ``original`` (mask only the target token) or ``within_word_l2r`` (Kauf & Ivanova 2023: mask the
+  target and every later subword of the same word), following minicons' ``MaskedLMScorer``.
+
+Tags. A SiPE model is conditioned on the hexatags of its input. The scorers take the parse of each
+text (a :class:`TaggedSentence`-like object: ``words``, ``terminals``, ``nonterminals``) and put a
+word's tags on the *first token that overlaps the word's characters* (DESIGN §1: first subword
+only; -100 elsewhere). Words are located in the text by character search, so the text is scored
+exactly as written (this is what SyntaxGym's region offsets need) and any tokenizer works.
+
+Likelihood modes (issue 9). ``CausalScorer(likelihood=...)`` picks how tags enter the score:
+``conditional`` = p(x | T(x)), the tags of the whole sentence are given to the model — the
+paper's convention, which every report that uses it must name. The modes are a registry
+(:data:`CausalScorer.LIKELIHOODS`), so ``joint`` p(x, T) and ``marginal`` p(x) can be added as
+methods without any caller changing: callers only ever read :class:`TokenScores`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
+from structpe.syntax.hexatags import NONTERMINAL_TO_ID as NONTERMINAL_IDS
+from structpe.syntax.hexatags import TERMINAL_TO_ID as TERMINAL_IDS
+
+LN2 = math.log(2.0)
+
+
+class Parser(Protocol):
+    """What the scorers need from ``structpe.syntax.parsers`` (DESIGN §6)."""
+
+    def parse_text(self, texts: list[str]) -> list[Any]: ...
+
+
+@dataclass
+class TokenScores:
+    """Per-token scores of one text.
+
+    ``logprobs[i]`` is the natural-log probability of token i (``token_ids[i]``, characters
+    ``offsets[i]`` of ``text``); BOS/CLS/SEP are not listed. ``eos_logprob`` is set when the
+    scorer appended an EOS (its probability belongs to the end of the text).
+    """
+
+    text: str
+    token_ids: list[int]
+    offsets: list[tuple[int, int]]
+    logprobs: list[float]
+    eos_logprob: float | None = None
+    likelihood: str = "conditional"
+    tagged: bool = False
+    unaligned_words: int = 0
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        """Summed log-probability of the text (and the EOS, if one was scored)."""
+        return float(sum(self.logprobs)) + (self.eos_logprob or 0.0)
+
+    def surprisals_bits(self) -> list[float]:
+        return [-lp / LN2 for lp in self.logprobs]
+
+
+# ----------------------------------------------------------------------------------------------
+# model helpers
+
+
+def is_structpe_model(model: Any) -> bool:
+    """Our models follow DESIGN §6 (tags as keyword arguments); HF models do not take tags."""
+    cfg = getattr(model, "config", None)
+    return (
+        getattr(cfg, "model_type", None) == "structpe-sipe"
+        or hasattr(cfg, "family")
+        and hasattr(cfg, "injection")
+    )
+
+
+def model_kind(model: Any) -> str:
+    """``causal`` or ``masked``: our ``txl`` family and HF ``*ForCausalLM``/``*LMHeadModel`` are
+    causal; our encoders and HF ``*ForMaskedLM`` are masked."""
+    cfg = getattr(model, "config", None)
+    family = getattr(cfg, "family", None)
+    if family is not None:
+        return "causal" if family == "txl" else "masked"
+    name = type(model).__name__
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if name in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()) or name.endswith(
+        ("ForCausalLM", "LMHeadModel")
+    ):
+        return "causal"
+    if name in set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values()) or name.endswith("ForMaskedLM"):
+        return "masked"
+    raise ValueError(
+        f"cannot tell whether {name} is a causal or a masked LM; pass kind='causal' or kind='masked'"
+    )
+
+
+def uses_tags(model: Any) -> bool:
+    """True when the model reads hexatags (a structpe model whose injection is not ``none``)."""
+    return is_structpe_model(model) and getattr(model.config, "injection", "none") != "none"
+
+
+def model_device(model: Any) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        return torch.device("cpu")
+
+
+def forward_logits(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    terminal_ids: torch.Tensor | None,
+    nonterminal_ids: torch.Tensor | None,
+    **extra: Any,
+) -> Any:
+    """Call any model with the DESIGN §6 convention (ours) or the HF one (baselines)."""
+    if is_structpe_model(model):
+        return model(
+            input_ids,
+            attention_mask=attention_mask,
+            terminal_ids=terminal_ids,
+            nonterminal_ids=nonterminal_ids,
+            **extra,
+        )
+    return model(input_ids=input_ids, attention_mask=attention_mask, **extra)
+
+
+# ----------------------------------------------------------------------------------------------
+# tags
+
+
+def tag_id(value: Any, table: dict[str, int], what: str) -> int:
+    """Canonical id of a tag given as a name ("tl") or an int (DESIGN §1 ids)."""
+    if isinstance(value, str):
+        if value not in table:
+            raise ValueError(f"unknown {what} tag {value!r}; expected one of {sorted(table)}")
+        return table[value]
+    v = int(value)
+    if v != IGNORE and not 0 <= v < len(table):
+        raise ValueError(f"{what} tag id {v} out of range 0..{len(table) - 1}")
+    return v
+
+
+def get_field(obj: Any, name: str) -> Any:
+    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def word_spans(text: str, words: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Character span of each word in ``text``, searched left to right (None if not found).
+
+    Parsers may normalise a word (e.g. quotes); such a word simply gets no span.
+    """
+    spans: list[tuple[int, int] | None] = []
+    pos = 0
+    for w in words:
+        i = text.find(w, pos) if w else -1
+        if i < 0:
+            spans.append(None)
+            continue
+        spans.append((i, i + len(w)))
+        pos = i + len(w)
+    return spans
+
+
+def align_tags_by_offsets(
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    parse: Any,
+    scorable: Sequence[bool] | None = None,
+) -> tuple[list[int], list[int], int]:
+    """Per-token terminal / non-terminal ids: a word's tags go on the first token overlapping it.
+
+    ``offsets`` are the tokens' character spans in ``text``; ``scorable[i]`` False marks special
+    tokens (never tagged). Returns (terminal_ids, nonterminal_ids, number of words that got no
+    token — not found in the text, or sharing their first token with the previous word).
+    """
+    words = list(get_field(parse, "words"))
+    terms = [tag_id(t, TERMINAL_IDS, "terminal") for t in get_field(parse, "terminals")]
+    nonterms = [tag_id(t, NONTERMINAL_IDS, "non-terminal") for t in get_field(parse, "nonterminals")]
+    if not (len(words) == len(terms) == len(nonterms)):
+        raise ValueError(
+            f"parse has {len(words)} words but {len(terms)} terminals / {len(nonterms)} non-terminals"
+        )
+    n = len(offsets)
+    t_out = [IGNORE] * n
+    n_out = [IGNORE] * n
+    missed = 0
+    tok = 0
+    for span, t, nt in zip(word_spans(text, words), terms, nonterms, strict=True):
+        if span is None:
+            missed += 1
+            continue
+        ws, we = span
+        while tok < n and (
+            (scorable is not None and not scorable[tok])
+            or offsets[tok][1] <= ws
+            or offsets[tok][0] == offsets[tok][1]
+        ):
+            tok += 1
+        if tok >= n or offsets[tok][0] >= we or t_out[tok] != IGNORE:
+            missed += 1
+            continue
+        t_out[tok], n_out[tok] = t, nt
+    return t_out, n_out, missed
+
+
+def parse_texts(parser: Parser | None, texts: list[str]) -> list[Any] | None:
+    """Parse texts (None when no parser is given)."""
+    if parser is None:
+        return None
+    parses = parser.parse_text(list(texts))
+    if len(parses) != len(texts):
+        raise ValueError(f"parser returned {len(parses)} parses for {len(texts)} texts")
+    return parses
+
+
+def batched(seq: Sequence[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(seq), size):
+        yield list(seq[i : i + size])
+
+
+def _progress(iterable: Any, enabled: bool, desc: str, total: int | None = None) -> Any:
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, leave=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# causal scorer
+
+
+@dataclass
+class _Encoded:
+    text: str
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+    terminals: list[int]
+    nonterminals: list[int]
+    unaligned: int
+
+
+class CausalScorer:
+    """Token log-probs for decoders, BOS-conditioned (DESIGN §4; REFERENCE_NOTES §5).
+
+    ``parser`` is used only for models that read tags (``uses_tags``); give ``parses`` to
+    :meth:`score` to reuse parses you already have. ``append_eos`` also scores an EOS after the
+    text (LM-Zoo's GPT-2 convention; off by default).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        parser: Parser | None = None,
+        *,
+        likelihood: str = "conditional",
+        batch_size: int = 32,
+        append_eos: bool = False,
+        max_length: int | None = None,
+        progress: bool = False,
+    ) -> None:
+        if likelihood not in self.LIKELIHOODS:
+            raise ValueError(
+                f"likelihood {likelihood!r} is not available; implemented: {sorted(self.LIKELIHOODS)} "
+                "(joint and marginal are issue 9)"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.parser = parser
+        self.likelihood = likelihood
+        self.batch_size = batch_size
+        self.append_eos = append_eos
+        self.max_length = max_length
+        self.progress = progress
+        self.tagged = uses_tags(model)
+        if self.tagged and parser is None:
+            # parses may still come through score(parses=...); checked there
+            pass
+        bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        if bos is None:
+            raise ValueError("tokenizer has neither a BOS nor an EOS token to condition the first word on")
+        self.bos_id = int(bos)
+        self.eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else self.bos_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.bos_id
+
+    def encode(self, texts: list[str], parses: list[Any] | None) -> list[_Encoded]:
+        enc = self.tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+        out = []
+        for k, text in enumerate(texts):
+            ids = list(enc["input_ids"][k])
+            offs = [tuple(o) for o in enc["offset_mapping"][k]]
+            if not ids:
+                raise ValueError(f"text {k} tokenizes to nothing: {text!r}")
+            if parses is not None:
+                t, n, missed = align_tags_by_offsets(text, offs, parses[k])
+            else:
+                t, n, missed = [IGNORE] * len(ids), [IGNORE] * len(ids), 0
+            total = len(ids) + 1 + int(self.append_eos)
+            if self.max_length is not None and total > self.max_length:
+                raise ValueError(
+                    f"text {k} needs {total} tokens > max_length {self.max_length}: {text[:60]!r}"
+                )
+            out.append(_Encoded(text, ids, offs, t, n, missed))
+        return out
+
+    def score(self, texts: Sequence[str], parses: list[Any] | None = None) -> list[TokenScores]:
+        """Score texts; ``parses`` (one per text) override the scorer's parser."""
+        texts = list(texts)
+        if self.tagged and parses is None:
+            if self.parser is None:
+                raise ValueError(
+                    "this model reads hexatags: give the scorer a parser (e.g. get_parser('spacy')) or parses"
+                )
+            parses = parse_texts(self.parser, texts)
+        encoded = self.encode(texts, parses if self.tagged else None)
+        # longest first keeps padding low; results are put back in input order
+        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].ids))
+        results: list[TokenScores | None] = [None] * len(encoded)
+        fn = self.LIKELIHOODS[self.likelihood]
+        batches = list(batched(order, self.batch_size))
+        for idx in _progress(batches, self.progress, "scoring", len(batches)):
+            for i, ts in zip(idx, fn(self, [encoded[i] for i in idx]), strict=True):
+                results[i] = ts
+        return results  # type: ignore[return-value]
+
+    @torch.no_grad()
+    def _conditional(self, batch: list[_Encoded]) -> list[TokenScores]:
+        """p(x | T(x)): every position sees the tags of the whole parse (the paper's convention)."""
+        device = model_device(self.model)
+        rows = []
+        for e in batch:
+            ids = [self.bos_id, *e.ids] + ([self.eos_id] if self.append_eos else [])
+            t = [IGNORE, *e.terminals] + ([IGNORE] if self.append_eos else [])
+            n = [IGNORE, *e.nonterminals] + ([IGNORE] if self.append_eos else [])
+            rows.append((ids, t, n))
+        L = max(len(r[0]) for r in rows)
+        B = len(rows)
+        input_ids = torch.full((B, L), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, L), dtype=torch.long)
+        term = torch.full((B, L), IGNORE, dtype=torch.long)
+        nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
+        for b, (ids, t, n) in enumerate(rows):
+            input_ids[b, : len(ids)] = torch.tensor(ids)
+            mask[b, : len(ids)] = 1
+            term[b, : len(ids)] = torch.tensor(t)
+            nonterm[b, : len(ids)] = torch.tensor(n)
+        out = forward_logits(
+            self.model,
+            input_ids.to(device),
+            mask.to(device),
+            term.to(device) if self.tagged else None,
+            nonterm.to(device) if self.tagged else None,
+        )
+        logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
+        target = input_ids[:, 1:].to(logp.device)
+        tok_lp = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
+        res = []
+        for b, e in enumerate(batch):
+            n_tok = len(e.ids)
+            lps = tok_lp[b, :n_tok].tolist()
+            eos = float(tok_lp[b, n_tok]) if self.append_eos else None
+            res.append(
+                TokenScores(
+                    text=e.text,
+                    token_ids=e.ids,
+                    offsets=e.offsets,
+                    logprobs=lps,
+                    eos_logprob=eos,
+                    likelihood="conditional" if self.tagged else "plain",
+                    tagged=self.tagged,
+                    unaligned_words=e.unaligned,
+                )
+            )
+        return res
+
+    # issue 9 adds "joint" and "marginal" here: each maps a batch of _Encoded to TokenScores.
+    LIKELIHOODS: dict[str, Callable[[CausalScorer, list[_Encoded]], list[TokenScores]]] = {
+        "conditional": _conditional,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# masked scorer (PLL)
+
+PLL_METRICS = ("original", "within_word_l2r")
+
+
+class MaskedScorer:
+    """Pseudo-log-likelihood for encoders (DESIGN §4; minicons ``MaskedLMScorer``).
+
+    One copy of the text per scored token; in each copy the target (and, for ``within_word_l2r``,
+    the later subwords of its word, by the fast tokenizer's ``word_ids``) is replaced by the mask
+    token, and its tags are set to -100 so the prior cannot leak the masked word (DESIGN §2:
+    "zero the prior" at masked positions). PLL = sum over tokens of log P(x_t | copy_t).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        parser: Parser | None = None,
+        *,
+        metric: str = "within_word_l2r",
+        batch_size: int = 64,
+        max_length: int | None = None,
+        progress: bool = False,
+    ) -> None:
+        if metric not in PLL_METRICS:
+            raise ValueError(f"PLL metric {metric!r} unknown; expected one of {PLL_METRICS}")
+        if tokenizer.mask_token_id is None:
+            raise ValueError("a masked-LM scorer needs a tokenizer with a mask token")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.parser = parser
+        self.metric = metric
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.progress = progress
+        self.tagged = uses_tags(model)
+        self.likelihood = f"pll-{metric}"
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def score(self, texts: Sequence[str], parses: list[Any] | None = None) -> list[TokenScores]:
+        texts = list(texts)
+        if self.tagged and parses is None:
+            if self.parser is None:
+                raise ValueError("this model reads hexatags: give the scorer a parser or parses")
+            parses = parse_texts(self.parser, texts)
+        enc = self.tokenizer(texts, return_offsets_mapping=True, return_special_tokens_mask=True)
+        seqs = []
+        jobs: list[tuple[int, int, list[int]]] = []  # (text index, target position, masked positions)
+        for k, text in enumerate(texts):
+            ids = list(enc["input_ids"][k])
+            if self.max_length is not None and len(ids) > self.max_length:
+                raise ValueError(f"text {k} needs {len(ids)} tokens > max_length {self.max_length}")
+            offs = [tuple(o) for o in enc["offset_mapping"][k]]
+            special = [bool(s) for s in enc["special_tokens_mask"][k]]
+            wids = enc.word_ids(k)
+            scorable = [not s for s in special]
+            if self.tagged:
+                t, n, missed = align_tags_by_offsets(text, offs, parses[k], scorable)  # type: ignore[index]
+            else:
+                t, n, missed = [IGNORE] * len(ids), [IGNORE] * len(ids), 0
+            seqs.append((ids, offs, scorable, t, n, missed))
+            for p in range(len(ids)):
+                if not scorable[p]:
+                    continue
+                masked = [p]
+                if self.metric == "within_word_l2r" and wids[p] is not None:
+                    q = p + 1
+                    while q < len(ids) and scorable[q] and wids[q] == wids[p]:
+                        masked.append(q)
+                        q += 1
+                jobs.append((k, p, masked))
+        lps: list[dict[int, float]] = [{} for _ in texts]
+        device = model_device(self.model)
+        batches = list(batched(jobs, self.batch_size))
+        with torch.no_grad():
+            for batch in _progress(batches, self.progress, f"PLL ({self.metric})", len(batches)):
+                L = max(len(seqs[k][0]) for k, _, _ in batch)
+                B = len(batch)
+                input_ids = torch.full((B, L), self.pad_id, dtype=torch.long)
+                mask = torch.zeros((B, L), dtype=torch.long)
+                term = torch.full((B, L), IGNORE, dtype=torch.long)
+                nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
+                for b, (k, _p, masked) in enumerate(batch):
+                    ids, _, _, t, n, _ = seqs[k]
+                    input_ids[b, : len(ids)] = torch.tensor(ids)
+                    mask[b, : len(ids)] = 1
+                    term[b, : len(ids)] = torch.tensor(t)
+                    nonterm[b, : len(ids)] = torch.tensor(n)
+                    input_ids[b, masked] = self.tokenizer.mask_token_id
+                    term[b, masked] = IGNORE
+                    nonterm[b, masked] = IGNORE
+                out = forward_logits(
+                    self.model,
+                    input_ids.to(device),
+                    mask.to(device),
+                    term.to(device) if self.tagged else None,
+                    nonterm.to(device) if self.tagged else None,
+                )
+                rows = torch.arange(B)
+                pos = torch.tensor([p for _, p, _ in batch])
+                tgt = torch.tensor([seqs[k][0][p] for k, p, _ in batch])
+                logits = out.logits[rows.to(out.logits.device), pos.to(out.logits.device)].float()
+                lp = torch.log_softmax(logits, dim=-1).gather(-1, tgt.to(logits.device).unsqueeze(-1))
+                for (k, p, _), v in zip(batch, lp.squeeze(-1).tolist(), strict=True):
+                    lps[k][p] = v
+        res = []
+        for k, text in enumerate(texts):
+            ids, offs, scorable, _, _, missed = seqs[k]
+            keep = [p for p in range(len(ids)) if scorable[p]]
+            res.append(
+                TokenScores(
+                    text=text,
+                    token_ids=[ids[p] for p in keep],
+                    offsets=[offs[p] for p in keep],
+                    logprobs=[lps[k][p] for p in keep],
+                    likelihood=self.likelihood,
+                    tagged=self.tagged,
+                    unaligned_words=missed,
+                )
+            )
+        return res
+
+
+def make_scorer(
+    model: Any,
+    tokenizer: Any,
+    parser: Parser | None = None,
+    *,
+    kind: str | None = None,
+    likelihood: str = "conditional",
+    pll_metric: str = "within_word_l2r",
+    batch_size: int = 32,
+    append_eos: bool = False,
+    max_length: int | None = None,
+    progress: bool = False,
+) -> CausalScorer | MaskedScorer:
+    """The right scorer for a model: causal -> :class:`CausalScorer`, masked -> PLL."""
+    kind = kind or model_kind(model)
+    if kind == "causal":
+        return CausalScorer(
+            model,
+            tokenizer,
+            parser,
+            likelihood=likelihood,
+            batch_size=batch_size,
+            append_eos=append_eos,
+            max_length=max_length,
+            progress=progress,
+        )
+    if kind == "masked":
+        if append_eos:
+            raise ValueError("append_eos applies to causal models only")
+        return MaskedScorer(
+            model,
+            tokenizer,
+            parser,
+            metric=pll_metric,
+            batch_size=batch_size,
+            max_length=max_length,
+            progress=progress,
+        )
+    raise ValueError(f"kind must be 'causal' or 'masked', got {kind!r}")
+
+
+def describe_scoring(scorer: CausalScorer | MaskedScorer) -> str:
+    """One line for reports naming the likelihood convention (issue 9 asks every report to)."""
+    if isinstance(scorer, MaskedScorer):
+        cond = " conditioned on the parse's tags" if scorer.tagged else ""
+        return f"pseudo-log-likelihood ({scorer.metric}){cond}"
+    if scorer.tagged:
+        return "conditional log-likelihood p(x | T(x)): conditioned on one fixed parse, BOS-conditioned"
+    return "log-likelihood p(x), BOS-conditioned (model reads no tags)"

@@ -1,0 +1,94 @@
+"""Toy tokenizer, models and parser whose probabilities are known, for hand-checked scoring tests."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from transformers import PreTrainedTokenizerFast
+
+from structpe.syntax import TaggedSentence
+
+SPECIALS = ["[PAD]", "[BOS]", "[MASK]", "[UNK]", "[CLS]", "[SEP]"]
+WORDS = [*SPECIALS, "the", "dog", "##s", "run", "cat", "sleep", "."]
+VOCAB = {w: i for i, w in enumerate(WORDS)}
+
+
+def make_tokenizer(with_cls: bool = False) -> PreTrainedTokenizerFast:
+    """WordPiece over a 13-word vocabulary: "dogs" -> "dog" "##s"; whitespace/punctuation words."""
+    t = Tokenizer(models.WordPiece(dict(VOCAB), unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    if with_cls:
+        t.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", VOCAB["[CLS]"]), ("[SEP]", VOCAB["[SEP]"])]
+        )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=t,
+        bos_token="[BOS]",
+        eos_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+    )
+
+
+class BigramLM(torch.nn.Module):
+    """Causal toy in the DESIGN §6 convention: logits at p = table[x_p] (so p(x_{p+1} | x_p))."""
+
+    def __init__(self, table: torch.Tensor, family: str = "txl", injection: str = "position") -> None:
+        super().__init__()
+        self.table = torch.nn.Parameter(table.clone().float(), requires_grad=False)
+        self.config = SimpleNamespace(model_type="structpe-sipe", family=family, injection=injection)
+        self.calls: list[dict] = []
+
+    def forward(self, input_ids, attention_mask=None, terminal_ids=None, nonterminal_ids=None, labels=None):
+        self.calls.append(
+            {"input_ids": input_ids, "terminal_ids": terminal_ids, "nonterminal_ids": nonterminal_ids}
+        )
+        return SimpleNamespace(logits=self.table[input_ids])
+
+
+class RightNeighbourMLM(BigramLM):
+    """Masked toy: logits at p = table[x_{p+1}] (the right neighbour; pad after the end)."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__(table, family="roberta", injection="input")
+
+    def forward(self, input_ids, attention_mask=None, terminal_ids=None, nonterminal_ids=None, labels=None):
+        self.calls.append(
+            {"input_ids": input_ids, "terminal_ids": terminal_ids, "nonterminal_ids": nonterminal_ids}
+        )
+        right = torch.cat([input_ids[:, 1:], torch.zeros_like(input_ids[:, :1])], dim=1)
+        return SimpleNamespace(logits=self.table[right])
+
+
+class ChainParser:
+    """Test double for a parser: whitespace words, a left-branching chain (word i heads word i+1)."""
+
+    def parse_text(self, texts: list[str]) -> list[TaggedSentence]:
+        out = []
+        for t in texts:
+            words = t.replace(".", " .").split()
+            heads = [0] + list(range(1, len(words)))
+            out.append(TaggedSentence.from_heads(words, heads))
+        return out
+
+
+@pytest.fixture
+def tok() -> PreTrainedTokenizerFast:
+    return make_tokenizer()
+
+
+@pytest.fixture
+def mlm_tok() -> PreTrainedTokenizerFast:
+    return make_tokenizer(with_cls=True)
+
+
+@pytest.fixture
+def random_table() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(len(WORDS), len(WORDS), generator=g)
