@@ -31,7 +31,10 @@ class ConlluError(ValueError):
     def __init__(self, source: str, line: int, sent_id: str | None, message: str):
         where = f"sentence {sent_id!r}" if sent_id else "sentence without sent_id"
         super().__init__(f"{source}:{line}: {where}: {message}")
-        self.source, self.line, self.sent_id = source, line, sent_id
+        self.source, self.line, self.sent_id, self.message = source, line, sent_id, message
+
+    def __reduce__(self) -> tuple:  # keep it picklable across worker processes
+        return (type(self), (self.source, self.line, self.sent_id, self.message))
 
 
 @dataclass
