@@ -56,12 +56,13 @@ from structpe.modules.prior import (
 from structpe.modules.prior_projection import PriorProjection, gather_per_key, tag_alignment
 
 
-def sinusoid(pos_seq: torch.Tensor, d_model: int) -> torch.Tensor:
-    """r for each offset in ``pos_seq``: concat[sin(pos * f), cos(pos * f)], f = 10000^(-2i/d) (TXL)."""
-    inv_freq = 1.0 / (
-        10000 ** (torch.arange(0, d_model, 2, device=pos_seq.device, dtype=torch.float32) / d_model)
-    )
-    angles = pos_seq.float()[:, None] * inv_freq[None, :]
+def sinusoid(pos_seq: torch.Tensor, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """r for each offset in ``pos_seq``: concat[sin(pos * f), cos(pos * f)], f_k = 10000^(-2k/d) (TXL).
+
+    Computed in float32 (or float64 if asked) even for half-precision models: the angles need it.
+    """
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, d_model, 2, device=pos_seq.device, dtype=dtype) / d_model))
+    angles = pos_seq.to(dtype)[:, None] * inv_freq[None, :]
     return torch.cat([angles.sin(), angles.cos()], dim=-1)
 
 
@@ -151,6 +152,8 @@ class RelPartialLearnableAttention(nn.Module):
                 k_parts.append(onehot)
             if prior.value_bias is not None:
                 v_parts.append(onehot)
+            elif table is not None:  # equal q/k/v widths keep SDPA on its fused kernel (not the math path)
+                v_parts.append(torch.zeros_like(onehot))
         bias = bias.masked_fill(~allowed, float("-inf"))
         cat = lambda parts: parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)  # noqa: E731
         out = F.scaled_dot_product_attention(
@@ -158,8 +161,10 @@ class RelPartialLearnableAttention(nn.Module):
         )
         if prior is not None and prior.value_bias is not None:
             mass = out[..., self.d_head :]  # attention mass per tag pair [B, H, L, P]
-            out = out[..., : self.d_head] + torch.einsum("bhip,hpd->bhid", mass, _pad_pairs(prior.value_bias))
-        return out
+            return out[..., : self.d_head] + torch.einsum(
+                "bhip,hpd->bhid", mass, _pad_pairs(prior.value_bias)
+            )
+        return out[..., : self.d_head]
 
     def _plain(self, q, k, val, q_u, q_v, bd, allowed, prior, dropout_p):
         """The same equations with an explicit softmax; returns (z, attention probabilities)."""
@@ -192,6 +197,11 @@ def _pair_onehot(pair_ids: torch.Tensor, n_heads: int, width: int, dtype: torch.
     """one-hot(pair_j) as extra key / value dims, [B, H, L, width] (an expanded view)."""
     onehot = F.one_hot(pair_ids, width).to(dtype)
     return onehot[:, None].expand(-1, n_heads, -1, -1)
+
+
+def _upcast(x: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits go to float32 for the loss; float32 / float64 stay as they are."""
+    return x.float() if x.element_size() < 4 else x
 
 
 class FeedForward(nn.Module):
@@ -352,7 +362,8 @@ class TransfoXLSiPEModel(PreTrainedModel):
         pos_seq = torch.arange(length - 1, -1, -1, device=device)
         if self.config.clamp_len > 0:
             pos_seq = pos_seq.clamp_max(self.config.clamp_len)
-        r = self.dropout(sinusoid(pos_seq, self.config.d_model).to(h.dtype))
+        wide = torch.float64 if h.dtype == torch.float64 else torch.float32
+        r = self.dropout(sinusoid(pos_seq, self.config.d_model, wide).to(h.dtype))
 
         allowed = torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
         if attention_mask is not None:
@@ -377,7 +388,7 @@ class TransfoXLSiPEModel(PreTrainedModel):
         lm_loss = terminal_loss = nonterminal_loss = loss = None
         if labels is not None:
             lm_loss = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                _upcast(logits[:, :-1]).reshape(-1, logits.shape[-1]),
                 labels[:, 1:].reshape(-1).to(device),
                 ignore_index=IGNORE_INDEX,
             )

@@ -1,0 +1,367 @@
+"""The Transformer-XL SiPE decoder against the equations of SiPE §3.3 (eq. 3-9) and Dai et al. (2019)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from structpe.models import SiPEConfig, build_model, load
+from structpe.models.config import FAMILY_INJECTIONS
+from structpe.models.txl import TransfoXLSiPEModel, rel_shift, sinusoid
+from structpe.modules.prior import TagIdError
+
+VARIANTS = FAMILY_INJECTIONS["txl"]
+PRIORED = [v for v in VARIANTS if v != "none"]
+VOCAB, LENGTH = 37, 9
+
+
+def tiny(injection: str = "none", dtype=torch.float64, seed: int = 0, **kw) -> TransfoXLSiPEModel:
+    """A 2-layer model with dropout off and W_E / W^tag large enough that the prior matters."""
+    args = dict(
+        family="txl",
+        injection=injection,
+        vocab_size=VOCAB,
+        d_model=16,
+        n_layers=2,
+        n_heads=2,
+        d_ff=32,
+        dropout=0.0,
+        attention_dropout=0.0,
+        prior_proj_init_std=0.3,
+        initializer_range=0.3,
+    )
+    args.update(kw)
+    torch.manual_seed(seed)
+    return build_model(SiPEConfig(**args)).to(dtype).eval()
+
+
+def batch(seed: int = 1, bsz: int = 2, length: int = LENGTH):
+    """Random tokens and tags; position 3 is a continuation subword (no tag)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (bsz, length), generator=g)
+    t = torch.randint(0, 2, (bsz, length), generator=g)
+    n = torch.randint(0, 5, (bsz, length), generator=g)
+    t[:, 3] = -100
+    n[:, 3] = -100
+    return ids, t, n
+
+
+# -- the relative shift ----------------------------------------------------------------------------
+
+
+def test_rel_shift_equals_explicit_offset_formula():
+    torch.manual_seed(0)
+    bsz, heads, length, d_head, d_model = 2, 3, 7, 4, 12
+    q = torch.randn(bsz, heads, length, d_head, dtype=torch.float64)
+    v = torch.randn(heads, d_head, dtype=torch.float64)
+    w_r = torch.randn(heads * d_head, d_model, dtype=torch.float64)
+    r = sinusoid(torch.arange(length - 1, -1, -1), d_model, torch.float64)  # offsets L-1 .. 0
+    r_k = (r @ w_r.T).view(length, heads, d_head)
+    shifted = rel_shift(torch.einsum("bhid,jhd->bhij", q + v[:, None], r_k))
+    for i in range(length):
+        for j in range(i + 1):
+            # r_{i-j} from the definition concat[sin((i-j) f), cos((i-j) f)], f_k = 10000^(-2k/d)
+            f = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+            r_ij = torch.cat([torch.sin((i - j) * f), torch.cos((i - j) * f)])
+            explicit = torch.einsum("bhd,hd->bh", q[:, :, i] + v, (w_r @ r_ij).view(heads, d_head))
+            torch.testing.assert_close(shifted[:, :, i, j], explicit)
+
+
+# -- a slow reference written from the paper's equations ------------------------------------------
+
+
+def reference_block(model, layer: int, x: torch.Tensor, ids, t, n, mask=None):
+    """One block, score and value written out per (i, j) from SiPE eq. 3-9; returns (probs, output)."""
+    cfg, blk = model.config, model.layers[layer]
+    att = blk.attn
+    H, d = cfg.n_heads, cfg.d_head
+    x_in = blk.ln_attn(x) if cfg.pre_norm else x
+    q, k, val = (x_in @ att.qkv.weight.T).view(*x.shape[:2], 3, H, d).unbind(2)  # [B, L, H, d]
+    bsz, length = ids.shape
+    # prior_j = m_j (E_T[tau_j] + E_N[nu_j])
+    prior = torch.zeros(bsz, length, cfg.d_model, dtype=x.dtype)
+    if model.prior is not None:
+        m = (t != -100).unsqueeze(-1)
+        prior = m * (
+            model.prior.terminal.weight[t.clamp_min(0)] + model.prior.nonterminal.weight[n.clamp_min(0)]
+        )
+
+    def per_head(proj, vec):  # [W prior_j]_n, for the `model` and `head` targets
+        if proj is None or not proj.has_layer(layer):
+            return None
+        w = proj.proj["shared" if proj.shared else str(layer)].weight
+        out = vec @ w.T
+        return (
+            out.view(*out.shape[:-1], H, d)
+            if proj.target == "model"
+            else out.unsqueeze(-2).expand(*out.shape[:-1], H, d)
+        )
+
+    e = per_head(model.prior_proj, prior)  # W_E^l prior  [B, L, H, d]
+    kb = per_head(model.tag_key, prior)
+    vb = per_head(model.tag_value, prior)
+    f = 10000 ** (-torch.arange(0, cfg.d_model, 2, dtype=x.dtype) / cfg.d_model)
+    scores = torch.full((bsz, H, length, length), float("-inf"), dtype=x.dtype)
+    for i in range(length):
+        for j in range(i + 1):
+            if mask is not None and mask[0, j] == 0 and j != i:
+                continue
+            off = min(i - j, cfg.clamp_len) if cfg.clamp_len > 0 else i - j
+            r = torch.cat([torch.sin(off * f), torch.cos(off * f)])
+            w_r_r = (att.r_net.weight @ r).view(H, d)
+            ac = ((q[:, i] + att.u) * k[:, j]).sum(-1)  # AC_ij   [B, H]
+            bd = ((q[:, i] + att.v) * w_r_r).sum(-1)  # BD_ij
+            s = (ac + bd) / math.sqrt(d)
+            if e is not None:
+                c = ((q[:, i] + att.v) * e[:, j]).sum(-1) / math.sqrt(d)
+                # eq. 6 (multiplicative) or eq. 7 (disentangled)
+                s = (ac + (1 + c) * bd) / math.sqrt(d) if cfg.uses_position_prior else s + c
+            if kb is not None:
+                s = s + (q[:, i] * kb[:, j]).sum(-1) / math.sqrt(d)  # eq. 8
+            scores[:, :, i, j] = s
+    probs = scores.softmax(-1)
+    values = val if vb is None else val + vb  # eq. 9: v_j + [W_V^tag prior_j]_n
+    z = torch.einsum("bhij,bjhd->bihd", probs, values).reshape(bsz, length, -1)
+    a = att.o_net(z)
+    if cfg.pre_norm:
+        h = x + a
+        return probs, h + blk.ff(blk.ln_ff(h))
+    h = blk.ln_attn(x + a)
+    return probs, blk.ln_ff(h + blk.ff(h))
+
+
+@pytest.mark.parametrize("injection", VARIANTS)
+@pytest.mark.parametrize(
+    "axes",
+    [
+        dict(projection="per_layer", projection_target="model"),
+        dict(projection="shared", projection_target="head", pre_norm=True, clamp_len=4),
+    ],
+    ids=["per_layer-model-postLN", "shared-head-preLN-clamp"],
+)
+def test_scores_and_outputs_match_reference(injection, axes):
+    model = tiny(injection, **axes)
+    ids, t, n = batch()
+    with torch.no_grad():
+        plain = model(
+            ids, terminal_ids=t, nonterminal_ids=n, output_attentions=True, output_hidden_states=True
+        )
+        fused = model(ids, terminal_ids=t, nonterminal_ids=n, output_hidden_states=True)
+        for layer in range(model.config.n_layers):
+            probs, out = reference_block(model, layer, plain.hidden_states[layer], ids, t, n)
+            torch.testing.assert_close(plain.attentions[layer], probs)
+            nxt = plain.hidden_states[layer + 1]
+            if model.config.pre_norm and layer == model.config.n_layers - 1:
+                out = model.ln_f(out)
+            torch.testing.assert_close(nxt, out)
+            torch.testing.assert_close(fused.hidden_states[layer + 1], out)
+    torch.testing.assert_close(fused.logits, plain.logits)
+
+
+def test_entry_layer_leaves_lower_layers_plain():
+    model = tiny("position+attn_bias", entry_layer=2)
+    assert not model.prior_proj.has_layer(0) and model.prior_proj.has_layer(1)
+    ids, t, n = batch()
+    with torch.no_grad():
+        out = model(ids, terminal_ids=t, nonterminal_ids=n, output_attentions=True, output_hidden_states=True)
+        for layer in range(2):
+            probs, _ = reference_block(model, layer, out.hidden_states[layer], ids, t, n)
+            torch.testing.assert_close(out.attentions[layer], probs)
+        no_tags = model(ids, output_attentions=True)
+    torch.testing.assert_close(out.attentions[0], no_tags.attentions[0])
+
+
+@pytest.mark.parametrize("injection", VARIANTS)
+def test_fused_and_plain_gradients_agree(injection):
+    model = tiny(injection)
+    ids, t, n = batch()
+    grads = []
+    for plain in (False, True):
+        model.zero_grad()
+        model(ids, terminal_ids=t, nonterminal_ids=n, labels=ids, output_attentions=plain).loss.backward()
+        grads.append({k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for key in grads[0]:
+        torch.testing.assert_close(grads[0][key], grads[1][key], msg=key)
+
+
+# -- causality, padding ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("injection", VARIANTS)
+@pytest.mark.parametrize("plain", [False, True])
+def test_causal_in_tokens_and_tags(injection, plain):
+    model = tiny(injection)
+    ids, t, n = batch()
+    cut = 5
+    ids2, t2, n2 = ids.clone(), t.clone(), n.clone()
+    ids2[:, cut] = (ids2[:, cut] + 1) % VOCAB
+    t2[:, cut], n2[:, cut] = 1 - t2[:, cut].clamp_min(0), (n2[:, cut].clamp_min(0) + 2) % 5
+    t2[:, cut + 2], n2[:, cut + 2] = -100, -100
+    with torch.no_grad():
+        a = model(ids, terminal_ids=t, nonterminal_ids=n, output_attentions=plain)
+        b = model(ids2, terminal_ids=t2, nonterminal_ids=n2, output_attentions=plain)
+    for name in ("logits", "terminal_logits", "nonterminal_logits"):
+        assert torch.equal(getattr(a, name)[:, :cut], getattr(b, name)[:, :cut]), name
+    assert not torch.allclose(a.logits[:, cut:], b.logits[:, cut:])
+
+
+@pytest.mark.parametrize("injection", ["none", "position+attn_bias", "disentangled"])
+def test_padding_is_invisible(injection):
+    """Right padding changes nothing before it; left padding changes nothing (offsets are relative)."""
+    model = tiny(injection)
+    ids, t, n = batch(bsz=1, length=6)
+    pad = 3
+    with torch.no_grad():
+        ref = model(ids, terminal_ids=t, nonterminal_ids=n).logits
+        fill = torch.full((1, pad), -100)
+        right = model(
+            torch.cat([ids, ids[:, :pad]], 1),
+            attention_mask=torch.tensor([[1] * 6 + [0] * pad]),
+            terminal_ids=torch.cat([t, fill], 1),
+            nonterminal_ids=torch.cat([n, fill], 1),
+        ).logits
+        left = model(
+            torch.cat([ids[:, :pad], ids], 1),
+            attention_mask=torch.tensor([[0] * pad + [1] * 6]),
+            terminal_ids=torch.cat([fill, t], 1),
+            nonterminal_ids=torch.cat([fill, n], 1),
+        ).logits
+    torch.testing.assert_close(right[:, :6], ref)
+    torch.testing.assert_close(left[:, pad:], ref)
+
+
+# -- the prior switched off gives the baseline -----------------------------------------------------
+
+
+@pytest.mark.parametrize("injection", PRIORED)
+@pytest.mark.parametrize("plain", [False, True])
+def test_zero_projection_gives_baseline_logits_exactly(injection, plain):
+    base = tiny("none", dtype=torch.float32)
+    model = tiny(injection, dtype=torch.float32, seed=5)
+    missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith(("prior", "tag_key", "tag_value")) for k in missing)
+    with torch.no_grad():
+        for name in ("prior_proj", "tag_key", "tag_value"):
+            if getattr(model, name) is not None:
+                for p in getattr(model, name).parameters():
+                    p.zero_()  # W_E = 0, W^tag = 0
+        if model.config.uses_input_prior:
+            for p in model.prior.parameters():
+                p.zero_()  # E_T = E_N = 0
+        ids, t, n = batch()
+        want = base(ids, terminal_ids=t, nonterminal_ids=n, output_attentions=plain).logits
+        got = model(ids, terminal_ids=t, nonterminal_ids=n, output_attentions=plain).logits
+    assert torch.equal(got, want)
+
+
+def test_no_tags_means_no_prior():
+    model = tiny("position")
+    ids, t, n = batch()
+    neutral = torch.full_like(t, -100)
+    with torch.no_grad():
+        a = model(ids).logits
+        b = model(ids, terminal_ids=neutral, nonterminal_ids=neutral).logits
+        c = model(ids, terminal_ids=t, nonterminal_ids=n).logits
+    assert torch.equal(a, b) and not torch.allclose(a, c)
+
+
+# -- losses, training, save / load -----------------------------------------------------------------
+
+
+def test_loss_terms():
+    model = tiny("position")
+    ids, t, n = batch()
+    out = model(ids, terminal_ids=t, nonterminal_ids=n, labels=ids)
+    lm = torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+    torch.testing.assert_close(out.lm_loss, lm)
+    torch.testing.assert_close(out.loss, out.lm_loss + out.terminal_loss + out.nonterminal_loss)
+    assert out.terminal_logits.shape == (2, LENGTH, 2) and out.nonterminal_logits.shape == (2, LENGTH, 5)
+    only_lm = model(ids, labels=ids)
+    assert only_lm.terminal_loss is None and torch.equal(only_lm.loss, only_lm.lm_loss)
+
+
+@pytest.mark.parametrize("injection", VARIANTS)
+def test_a_few_steps_lower_the_loss(injection):
+    model = tiny(injection, dtype=torch.float32, d_model=32, initializer_range=0.02, prior_proj_init_std=1e-3)
+    model.train()
+    ids, t, n = batch(seed=3, bsz=4, length=12)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(12):
+        loss = model(ids, terminal_ids=t, nonterminal_ids=n, labels=ids).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0], losses
+
+
+@pytest.mark.parametrize("injection", ["none", "position+attn_bias", "input"])
+def test_save_load_round_trip(tmp_path, injection):
+    model = tiny(injection, dtype=torch.float32, projection="shared", n_deprels=3)
+    ids, t, n = batch()
+    dr = torch.where(t == -100, -100, ids % 3)
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file()
+    for loaded in (TransfoXLSiPEModel.from_pretrained(tmp_path), load(tmp_path)):
+        loaded.eval()
+        assert loaded.lm_head.weight is loaded.embed.weight  # tied after loading
+        assert loaded.config.injection == injection and loaded.config.n_deprels == 3
+        with torch.no_grad():
+            want = model(ids, terminal_ids=t, nonterminal_ids=n, deprel_ids=dr).logits
+            got = loaded(ids, terminal_ids=t, nonterminal_ids=n, deprel_ids=dr).logits
+        assert torch.equal(got, want)
+
+
+def test_generate_tokens_greedy_is_argmax():
+    model = tiny("none")
+    ids, _, _ = batch(length=4)
+    out = model.generate_tokens(ids, max_new_tokens=3)
+    assert out.shape == (2, 7) and torch.equal(out[:, :4], ids)
+    assert torch.equal(out[:, 4], model(ids).logits[:, -1].argmax(-1))
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(d_model=15, n_heads=3), "even d_model"),
+        (dict(injection="input", fusion="concat"), "fusion='concat'"),
+        (dict(injection="input", entry_layer=2), "no effect"),
+        (dict(injection="position", entry_layer=3), "entry_layer must be in"),
+        (dict(injection="rope"), "injection must be one of"),
+        (dict(injection="position", projection="tied"), "projection must be one of"),
+    ],
+)
+def test_bad_configs_are_rejected(kwargs, message):
+    base = dict(family="txl", vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2)
+    with pytest.raises(ValueError, match=message):
+        SiPEConfig(**{**base, **kwargs})
+
+
+def test_wrong_family_is_rejected():
+    with pytest.raises(ValueError, match="family='txl'"):
+        TransfoXLSiPEModel(SiPEConfig(family="roberta", vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2))
+
+
+@pytest.mark.parametrize("injection", ["none", "position"])
+def test_bad_tag_ids_raise(injection):
+    model = tiny(injection)
+    ids, t, n = batch()
+    bad = t.clone()
+    bad[1, 4] = 2
+    with pytest.raises(TagIdError, match=r"terminal_ids\[1, 4\] = 2"):
+        model(ids, terminal_ids=bad, nonterminal_ids=n)
+    bad = n.clone()
+    bad[0, 2] = 5
+    with pytest.raises(TagIdError, match="nonterminal_ids"):
+        model(ids, terminal_ids=t, nonterminal_ids=bad)
+    with pytest.raises(ValueError, match="both"):
+        model(ids, terminal_ids=t)
+    with pytest.raises(ValueError, match="must match input_ids"):
+        model(ids, terminal_ids=t[:, :4], nonterminal_ids=n[:, :4])
