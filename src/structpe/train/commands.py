@@ -1,0 +1,162 @@
+"""CLI for pre-training: ``structpe tokenizer train``, ``structpe prepare``, ``structpe pretrain``.
+
+Thin wrappers: each parses its arguments and calls the library function of the same name
+(``train_tokenizer``, ``prepare``, ``pretrain``), so everything here is also scriptable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    # -- structpe tokenizer train ---------------------------------------------------------------
+    tok = subparsers.add_parser(
+        "tokenizer", help="train a subword tokenizer for pre-training",
+        description="Tokenizer tools. `structpe tokenizer train` fits a byte-level BPE (decoders) "
+                    "or WordPiece (encoders) on corpus files and saves a Hugging Face fast tokenizer.",
+    )
+    tsub = tok.add_subparsers(dest="tokenizer_command", metavar="ACTION", required=True)
+    tt = tsub.add_parser(
+        "train", help="train a BPE / WordPiece tokenizer",
+        description="Train a tokenizer with Hugging Face `tokenizers` and save it as a fast-tokenizer "
+                    "folder (tokenizer.json, tokenizer_config.json). Inputs: .txt/.txt.gz (one text per "
+                    "line) or .conllu/.conllu.gz (the words of each sentence).",
+    )
+    tt.add_argument("inputs", nargs="*", help="corpus files (or use --corpus)")
+    tt.add_argument("--corpus", help="a corpus of the shared data folder: brown | gutenberg | ud-ewt "
+                                     "(its train split)")
+    tt.add_argument("--data-dir", help="data root for --corpus (default $STRUCTPE_DATA or ../shared/data)")
+    tt.add_argument("-o", "--output", required=True, help="output folder")
+    tt.add_argument("--kind", choices=("bpe", "wordpiece"), help="default: from --family (bpe for txl)")
+    tt.add_argument("--family", default="txl", help="model family the tokenizer is for (default txl)")
+    tt.add_argument("--vocab-size", type=int, default=8192, help="target vocabulary size (default 8192)")
+    tt.add_argument("--min-frequency", type=int, default=2, help="minimum pair frequency (default 2)")
+    tt.add_argument("--input-format", choices=("lines", "text", "conllu"), help="override the guess by name")
+    tt.add_argument("--lowercase", action="store_true", help="lowercase before training (default: cased)")
+    tt.set_defaults(func=_tokenizer_train)
+
+    # -- structpe prepare -----------------------------------------------------------------------
+    pp = subparsers.add_parser(
+        "prepare", help="parse, hexatag, tokenize and pack a corpus for pre-training",
+        description="Sentence-split and parse a corpus (spaCy, the trained hexatagger, or gold CoNLL-U), "
+                    "put each word's hexatags on its first subword, pack sentences into sequences of "
+                    "--seq-len tokens and save a `datasets` folder (train/validation). Cached by a "
+                    "fingerprint of the input contents, tokenizer and settings; deterministic.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    pp.add_argument("--corpus", help="brown | gutenberg | ud-ewt from the shared data folder")
+    pp.add_argument("--data-dir", help="data root for --corpus (default $STRUCTPE_DATA or ../shared/data)")
+    pp.add_argument("--train", nargs="+", default=[], help="training files (instead of --corpus)")
+    pp.add_argument("--validation", nargs="+", default=[], help="validation files")
+    pp.add_argument("--test", nargs="+", default=[], help="optional test files")
+    pp.add_argument("--with-test", action="store_true", help="with --corpus: also prepare its test split")
+    pp.add_argument("--tokenizer", required=True, help="tokenizer folder (structpe tokenizer train)")
+    pp.add_argument("-o", "--output", help="output folder (default: a cache folder named by the fingerprint)")
+    pp.add_argument("--parser", default="spacy", choices=("spacy", "hexatagger", "gold"))
+    pp.add_argument("--parser-model", help="spaCy package or trained hexatagger folder")
+    pp.add_argument("--input-format", choices=("lines", "text", "conllu"),
+                    help="lines: one tokenized sentence per line (Brown); text: raw prose, paragraphs at "
+                         "blank lines (Gutenberg); conllu. Default: by corpus / file name (lines)")
+    pp.add_argument("--seq-len", type=int, default=128, help="tokens per packed sequence")
+    pp.add_argument("--bos", choices=("sequence", "sentence"), default="sequence",
+                    help="one BOS per packed sequence, or one per sentence")
+    pp.add_argument("--max-sentences", type=int, help="use only the first N sentences (paragraphs for "
+                                                      "text input) of each split")
+    pp.add_argument("--nonprojective", choices=("lift", "skip", "error"), default="lift")
+    pp.add_argument("--num-proc", type=int, default=1, help="processes for parsing and tokenizing")
+    pp.add_argument("--force", action="store_true", help="rebuild even if the cache matches")
+    pp.set_defaults(func=_prepare)
+
+    # -- structpe pretrain ----------------------------------------------------------------------
+    pt = subparsers.add_parser(
+        "pretrain", help="pre-train a SiPE model from a YAML recipe",
+        description="Pre-train with the Hugging Face Trainer from a recipe (a YAML path or a name such as "
+                    "txl/position-tiny) and key=value overrides (train.lr=1e-3, model.d_model=64, or a "
+                    "bare key). Multi-GPU / multi-node: launch with torchrun -m structpe.cli pretrain ...",
+    )
+    pt.add_argument("--config", help="recipe file or name (see --list)")
+    pt.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.dataset=DIR max_steps=200")
+    pt.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
+                    help="continue the run from its newest complete checkpoint (or from CHECKPOINT)")
+    pt.add_argument("--list", action="store_true", help="list the packaged recipes and exit")
+    pt.set_defaults(func=_pretrain)
+
+
+def _tokenizer_train(args: argparse.Namespace) -> int:
+    from structpe.train.prepare import corpus_splits
+    from structpe.train.tokenizer import default_kind, train_tokenizer
+
+    inputs, fmt = list(args.inputs), args.input_format
+    if args.corpus:
+        splits, corpus_fmt = corpus_splits(args.corpus, args.data_dir, ("train",))
+        inputs += splits["train"]
+        fmt = fmt or ("conllu" if corpus_fmt == "conllu" else "lines")
+    if not inputs:
+        print("structpe tokenizer train: give input files or --corpus", file=sys.stderr)
+        return 2
+    tok = train_tokenizer(
+        inputs, args.output, kind=args.kind or default_kind(args.family), vocab_size=args.vocab_size,
+        min_frequency=args.min_frequency, input_format=fmt, lowercase=args.lowercase,
+    )
+    print(f"tokenizer: {len(tok)} tokens -> {args.output}")
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from structpe.train.prepare import PrepareSettings, corpus_splits, prepare
+
+    splits: dict[str, list] = {}
+    fmt = args.input_format
+    if args.corpus:
+        wanted = ("train", "validation") + (("test",) if args.with_test else ())
+        splits, corpus_fmt = corpus_splits(args.corpus, args.data_dir, wanted)
+        fmt = fmt or corpus_fmt
+    for name in ("train", "validation", "test"):
+        files = getattr(args, name)
+        if files:
+            splits[name] = files
+    if "train" not in splits or "validation" not in splits:
+        print("structpe prepare: give --corpus or both --train and --validation files", file=sys.stderr)
+        return 2
+    kwargs = {"model": args.parser_model} if args.parser_model else {}
+    settings = PrepareSettings(
+        parser=args.parser, parser_kwargs=kwargs, input_format=fmt, seq_len=args.seq_len, bos=args.bos,
+        max_units=args.max_sentences, nonprojective=args.nonprojective,
+    )
+    try:
+        out = prepare(splits, args.tokenizer, args.output, settings=settings, num_proc=args.num_proc,
+                      force=args.force)
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
+        print(f"structpe prepare: error: {err}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+def _pretrain(args: argparse.Namespace) -> int:
+    from structpe.train.recipe import list_recipes
+
+    if args.list:
+        print("\n".join(list_recipes()) or "(no recipes packaged)")
+        return 0
+    if not args.config:
+        print("structpe pretrain: --config is required (a YAML file or a recipe name; see --list)",
+              file=sys.stderr)
+        return 2
+    from structpe.train.prepare import PreparedDataError
+    from structpe.train.pretrain import NonFiniteLossError, VocabularyMismatchError, pretrain
+    from structpe.train.recipe import RecipeError
+
+    try:
+        pretrain(args.config, args.overrides, resume=args.resume)
+    except (RecipeError, PreparedDataError, VocabularyMismatchError, FileExistsError,
+            FileNotFoundError) as err:
+        print(f"structpe pretrain: error: {err}", file=sys.stderr)
+        return 2
+    except NonFiniteLossError as err:
+        print(f"structpe pretrain: stopped: {err}", file=sys.stderr)
+        return 3
+    return 0

@@ -1,0 +1,505 @@
+"""Pre-train a SiPE model from a recipe on the Hugging Face ``Trainer`` (``structpe pretrain``).
+
+    structpe prepare --corpus brown --tokenizer tok/ -o data/brown-spacy
+    structpe pretrain --config txl/position-tiny train.dataset=data/brown-spacy
+    torchrun --nproc_per_node 8 -m structpe.cli pretrain --config ...      # multi-GPU / multi-node
+
+What this module adds to the stock Trainer (and nothing else -- devices, DDP, mixed precision,
+gradient accumulation, checkpoint/optimizer/RNG state and the progress bar are the Trainer's):
+
+* checks before any step: dataset present and complete, tokenizer = the one the data was prepared
+  with, model vocabulary = tokenizer vocabulary, data packed no longer than ``train.seq_len``;
+* the LM loss and the two tag losses (DESIGN §2: loss = LM + CE_T + CE_N) logged separately, and a
+  validation pass reporting token-weighted validation LM loss and perplexity exp(loss);
+* a non-finite loss stops the run at once with a message (not after silently skipping steps);
+* a run folder: ``config.yaml`` (the resolved recipe), ``metrics.csv``, ``loss.png``,
+  ``checkpoint-N/`` (model.safetensors + optimizer/scheduler/RNG state), ``final/`` (model +
+  tokenizer, ``structpe.models.load``-able) and ``summary.json``;
+* exact resume (``--resume``): continue from the newest *complete* checkpoint (a checkpoint
+  half-written when the job was killed is skipped); the rows the killed run logged after that
+  checkpoint are dropped from ``metrics.csv`` so that the curve has no duplicates.
+
+Checkpoint formats: weights are safetensors (``PreTrainedModel.save_pretrained``). The Trainer
+writes optimizer, scheduler and RNG state with ``torch.save`` and reads them back with
+``torch.load(weights_only=True)``; these are files this run wrote itself, and weights_only
+refuses arbitrary pickled objects, so no untrusted pickle is ever executed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+from structpe.train.collators import IGNORE_INDEX, MLMCollator, collator_for
+from structpe.train.prepare import PreparedDataError, load_prepared, tokenizer_hash
+from structpe.train.recipe import Recipe, RecipeError, load_recipe
+
+METRIC_COLUMNS = (
+    "step", "epoch", "loss", "lm_loss", "terminal_loss", "nonterminal_loss", "ppl", "learning_rate",
+    "grad_norm", "eval_loss", "eval_lm_loss", "eval_ppl", "eval_terminal_loss", "eval_nonterminal_loss",
+    "eval_tokens", "elapsed_s",
+)
+CAUSAL_FAMILIES = ("txl",)
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite; the run stops rather than train on garbage."""
+
+
+class VocabularyMismatchError(ValueError):
+    """Model, tokenizer and prepared data disagree on the vocabulary."""
+
+
+# -- the Trainer ------------------------------------------------------------------------------------
+class SiPETrainer(Trainer):
+    """Trainer that logs the SiPE loss terms, validates with perplexity and stops on NaN."""
+
+    def __init__(self, *args: Any, objective: str = "causal", eval_batches: int | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.objective = objective
+        self.eval_batches = eval_batches
+        self._terms: torch.Tensor | None = None  # on-device sums of lm, terminal, nonterminal; count
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: D102
+        outputs = model(**inputs)
+        loss = outputs.loss
+        if loss is None:
+            raise RuntimeError("the model returned no loss; the collator must provide labels")
+        if not torch.isfinite(loss.detach()).all():
+            names = ("lm_loss", "terminal_loss", "nonterminal_loss")
+            terms = {k: _item(getattr(outputs, k, None)) for k in names}
+            raise NonFiniteLossError(
+                f"non-finite training loss {loss.item()} at step {self.state.global_step + 1} "
+                f"(terms: {terms}); stopping. Lower train.lr, raise train.warmup or check the data; "
+                f"the last good checkpoint is in {self.args.output_dir}"
+            )
+        if model.training:  # accumulate on the device: no host sync per step
+            zero = loss.new_zeros(())
+            terms = [outputs.lm_loss, outputs.terminal_loss, outputs.nonterminal_loss]
+            vals = torch.stack([(x if x is not None else zero).detach().float() for x in terms] + [zero + 1])
+            self._terms = vals if self._terms is None else self._terms + vals
+        return (loss, outputs) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:  # noqa: D102
+        if "loss" in logs and self._terms is not None:
+            t = self._terms
+            if self.args.world_size > 1:
+                t = self.accelerator.reduce(t, reduction="sum")
+            t = t.double().cpu()
+            n = float(t[3])
+            logs["lm_loss"] = float(t[0]) / n
+            logs["terminal_loss"] = float(t[1]) / n
+            logs["nonterminal_loss"] = float(t[2]) / n
+            logs["ppl"] = _ppl(logs["lm_loss"])
+            self._terms = None
+        super().log(logs, start_time)
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        """Trainer's save, minus the pickled ``training_args.bin`` (kept as JSON instead)."""
+        super()._save(output_dir, state_dict)
+        out = Path(output_dir if output_dir is not None else self.args.output_dir)
+        if self.args.should_save:
+            (out / "training_args.bin").unlink(missing_ok=True)
+            (out / "training_args.json").write_text(self.args.to_json_string())
+
+    def evaluate(
+        self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
+    ) -> dict[str, float]:
+        """Token-weighted validation LM loss, perplexity and tag losses (all processes together)."""
+        loader = self.get_eval_dataloader(eval_dataset)
+        model = self.model
+        was_training = model.training
+        model.eval()
+        sums = torch.zeros(4, dtype=torch.float64, device=self.args.device)  # lm*n, t*n, nt*n, n
+        t0 = time.time()
+        with torch.no_grad():
+            for i, batch in enumerate(loader):
+                if self.eval_batches is not None and i >= self.eval_batches:
+                    break
+                batch = self._prepare_inputs(batch)
+                with self.compute_loss_context_manager():
+                    out = model(**batch)
+                labels = batch["labels"]
+                n = (labels[:, 1:] != IGNORE_INDEX).sum() if self.objective == "causal" else (
+                    labels != IGNORE_INDEX).sum()
+                n = float(n)
+                if n == 0:
+                    continue
+                sums[0] += float(out.lm_loss) * n
+                sums[1] += (_item(out.terminal_loss) or 0.0) * n
+                sums[2] += (_item(out.nonterminal_loss) or 0.0) * n
+                sums[3] += n
+        if self.args.world_size > 1:
+            sums = self.accelerator.reduce(sums, reduction="sum")
+        if was_training:
+            model.train()
+        n = max(float(sums[3]), 1.0)
+        p = metric_key_prefix
+        metrics = {
+            f"{p}_lm_loss": float(sums[0]) / n,
+            f"{p}_terminal_loss": float(sums[1]) / n,
+            f"{p}_nonterminal_loss": float(sums[2]) / n,
+            f"{p}_tokens": float(sums[3]),
+            f"{p}_runtime": round(time.time() - t0, 3),
+        }
+        metrics[f"{p}_ppl"] = _ppl(metrics[f"{p}_lm_loss"])
+        metrics[f"{p}_loss"] = metrics[f"{p}_lm_loss"] + float(
+            getattr(self.model.config, "tag_loss_weight", 1.0)
+        ) * (metrics[f"{p}_terminal_loss"] + metrics[f"{p}_nonterminal_loss"])
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+
+def _item(x: Any) -> float | None:
+    if x is None:
+        return None
+    return float(x.detach().float().item()) if torch.is_tensor(x) else float(x)
+
+
+def _ppl(loss: float) -> float:
+    return math.exp(loss) if loss < 50 else float("inf")
+
+
+# -- callbacks --------------------------------------------------------------------------------------
+class RunFolderCallback(TrainerCallback):
+    """metrics.csv (one row per log event) and loss.png, written by the main process only."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.csv_path = run_dir / "metrics.csv"
+        self.t0 = time.time()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
+        if not state.is_world_process_zero or not logs:
+            return
+        row = {k: logs.get(k, "") for k in METRIC_COLUMNS}
+        row["step"] = state.global_step
+        row["epoch"] = round(state.epoch or 0.0, 4)
+        row["elapsed_s"] = round(time.time() - self.t0, 2)
+        if not any(row[k] != "" for k in METRIC_COLUMNS[2:-1]):
+            return  # e.g. the end-of-training runtime summary
+        new = not self.csv_path.exists()
+        with open(self.csv_path, "a", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=METRIC_COLUMNS)
+            if new:
+                w.writeheader()
+            w.writerow(row)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):  # noqa: D102
+        if state.is_world_process_zero:
+            plot_losses(self.csv_path, self.run_dir / "loss.png")
+
+    def on_train_end(self, args, state, control, **kwargs):  # noqa: D102
+        if state.is_world_process_zero:
+            plot_losses(self.csv_path, self.run_dir / "loss.png")
+
+
+class EpochToCollator(TrainerCallback):
+    """Tell the MLM collator the epoch, so its per-batch masks differ from epoch to epoch."""
+
+    def __init__(self, collator: MLMCollator):
+        self.collator = collator
+
+    def on_epoch_begin(self, args, state, control, **kwargs):  # noqa: D102
+        self.collator.epoch = int(state.epoch or 0)
+
+
+def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    """Rows of a run's metrics.csv as floats (empty cells dropped)."""
+    out = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            out.append({k: float(v) for k, v in row.items() if v not in ("", None)})
+    return out
+
+
+def plot_losses(csv_path: Path, png_path: Path) -> None:
+    """Training LM loss, tag losses and validation LM loss against the step."""
+    if not csv_path.exists():
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(csv_path)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    curves = (("lm_loss", "-"), ("terminal_loss", ":"), ("nonterminal_loss", ":"), ("eval_lm_loss", "o-"))
+    for key, style in curves:
+        pts = [(r["step"], r[key]) for r in rows if key in r]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), style, label=key, markersize=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats)")
+    ax.set_title(png_path.parent.name)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    tmp = png_path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, png_path)
+
+
+# -- checkpoints ------------------------------------------------------------------------------------
+def last_complete_checkpoint(run_dir: str | Path) -> Path | None:
+    """Newest ``checkpoint-N`` whose trainer state (written last) and weights are both present."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return None
+    found = []
+    for p in run_dir.glob("checkpoint-*"):
+        suffix = p.name.split("-", 1)[1]
+        if not (p.is_dir() and suffix.isdigit()):
+            continue
+        try:
+            json.loads((p / "trainer_state.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # killed while saving
+        if (p / "model.safetensors").is_file():
+            found.append((int(suffix), p))
+    return max(found)[1] if found else None
+
+
+def _truncate_metrics(csv_path: Path, step: int) -> None:
+    """Drop rows logged after ``step`` (a killed run's steps that the resume will redo)."""
+    if not csv_path.exists():
+        return
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    keep = [r for r in rows if float(r["step"]) <= step]
+    with open(csv_path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=METRIC_COLUMNS)
+        w.writeheader()
+        w.writerows(keep)
+
+
+# -- setup checks -----------------------------------------------------------------------------------
+def resolve_model_config(recipe: Recipe, tokenizer: Any, meta: dict[str, Any]):
+    """SiPEConfig of the recipe with vocabulary and special ids checked against tokenizer and data."""
+    from structpe.models import SiPEConfig
+
+    kw = dict(recipe.model)
+    n_tok = len(tokenizer)
+    if kw.get("vocab_size") is None:
+        kw["vocab_size"] = n_tok
+    elif int(kw["vocab_size"]) != n_tok:
+        raise VocabularyMismatchError(
+            f"{recipe.source}: model.vocab_size={kw['vocab_size']} but the tokenizer "
+            f"({meta.get('tokenizer')}) has {n_tok} tokens; set model.vocab_size={n_tok} "
+            "(or model.vocab_size=auto to take it from the tokenizer)"
+        )
+    if meta.get("vocab_size") not in (None, n_tok):
+        raise VocabularyMismatchError(
+            f"the dataset was prepared with a {meta['vocab_size']}-token tokenizer but the run's tokenizer "
+            f"has {n_tok}; re-run `structpe prepare` with this tokenizer"
+        )
+    kw.setdefault("pad_token_id", tokenizer.pad_token_id)
+    kw.setdefault("bos_token_id", meta.get("bos_token_id"))
+    kw.setdefault("eos_token_id", meta.get("eos_token_id"))
+    return SiPEConfig(**kw)
+
+
+def _check_lengths(recipe: Recipe, meta: dict[str, Any], dd: Any) -> None:
+    packed = int(meta.get("settings", {}).get("seq_len", 0))
+    tc = recipe.train
+    if packed > tc.seq_len:
+        raise RecipeError(
+            f"the dataset {tc.dataset} was packed at seq_len={packed} but train.seq_len={tc.seq_len}; "
+            f"re-run `structpe prepare --seq-len {tc.seq_len}` or set train.seq_len={packed}"
+        )
+    max_pos = recipe.model.get("max_position_embeddings")
+    if max_pos is not None and recipe.model.get("family") != "txl" and packed > int(max_pos):
+        raise RecipeError(
+            f"model.max_position_embeddings={max_pos} is shorter than the packed sequences ({packed})"
+        )
+
+
+def _objective(recipe: Recipe) -> str:
+    obj = recipe.train.objective
+    if obj == "auto":
+        return "causal" if recipe.model.get("family", "txl") in CAUSAL_FAMILIES else "mlm"
+    return obj
+
+
+def default_run_dir(recipe: Recipe) -> Path:
+    return Path("runs") / recipe.name.replace("/", "-")
+
+
+# -- entry point ------------------------------------------------------------------------------------
+def pretrain(
+    config: Recipe | str | Path,
+    overrides: Sequence[str] | None = None,
+    *,
+    resume: bool | str | Path = False,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> Path:
+    """Train the model of ``config`` (recipe path/name or Recipe) and return the run folder.
+
+    ``resume=True`` continues from the newest complete checkpoint of the run folder (starting
+    fresh if there is none); a path resumes from that checkpoint. Without ``resume`` a run folder
+    that already has checkpoints is refused, so a finished run is never overwritten by accident.
+    """
+    recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))
+    tc = recipe.train
+    if tc.dataset is None:
+        raise RecipeError(
+            f"{recipe.source}: train.dataset is not set; "
+            "pass train.dataset=<folder written by `structpe prepare`>"
+        )
+    dd, meta = load_prepared(tc.dataset)
+    tok_dir = tc.tokenizer or meta.get("tokenizer")
+    if not tok_dir or not Path(tok_dir, "tokenizer.json").is_file():
+        raise PreparedDataError(
+            f"tokenizer folder {tok_dir!r} (recorded in {tc.dataset}) not found; "
+            "pass train.tokenizer=<folder>"
+        )
+    if meta.get("tokenizer_sha256") and tokenizer_hash(tok_dir) != meta["tokenizer_sha256"]:
+        raise VocabularyMismatchError(
+            f"the tokenizer at {tok_dir} is not the one {tc.dataset} was prepared with "
+            f"({meta.get('tokenizer')}); use that tokenizer or re-run `structpe prepare`"
+        )
+    from structpe.train.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(tok_dir)
+    model_config = resolve_model_config(recipe, tokenizer, meta)
+    _check_lengths(recipe, meta, dd)
+    objective = _objective(recipe)
+    if objective == "mlm" and tokenizer.mask_token_id is None:
+        raise VocabularyMismatchError(f"objective 'mlm' needs a mask token, and {tok_dir} has none")
+
+    run_dir = Path(tc.output_dir) if tc.output_dir else default_run_dir(recipe)
+    checkpoint: str | None = None
+    if resume:
+        ckpt = Path(resume) if isinstance(resume, (str, Path)) else last_complete_checkpoint(run_dir)
+        if ckpt is not None:
+            if not (ckpt / "trainer_state.json").is_file():
+                raise FileNotFoundError(f"{ckpt} is not a complete checkpoint (no trainer_state.json)")
+            _check_resume_config(run_dir, recipe)
+            checkpoint = str(ckpt)
+            step = json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
+            print(f"pretrain: resuming {run_dir} from {ckpt.name} (step {step})")
+            if _is_main():
+                _truncate_metrics(run_dir / "metrics.csv", step)
+        else:
+            print(f"pretrain: nothing to resume in {run_dir}; starting from scratch")
+    elif last_complete_checkpoint(run_dir) is not None:
+        raise FileExistsError(
+            f"run folder {run_dir} already has checkpoints; pass --resume to continue it or set "
+            "train.output_dir to a new folder"
+        )
+    if checkpoint is None and _is_main() and (run_dir / "metrics.csv").exists():
+        (run_dir / "metrics.csv").unlink()  # a fresh start in a folder without checkpoints
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if _is_main():
+        recipe.dump(run_dir / "config.yaml")
+
+    from structpe.models import build_model
+
+    torch.manual_seed(tc.seed)
+    model = build_model(model_config)
+    collator = collator_for(objective, tokenizer, tc.mlm_probability, model_config.vocab_size, seed=tc.seed)
+    save_every = tc.save_every or tc.eval_every
+    args = TrainingArguments(
+        output_dir=str(run_dir),
+        max_steps=tc.max_steps,
+        per_device_train_batch_size=tc.batch_size,
+        per_device_eval_batch_size=tc.eval_batch_size or tc.batch_size,
+        gradient_accumulation_steps=tc.grad_accum,
+        learning_rate=tc.lr,
+        weight_decay=tc.weight_decay,
+        warmup_steps=tc.warmup,
+        lr_scheduler_type=tc.schedule,
+        max_grad_norm=tc.max_grad_norm,
+        logging_steps=tc.log_every,
+        logging_first_step=True,
+        logging_nan_inf_filter=False,
+        eval_strategy="steps",
+        eval_steps=tc.eval_every,
+        save_strategy="steps",
+        save_steps=save_every,
+        save_total_limit=tc.save_total_limit,
+        seed=tc.seed,
+        data_seed=tc.seed,
+        dataloader_num_workers=tc.num_workers,
+        bf16=tc.bf16,
+        report_to=[],
+        disable_tqdm=not tc.progress,
+        remove_unused_columns=False,
+        use_cpu=not torch.cuda.is_available(),
+        ddp_backend="gloo" if _world_size() > 1 and not torch.cuda.is_available() else None,
+    )
+    cbs: list[TrainerCallback] = [RunFolderCallback(run_dir), *callbacks]
+    if isinstance(collator, MLMCollator):
+        cbs.append(EpochToCollator(collator))
+    trainer = SiPETrainer(
+        model=model,
+        args=args,
+        train_dataset=dd["train"],
+        eval_dataset=dd["validation"],
+        data_collator=collator,
+        processing_class=tokenizer,
+        callbacks=cbs,
+        objective=objective,
+        eval_batches=tc.eval_batches,
+    )
+    t0 = time.time()
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    wall = time.time() - t0
+    step = trainer.state.global_step
+    done = [h for h in trainer.state.log_history if "eval_ppl" in h and h.get("step") == step]
+    final = {k: v for k, v in done[-1].items() if k.startswith("eval_")} if done else trainer.evaluate()
+    trainer.save_model(str(run_dir / "final"))  # model.safetensors + config + tokenizer (rank 0 writes)
+    if trainer.is_world_process_zero():
+        summary = {
+            "recipe": recipe.source,
+            "overrides": recipe.overrides,
+            "objective": objective,
+            "steps": trainer.state.global_step,
+            "train_wall_s": round(wall, 1),
+            "train_runtime_s": result.metrics.get("train_runtime"),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "world_size": args.world_size,
+            "resumed_from": checkpoint,
+            "final_eval": final,
+            "dataset": str(tc.dataset),
+            "dataset_fingerprint": meta.get("fingerprint"),
+        }
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
+        print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
+    return run_dir
+
+
+def _world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _check_resume_config(run_dir: Path, recipe: Recipe) -> None:
+    """A resumed run must have the same model section as the run that wrote the checkpoint."""
+    import yaml
+
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        return
+    old = (yaml.safe_load(saved.read_text()) or {}).get("model", {})
+    if old != recipe.to_dict()["model"]:
+        diff = sorted(k for k in set(old) | set(recipe.model) if old.get(k) != recipe.model.get(k))
+        raise RecipeError(
+            f"cannot resume {run_dir}: the model section differs from the checkpoint's config.yaml "
+            f"(keys {diff}); resume with the same model settings or use a new train.output_dir"
+        )

@@ -1,0 +1,301 @@
+"""Pre-training recipes: one YAML file = ``model:`` (SiPEConfig kwargs) + ``train:`` (TrainConfig).
+
+Recipes live in ``src/structpe/configs/<family>/<injection>-<profile>.yaml`` (``configs/`` at the
+repository root links there) and are named by their path without the suffix, e.g.
+``txl/position-tiny``. Any key can be overridden on the command line::
+
+    structpe pretrain --config txl/position-tiny train.lr=1e-3 model.d_model=64 max_steps=200
+
+A bare key (``max_steps=200``) is looked up in ``train`` and then ``model``; a key that exists in
+neither section fails with the list of valid keys and the closest match, *before* anything runs.
+Values are parsed as YAML scalars and coerced to the field's type (``1e-3`` -> float).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from structpe.models.config import SiPEConfig
+
+CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
+TOP_LEVEL_KEYS = ("model", "train", "description")
+OBJECTIVES = ("auto", "causal", "mlm")
+SCHEDULES = ("cosine", "linear", "constant_with_warmup")
+
+
+class RecipeError(ValueError):
+    """A recipe file or override is invalid; the message names the file and the key."""
+
+
+@dataclass
+class TrainConfig:
+    """Training settings (the ``train:`` section of a recipe).
+
+    Data
+      dataset          folder written by ``structpe prepare`` (``train`` + ``validation`` splits)
+      tokenizer        tokenizer folder; default: the one recorded in the dataset's metadata
+      output_dir       run folder (checkpoints, resolved config, metrics.csv, loss.png);
+                       default ``runs/<recipe name>``
+    Objective
+      objective        ``causal`` (next token) or ``mlm``; ``auto`` = causal for txl, mlm for encoders
+      mlm_probability  fraction of tokens masked by the MLM collator (80/10/10 mask/random/keep)
+    Optimisation (AdamW)
+      lr, weight_decay, warmup (steps), schedule, max_grad_norm, max_steps
+      batch_size       sequences per device per step; global batch = batch_size * grad_accum * world
+      grad_accum       gradient accumulation steps
+      seq_len          the longest training sequence; the dataset must have been packed at <= this
+    Bookkeeping
+      eval_every       steps between validation passes (validation loss / perplexity)
+      eval_batches     cap on validation batches per pass (None = the whole validation split)
+      save_every       steps between checkpoints (default: eval_every)
+      save_total_limit checkpoints kept (oldest deleted first)
+      log_every        steps between training-loss log rows
+      seed             seeds model init, data order, masking and dropout
+      num_workers      DataLoader workers (0 keeps exact resume simple: all randomness in one process)
+      bf16             bfloat16 autocast (GPUs)
+      progress         show progress bars
+    """
+
+    dataset: str | None = None
+    tokenizer: str | None = None
+    output_dir: str | None = None
+    objective: str = "auto"
+    mlm_probability: float = 0.15
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    warmup: int = 100
+    schedule: str = "cosine"
+    max_grad_norm: float = 1.0
+    max_steps: int = 1000
+    batch_size: int = 16
+    eval_batch_size: int | None = None
+    grad_accum: int = 1
+    seq_len: int = 128
+    eval_every: int = 200
+    eval_batches: int | None = None
+    save_every: int | None = None
+    save_total_limit: int | None = 3
+    log_every: int = 10
+    seed: int = 42
+    num_workers: int = 0
+    bf16: bool = False
+    progress: bool = True
+
+    def validate(self, where: str = "train") -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise RecipeError(f"{where}: {msg}")
+
+        need(self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        need(self.schedule in SCHEDULES, f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        p = self.mlm_probability
+        need(0.0 < p < 1.0, f"mlm_probability must be in (0, 1), got {p}")
+        for name in ("max_steps", "batch_size", "grad_accum", "seq_len", "eval_every", "log_every"):
+            need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        need(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        need(self.warmup >= 0, f"warmup must be >= 0, got {self.warmup}")
+        need(self.save_every is None or self.save_every >= 1, "save_every must be >= 1")
+        need(self.num_workers >= 0, "num_workers must be >= 0")
+
+
+@dataclass
+class Recipe:
+    """A resolved recipe: SiPEConfig kwargs, the train settings and where they came from."""
+
+    model: dict[str, Any]
+    train: TrainConfig
+    name: str = "run"
+    source: str | None = None
+    description: str | None = None
+    overrides: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.description:
+            out["description"] = self.description
+        out["model"] = dict(self.model)
+        out["train"] = dataclasses.asdict(self.train)
+        return out
+
+    def dump(self, path: str | Path) -> None:
+        """Write the resolved recipe (what actually ran) as YAML, with its origin in a comment."""
+        header = f"# resolved recipe: {self.source or self.name}"
+        if self.overrides:
+            header += "\n# overrides: " + " ".join(self.overrides)
+        Path(path).write_text(header + "\n" + yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+def model_keys() -> dict[str, Any]:
+    """Valid ``model:`` keys (SiPEConfig's constructor arguments) and their defaults."""
+    sig = inspect.signature(SiPEConfig.__init__)
+    return {
+        n: (None if p.default is inspect.Parameter.empty else p.default)
+        for n, p in sig.parameters.items()
+        if n != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    }
+
+
+def train_keys() -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def list_recipes(root: Path = CONFIG_ROOT) -> list[str]:
+    """Pre-training recipe names in the package, e.g. ``txl/position-tiny`` (one folder per family)."""
+    from structpe.models.config import FAMILIES
+
+    return sorted(
+        f"{fam}/{p.stem}" for fam in FAMILIES if (root / fam).is_dir() for p in (root / fam).glob("*.yaml")
+    )
+
+
+def resolve_recipe_path(config: str | Path) -> Path:
+    """A path to a YAML file, or a recipe name (``txl/position-tiny``) under the package configs."""
+    p = Path(config)
+    if p.is_file():
+        return p
+    for cand in (CONFIG_ROOT / f"{config}.yaml", CONFIG_ROOT / str(config)):
+        if cand.is_file():
+            return cand
+    names = list_recipes()
+    close = difflib.get_close_matches(str(config), names, n=3)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    avail = ", ".join(names) if names else "(none found)"
+    raise RecipeError(f"no recipe file or name {str(config)!r}.{hint} Available recipes: {avail}")
+
+
+def _unknown(key: str, section: str, valid: list[str], where: str) -> RecipeError:
+    close = difflib.get_close_matches(key, valid, n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return RecipeError(
+        f"{where}: unknown {section} key {key!r}.{hint} Valid {section} keys: {', '.join(sorted(valid))}"
+    )
+
+
+def _coerce(value: Any, annotation: Any, key: str, where: str) -> Any:
+    """Coerce a YAML value to a TrainConfig field type (YAML reads ``1e-3`` as a string)."""
+    args = typing.get_args(annotation)
+    types = [a for a in args if a is not type(None)] if args else [annotation]
+    if value is None:
+        if type(None) in args:
+            return None
+        raise RecipeError(f"{where}: {key} cannot be null")
+    base = types[0]
+    try:
+        if base is bool:
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("true", "1", "yes", "on"):
+                return True
+            if str(value).lower() in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(value)
+        if base is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(float(value)) if isinstance(value, str) else int(value)
+        if base is float:
+            return float(value)
+        if base is str:
+            return str(value)
+    except (TypeError, ValueError):
+        raise RecipeError(f"{where}: {key}={value!r} is not a valid {base.__name__}") from None
+    return value
+
+
+def _coerce_model(key: str, value: Any, default: Any, where: str) -> Any:
+    if key == "vocab_size" and value in (None, "auto"):
+        return None  # taken from the tokenizer by pretrain()
+    if isinstance(value, str) and isinstance(default, (int, float)) and not isinstance(default, bool):
+        try:
+            return type(default)(float(value)) if isinstance(default, int) else float(value)
+        except ValueError:
+            raise RecipeError(f"{where}: {key}={value!r} is not a number") from None
+    return value
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text != "" else None
+    except yaml.YAMLError:
+        return text
+
+
+def load_recipe(config: str | Path, overrides: list[str] | None = None) -> Recipe:
+    """Read a recipe (path or name), apply ``key=value`` overrides, validate every key and value."""
+    path = resolve_recipe_path(config)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise RecipeError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{path}: a recipe is a mapping with 'model:' and 'train:' sections")
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            raise _unknown(str(key), "top-level", list(TOP_LEVEL_KEYS), str(path))
+    model_raw = raw.get("model") or {}
+    train_raw = raw.get("train") or {}
+    if not isinstance(model_raw, dict) or not isinstance(train_raw, dict):
+        raise RecipeError(f"{path}: 'model' and 'train' must be mappings")
+    mkeys, tkeys = model_keys(), train_keys()
+    for key in model_raw:
+        if key not in mkeys:
+            raise _unknown(str(key), "model", list(mkeys), str(path))
+    for key in train_raw:
+        if key not in tkeys:
+            raise _unknown(str(key), "train", list(tkeys), str(path))
+    model = dict(model_raw)
+    train = dict(train_raw)
+    for item in overrides or []:
+        if "=" not in item:
+            raise RecipeError(f"override {item!r} is not of the form key=value (e.g. train.lr=1e-3)")
+        key, text = item.split("=", 1)
+        key = key.strip()
+        value = _parse_value(text)
+        section, _, name = key.rpartition(".")
+        if section == "":
+            in_train, in_model = name in tkeys, name in mkeys
+            if in_train and in_model:
+                raise RecipeError(f"override {key!r} is ambiguous: write train.{name}= or model.{name}=")
+            if not (in_train or in_model):
+                valid = [f"train.{k}" for k in tkeys] + [f"model.{k}" for k in mkeys]
+                raise _unknown(key, "override", valid, "command line")
+            section = "train" if in_train else "model"
+        if section == "train":
+            if name not in tkeys:
+                raise _unknown(name, "train", list(tkeys), "command line")
+            train[name] = value
+        elif section == "model":
+            if name not in mkeys:
+                raise _unknown(name, "model", list(mkeys), "command line")
+            model[name] = value
+        else:
+            raise RecipeError(f"override {key!r}: section must be 'train' or 'model', not {section!r}")
+    for key, value in list(model.items()):
+        model[key] = _coerce_model(key, value, mkeys[key], str(path))
+    hints = typing.get_type_hints(TrainConfig)
+    tc = TrainConfig(**{k: _coerce(v, hints[k], f"train.{k}", str(path)) for k, v in train.items()})
+    tc.validate(f"{path} (train)")
+    try:
+        SiPEConfig(**{k: v for k, v in model.items() if not (k == "vocab_size" and v is None)})
+    except (TypeError, ValueError) as err:
+        raise RecipeError(f"{path} (model): {err}") from None
+    try:
+        name = str(path.resolve().relative_to(CONFIG_ROOT.resolve()).with_suffix(""))
+    except ValueError:
+        name = path.stem
+    return Recipe(
+        model=model,
+        train=tc,
+        name=name,
+        source=str(path),
+        description=raw.get("description"),
+        overrides=list(overrides or []),
+    )

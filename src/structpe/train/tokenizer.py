@@ -1,0 +1,135 @@
+"""Train the subword tokenizer of a pre-training run (``structpe tokenizer train``).
+
+Decoders (Transformer-XL) get a byte-level BPE, encoders a cased WordPiece, both trained with
+Hugging Face ``tokenizers`` and saved as a ``transformers`` fast-tokenizer folder, so that any
+HF tool loads them with ``AutoTokenizer.from_pretrained(folder)``.
+
+Word boundaries matter for SiPE: hexatags sit on a word's *first* subword, so both tokenizers
+must accept pre-split words (``is_split_into_words=True``). Byte-level BPE therefore uses
+``add_prefix_space=True`` (every word, including the first, is encoded as `` word``), which also
+makes a sentence decode back to its space-joined words exactly.
+
+Special tokens
+  bpe        ``<pad>`` ``<s>`` (BOS) ``</s>`` (EOS) ``<unk>`` ``<mask>``; nothing is added
+             automatically (GPT-2 convention): ``structpe prepare`` inserts BOS/EOS itself.
+  wordpiece  ``[PAD]`` ``[UNK]`` ``[CLS]`` ``[SEP]`` ``[MASK]``; the usual BERT template
+             ``[CLS] A [SEP] (B [SEP])`` is applied by ``tokenizer(text)``, so fine-tuning code gets
+             the standard behaviour. ``bos_token``/``eos_token`` are set to ``[CLS]``/``[SEP]`` so that
+             data preparation can treat both kinds the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+from structpe.train.corpus import iter_tokenizer_text
+
+KINDS = ("bpe", "wordpiece")
+BPE_SPECIALS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                "mask_token": "<mask>"}
+WORDPIECE_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[CLS]", "eos_token": "[SEP]",
+                      "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
+DECODER_FAMILIES = ("txl",)
+
+
+def default_kind(family: str | None) -> str:
+    """Byte-level BPE for decoders, WordPiece for encoders (DESIGN §3)."""
+    return "bpe" if family in (None, *DECODER_FAMILIES) else "wordpiece"
+
+
+def train_tokenizer(
+    inputs: Iterable[str | Path],
+    output_dir: str | Path,
+    *,
+    kind: str = "bpe",
+    vocab_size: int = 8192,
+    min_frequency: int = 2,
+    input_format: str | None = None,
+    lowercase: bool = False,
+    show_progress: bool = True,
+) -> PreTrainedTokenizerFast:
+    """Train a ``kind`` tokenizer on the text of ``inputs`` and save it to ``output_dir``.
+
+    ``inputs`` are corpus files (``.txt``, ``.txt.gz``, ``.conllu``, ``.conllu.gz``) read with
+    :mod:`structpe.train.corpus`; ``input_format`` overrides the guess from the file name.
+    Training is deterministic for a given input and settings. Returns the saved tokenizer.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"tokenizer kind must be one of {KINDS}, got {kind!r}")
+    paths = [Path(p) for p in inputs]
+    if not paths:
+        raise ValueError("train_tokenizer needs at least one input file")
+    for p in paths:
+        if not p.is_file():
+            raise FileNotFoundError(f"tokenizer training input not found: {p}")
+    if kind == "bpe":
+        specials = BPE_SPECIALS
+        tok = Tokenizer(models.BPE(unk_token=None))
+        norm = [normalizers.NFC()] + ([normalizers.Lowercase()] if lowercase else [])
+        tok.normalizer = normalizers.Sequence(norm)
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(dict.fromkeys(specials.values())),
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=show_progress,
+        )
+    else:
+        specials = WORDPIECE_SPECIALS
+        tok = Tokenizer(models.WordPiece(unk_token=specials["unk_token"]))
+        tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=lowercase
+        )
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece(prefix="##")
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(dict.fromkeys(specials.values())),
+            show_progress=show_progress,
+        )
+    tok.train_from_iterator(iter_tokenizer_text(paths, input_format), trainer=trainer)
+    if kind == "wordpiece":
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        )
+    extra = {"add_prefix_space": True} if kind == "bpe" else {}
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=1_000_000, **specials, **extra)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    hf.save_pretrained(out)
+    meta = {
+        "kind": kind,
+        "vocab_size_requested": vocab_size,
+        "vocab_size": len(hf),
+        "min_frequency": min_frequency,
+        "lowercase": lowercase,
+        "inputs": [str(p) for p in paths],
+    }
+    (out / "structpe_tokenizer.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return hf
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
+    """Load a tokenizer folder with a clear error when it is missing or not a fast tokenizer."""
+    path = Path(path)
+    if not (path / "tokenizer.json").is_file():
+        raise FileNotFoundError(
+            f"{path} is not a tokenizer folder (no tokenizer.json); train one with `structpe tokenizer train`"
+        )
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    if not getattr(tok, "is_fast", False):
+        raise ValueError(f"{path}: a fast tokenizer is needed (word ids for tag alignment)")
+    return tok
