@@ -6,6 +6,9 @@
 
 One file per family: ``txl.py`` (Transformer-XL-style decoder), ``roberta.py``, ``deberta.py``,
 ``modernbert.py`` (encoders). ``load(path)`` reads a ``save_pretrained`` folder of any family.
+Encoders also have GLUE heads: ``build_model(config, head="classification")``;
+``from_hf_pretrained(directory, **sipe_kwargs)`` turns a Hugging Face RoBERTa / DeBERTa-v3 /
+ModernBERT checkpoint folder into ours.
 """
 
 from __future__ import annotations
@@ -26,16 +29,62 @@ _FAMILY_CLASSES = {
 }
 
 
-def model_class(family: str):
+# encoder family -> sequence-classification class (GLUE)
+_CLASSIFICATION_CLASSES = {
+    "roberta": ("structpe.models.roberta", "RobertaSiPEForSequenceClassification"),
+    "deberta": ("structpe.models.deberta", "DebertaSiPEForSequenceClassification"),
+    "modernbert": ("structpe.models.modernbert", "ModernBertSiPEForSequenceClassification"),
+}
+# transformers model_type -> our encoder family
+_HF_MODEL_TYPES = {"roberta": "roberta", "deberta-v2": "deberta", "modernbert": "modernbert"}
+HEADS = ("lm", "mlm", "classification")
+
+
+def model_class(family: str, head: str = "lm"):
+    """The class for ``family``; ``head`` is ``lm``/``mlm`` (the family's LM) or ``classification``."""
     if family not in _FAMILY_CLASSES:
         raise ValueError(f"unknown model family {family!r}; expected one of {FAMILIES}")
-    module, name = _FAMILY_CLASSES[family]
+    if head not in HEADS:
+        raise ValueError(f"unknown head {head!r}; expected one of {HEADS}")
+    if head == "classification":
+        if family not in _CLASSIFICATION_CLASSES:
+            raise ValueError(f"family {family!r} has no classification head (encoders only)")
+        module, name = _CLASSIFICATION_CLASSES[family]
+    else:
+        module, name = _FAMILY_CLASSES[family]
     return getattr(importlib.import_module(module), name)
 
 
-def build_model(config: SiPEConfig):
-    """A freshly initialised model of ``config.family``."""
-    return model_class(config.family)(config)
+def build_model(config: SiPEConfig, head: str = "lm"):
+    """A freshly initialised model of ``config.family`` (``head="classification"``: GLUE head)."""
+    return model_class(config.family, head)(config)
+
+
+def from_hf_pretrained(path: str | Path, head: str = "mlm", **sipe_kwargs):
+    """Load a Hugging Face checkpoint folder (RoBERTa, DeBERTa-v2/v3, ModernBERT) into our encoder.
+
+    ``sipe_kwargs`` pick the SiPE variant (``injection="input"`` ...); SiPE parameters start fresh
+    (W_E / W_delta near zero, so the converted model starts as the pretrained one).
+    """
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a Hugging Face checkpoint folder (no config.json)")
+    hf_config = AutoConfig.from_pretrained(path)
+    family = _HF_MODEL_TYPES.get(hf_config.model_type)
+    if family is None:
+        known = sorted(_HF_MODEL_TYPES)
+        raise ValueError(f"{path}: model_type {hf_config.model_type!r} is not one of {known}")
+    archs = hf_config.architectures or []
+    if head == "mlm" or any("MaskedLM" in a for a in archs):
+        hf_model = AutoModelForMaskedLM.from_pretrained(path)
+    elif any("SequenceClassification" in a for a in archs):
+        hf_model = AutoModelForSequenceClassification.from_pretrained(path)
+    else:
+        hf_model = AutoModel.from_pretrained(path)
+    module = importlib.import_module(f"structpe.models.{family}")
+    return module.from_hf(hf_model, head=head, **sipe_kwargs)
 
 
 def load(path: str | Path, **kwargs):
@@ -44,10 +93,21 @@ def load(path: str | Path, **kwargs):
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} is not a saved structpe model folder (no config.json)")
-    family = json.loads(cfg_file.read_text()).get("family")
+    saved = json.loads(cfg_file.read_text())
+    family = saved.get("family")
     if family is None:
         raise ValueError(f"{cfg_file} has no 'family' field; was it saved by structpe?")
-    return model_class(family).from_pretrained(path, **kwargs)
+    classifier = any("ForSequenceClassification" in a for a in saved.get("architectures") or [])
+    return model_class(family, "classification" if classifier else "lm").from_pretrained(path, **kwargs)
 
 
-__all__ = ["FAMILIES", "INJECTIONS", "SiPEConfig", "SiPEOutput", "build_model", "load", "model_class"]
+__all__ = [
+    "FAMILIES",
+    "INJECTIONS",
+    "SiPEConfig",
+    "SiPEOutput",
+    "build_model",
+    "from_hf_pretrained",
+    "load",
+    "model_class",
+]

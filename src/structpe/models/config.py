@@ -31,6 +31,21 @@ FAMILY_INJECTIONS = {
     "modernbert": ("none", "input", "position"),
 }
 FUSIONS = ("add", "concat", "alpha", "residual")
+# which tag embeddings form the prior: t = E_T[tau], nt = E_N[nu], dr = E_D[deprel] (SiPE table 12)
+PRIOR_PARTS = ("t_nt", "t_nt_dr", "dr_nt")
+# the named input-injection strategies of SiPE table 12 (absolute encoder) -> SiPEConfig kwargs;
+# ``alpha`` variants take their initial a from ``alpha_init`` (paper: 0.1 / 0.5 / 0.9)
+INPUT_VARIANTS = {
+    "ADD_T_NT": {"fusion": "add", "prior_parts": "t_nt"},
+    "CONCAT_T_NT": {"fusion": "concat", "prior_parts": "t_nt"},
+    "ADD_T_NT_RESIDUAL": {"fusion": "residual", "prior_parts": "t_nt"},
+    "ADD_T_NT_ALPHA": {"fusion": "alpha", "prior_parts": "t_nt"},
+    "ADD_T_NT_DR": {"fusion": "add", "prior_parts": "t_nt_dr"},
+    "CONCAT_POS_NT_T_DR": {"fusion": "concat", "prior_parts": "t_nt_dr"},
+    "ADD_DNT": {"fusion": "add", "prior_parts": "dr_nt"},
+    "ADD_DNT_ALPHA": {"fusion": "alpha", "prior_parts": "dr_nt"},
+    "CONCAT_POS_DNT": {"fusion": "concat", "prior_parts": "dr_nt"},
+}
 PROJECTIONS = ("shared", "per_layer")
 TARGETS = ("head", "model")
 
@@ -43,6 +58,9 @@ class SiPEConfig(PreTrainedConfig):
       fusion             input fusion for ``input`` (add | concat | alpha | residual; SiPE table 12)
       alpha_init         initial a of the ``alpha`` fusion a*x + (1-a)*prior (paper: 0.1 / 0.5 / 0.9)
       n_deprels          > 0 adds a DEPREL table E_D to the prior (the *_DR variants)
+      prior_parts        which tag embeddings form the prior: ``t_nt`` (default), ``t_nt_dr``
+                         (default when n_deprels > 0) or ``dr_nt`` (DEPREL replaces the terminal;
+                         input injection only). ``INPUT_VARIANTS`` names the table-12 combinations.
       projection         W_E / W_delta / W^tag shared across layers or one per layer
       projection_target  ``head``: W_E maps into one d_head subspace shared by all heads;
                          ``model``: into d_model, split into heads
@@ -74,10 +92,15 @@ class SiPEConfig(PreTrainedConfig):
         bos_token_id: int | None = None,
         eos_token_id: int | None = None,
         tie_word_embeddings: bool = True,
+        hidden_act: str = "gelu",
+        classifier_dropout: float | None = None,
+        classifier_pooling: str = "cls",
+        pooler_hidden_act: str = "gelu",
         # SiPE
         fusion: str = "add",
         alpha_init: float = 0.5,
         n_deprels: int = 0,
+        prior_parts: str | None = None,
         projection: str = "per_layer",
         projection_target: str = "model",
         entry_layer: int = 1,
@@ -109,9 +132,14 @@ class SiPEConfig(PreTrainedConfig):
         self.initializer_range = initializer_range
         self.pre_norm = pre_norm
         self.type_vocab_size = type_vocab_size
+        self.hidden_act = hidden_act
+        self.classifier_dropout = classifier_dropout
+        self.classifier_pooling = classifier_pooling
+        self.pooler_hidden_act = pooler_hidden_act
         self.fusion = fusion
         self.alpha_init = alpha_init
         self.n_deprels = n_deprels
+        self.prior_parts = prior_parts if prior_parts is not None else ("t_nt_dr" if n_deprels else "t_nt")
         self.projection = projection
         self.projection_target = projection_target
         self.entry_layer = entry_layer
@@ -178,12 +206,43 @@ class SiPEConfig(PreTrainedConfig):
         need(self.projection in PROJECTIONS, f"projection must be one of {PROJECTIONS}")
         need(self.projection_target in TARGETS, f"projection_target must be one of {TARGETS}")
         need(self.n_layers >= 1 and self.d_model >= 1, "n_layers and d_model must be positive")
-        need(self.d_model % self.n_heads == 0, f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        need(
+            self.d_model % self.n_heads == 0,
+            f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}",
+        )
         need(
             1 <= self.entry_layer <= self.n_layers,
             f"entry_layer must be in 1..n_layers={self.n_layers}, got {self.entry_layer}",
         )
         need(self.n_deprels >= 0, "n_deprels must be >= 0")
+        need(
+            self.prior_parts in PRIOR_PARTS,
+            f"prior_parts must be one of {PRIOR_PARTS}, got {self.prior_parts!r}",
+        )
+        need(
+            ("dr" in self.prior_parts) == (self.n_deprels > 0),
+            f"prior_parts={self.prior_parts!r} and n_deprels={self.n_deprels} disagree: DEPREL parts need "
+            "n_deprels > 0 (the size of the label table) and n_deprels > 0 needs a DEPREL part",
+        )
+        need(
+            self.prior_parts != "dr_nt" or self.injection == "input",
+            "prior_parts='dr_nt' (DEPREL replaces the terminal, SiPE table 12) is defined for "
+            "input injection only",
+        )
+        need(
+            self.fusion == "add" or self.family not in ("deberta", "modernbert"),
+            f"fusion={self.fusion!r}: the fusion ablations of SiPE table 12 are defined for the absolute "
+            "encoder (family='roberta'); DeBERTa and ModernBERT input injection adds the prior",
+        )
+        need(self.type_vocab_size >= 0, "type_vocab_size must be >= 0 (0: no segment embeddings)")
+        need(
+            self.classifier_pooling in ("cls", "mean"),
+            f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}",
+        )
+        if self.family == "modernbert":
+            need(self.local_attention % 2 == 0, f"local_attention must be even, got {self.local_attention}")
+            need(self.global_attn_every_n_layers >= 1, "global_attn_every_n_layers must be >= 1")
+            need(self.d_head % 2 == 0, f"rotary attention needs an even d_head, got {self.d_head}")
         need(self.tag_loss_weight >= 0, "tag_loss_weight must be >= 0")
         if self.family == "txl":
             need(

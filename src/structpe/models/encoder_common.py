@@ -1,0 +1,476 @@
+"""What the three SiPE encoders share (SiPE §3.2, §3.4, §3.5, App. A.1, E; DESIGN §2, §6).
+
+* ``SiPEEncoderPreTrainedModel`` -- the ``transformers`` base (config class, weight init that
+  respects loaded weights, tied MLM decoder).
+* ``InputPrior`` -- input-side injection with the fusion ablations of SiPE table 12:
+      add       x'_p = x_p + prior_p                         (eq. 2 / 11; ADD_T_NT)
+      alpha     x'_p = a x_p + (1 - a) prior_p               (ADD_T_NT (alpha), ADD_DNT (alpha))
+      concat    x'_p = W [x_p; part_1; part_2 (; part_3)]    (CONCAT_T_NT, CONCAT_POS_*)
+      residual  h^(1) = LN(x + prior + Attn(x))              (prior on the first skip branch)
+  where x_p is the raw embedding sum before the embedding LayerNorm and prior_p =
+  m_p (E_T[tau_p] + E_N[nu_p]) (or with E_D[deprel_p], see ``SiPEConfig.prior_parts``).
+* ``attend`` -- one attention call: ``F.scaled_dot_product_attention`` unless the caller asks for
+  the attention weights.
+* ``MaskedLMHead`` + ``masked_lm_output`` -- the tied MLM head and the MLM rule of App. A.1: at
+  masked positions (labels != -100) the prior is zeroed and the tag heads predict the position's
+  own tags; loss = MLM + tag_loss_weight * (CE_T + CE_N).
+* ``classification_output`` -- the GLUE loss (regression / single- / multi-label).
+* ``load_converted`` -- copy a converted Hugging Face state dict into one of our models and
+  refuse silently-missing or left-over weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+
+from structpe.models.config import SiPEConfig
+from structpe.models.outputs import SiPEOutput
+from structpe.modules.prior import IGNORE_INDEX, HexatagPrior, TagHeads, mlm_tag_targets, tag_losses
+from structpe.modules.prior_projection import PriorProjection
+
+PRIOR_PART_ORDER = {  # concatenation order of SiPE table 12 (x first)
+    "t_nt": ("t", "nt"),
+    "t_nt_dr": ("nt", "t", "dr"),  # CONCAT_POS_NT_T_DR = W [x; n; t; dr]
+    "dr_nt": ("dr", "nt"),  # CONCAT_POS_DNT = W [x; dr; n]
+}
+
+
+def set_init(module: nn.Linear | nn.Embedding, rule: str, std: float) -> None:
+    """Tag a leaf module with its init rule; ``_init_weights`` applies it (transformers only visits
+    modules that own parameters, so the rule has to sit on the leaf itself).
+
+    rules: ``normal`` N(0, std); ``trunc_normal`` N(0, std) cut at +-2 std; ``identity_concat``
+    W = [I | N(0, std)] (the concat fusion starts as the identity on x).
+    """
+    if rule not in ("normal", "trunc_normal", "identity_concat"):
+        raise ValueError(f"unknown init rule {rule!r}")
+    module._sipe_init = (rule, std)
+
+
+def apply_init_rule(module: nn.Module) -> None:
+    rule = getattr(module, "_sipe_init", None)
+    if rule is None:
+        return
+    kind, std = rule
+    if kind == "normal":
+        init.normal_(module.weight, mean=0.0, std=std)
+    elif kind == "trunc_normal":
+        init.trunc_normal_(module.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+    else:
+        d = module.weight.shape[0]
+        weight = torch.randn(module.weight.shape) * std
+        weight[:, :d] = torch.eye(d)
+        init.copy_(module.weight, weight)
+    if getattr(module, "bias", None) is not None:
+        init.zeros_(module.bias)
+
+
+def keep_mask(labels: torch.Tensor | None) -> torch.Tensor | None:
+    """Positions whose prior survives: the MLM rule zeroes it where the token is masked."""
+    return None if labels is None else labels == IGNORE_INDEX
+
+
+def check_tags(terminal_ids: torch.Tensor | None, nonterminal_ids: torch.Tensor | None) -> bool:
+    """True when tags are given; both or neither must be passed."""
+    if (terminal_ids is None) != (nonterminal_ids is None):
+        raise ValueError("pass terminal_ids and nonterminal_ids together (or neither)")
+    return terminal_ids is not None
+
+
+class InputPrior(nn.Module):
+    """Input-side SiPE injection and its fusion ablations (SiPE eq. 2, 11 and table 12)."""
+
+    def __init__(self, config: SiPEConfig):
+        super().__init__()
+        self.fusion = config.fusion
+        self.parts = PRIOR_PART_ORDER[config.prior_parts]
+        self.tags = HexatagPrior(config.d_model, config.n_deprels, init_std=config.initializer_range)
+        self.alpha_init = config.alpha_init
+        self.proj_init_std = config.prior_proj_init_std
+        if self.fusion == "alpha":
+            self.alpha = nn.Parameter(torch.tensor(float(config.alpha_init)))
+        if self.fusion == "concat":  # W = [I | ~0]: starts as the unmodified encoder
+            self.proj = nn.Linear(config.d_model * (1 + len(self.parts)), config.d_model)
+            set_init(self.proj, "identity_concat", config.prior_proj_init_std)
+            apply_init_rule(self.proj)
+
+    def reset_sipe_parameters(self) -> None:
+        """alpha = alpha_init (the concat projection carries its own init rule)."""
+        if self.fusion == "alpha":
+            init.constant_(self.alpha, self.alpha_init)
+
+    def _part_vectors(self, terminal_ids, nonterminal_ids, deprel_ids, keep) -> list[torch.Tensor]:
+        tags = self.tags
+        mask = tags.tag_mask(terminal_ids, nonterminal_ids, keep).unsqueeze(-1)
+        if "dr" in self.parts and deprel_ids is None:
+            raise ValueError(f"prior_parts={'_'.join(self.parts)!r} uses DEPREL labels: pass deprel_ids")
+        vectors = {
+            "t": lambda: tags.terminal(terminal_ids.clamp_min(0)),
+            "nt": lambda: tags.nonterminal(nonterminal_ids.clamp_min(0)),
+            "dr": lambda: tags.deprel(deprel_ids.clamp_min(0)),
+        }
+        return [vectors[name]() * mask for name in self.parts]
+
+    def prior(self, terminal_ids, nonterminal_ids, deprel_ids=None, keep=None) -> torch.Tensor:
+        """The summed prior [B, L, d] (zero where a position has no tag or is not kept)."""
+        if "t" in self.parts:  # t + nt (+ dr): one gather from the prior's pair table
+            return self.tags(terminal_ids, nonterminal_ids, deprel_ids, keep)
+        return sum(self._part_vectors(terminal_ids, nonterminal_ids, deprel_ids, keep))
+
+    def forward(
+        self, x: torch.Tensor, terminal_ids, nonterminal_ids, deprel_ids=None, keep=None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(x', skip_prior): x' enters the embedding LayerNorm; skip_prior goes on layer 1's skip branch."""
+        if self.fusion == "concat":
+            parts = self._part_vectors(terminal_ids, nonterminal_ids, deprel_ids, keep)
+            return self.proj(torch.cat([x, *parts], dim=-1)), None
+        prior = self.prior(terminal_ids, nonterminal_ids, deprel_ids, keep)
+        if self.fusion == "residual":
+            return x, prior
+        if self.fusion == "alpha":
+            return self.alpha * x + (1.0 - self.alpha) * prior, None
+        return x + prior, None
+
+
+def attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+    dropout: float,
+    need_weights: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """softmax(q k^T * scale + mask) v over [B, H, L, d]; ``mask`` is bool (True = attend) or additive.
+
+    Uses the fused SDPA kernel; the explicit path only runs when the caller wants the weights
+    (attention analysis), with the same numbers.
+    """
+    if not need_weights:
+        out = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=dropout, scale=scale
+        )
+        return out, None
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + mask
+    probs = torch.softmax(scores, dim=-1)
+    out = torch.matmul(F.dropout(probs, p=dropout), value)
+    return out, probs
+
+
+class MaskedLMHead(nn.Module):
+    """dense -> act -> LayerNorm -> decoder (tied to the word embeddings) + bias."""
+
+    def __init__(self, config: SiPEConfig, act: str, bias: bool = True, norm_bias: bool = True):
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.d_model, bias=bias)
+        self.act = act
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=norm_bias)
+        self.decoder = nn.Linear(config.d_model, config.vocab_size, bias=True)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.norm(ACTIVATIONS[self.act](self.dense(hidden))))
+
+
+def _gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x)
+
+
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATIONS = {
+    "gelu": _gelu,
+    "gelu_new": _gelu_tanh,
+    "gelu_pytorch_tanh": _gelu_tanh,
+    "relu": F.relu,
+    "tanh": torch.tanh,
+}
+
+
+def activation(name: str):
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unsupported activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+class SiPEEncoderPreTrainedModel(PreTrainedModel):
+    """Base of every encoder model: ``config_class`` SiPEConfig, backbone under ``backbone``."""
+
+    config_class = SiPEConfig
+    base_model_prefix = "backbone"
+    supports_gradient_checkpointing = False
+    _supports_sdpa = True
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        apply_init_rule(module)
+        if isinstance(module, InputPrior):
+            module.reset_sipe_parameters()
+
+
+def prior_projection(config: SiPEConfig, d_out: int) -> PriorProjection:
+    """W_E^(l) / W_delta^(l) with its near-zero init rule (SiPE fn. 4, App. A.6)."""
+    proj = PriorProjection(config, d_out=d_out)
+    for lin in proj.proj.values():
+        set_init(lin, "normal", config.prior_proj_init_std)
+    return proj
+
+
+def masked_lm_output(
+    config: SiPEConfig,
+    logits: torch.Tensor,
+    last_hidden: torch.Tensor,
+    tag_heads: TagHeads | None,
+    labels: torch.Tensor | None,
+    terminal_ids: torch.Tensor | None,
+    nonterminal_ids: torch.Tensor | None,
+    hidden_states: tuple[torch.Tensor, ...] | None,
+    attentions: tuple[torch.Tensor, ...] | None,
+) -> SiPEOutput:
+    """loss = MLM + tag_loss_weight * (CE_T + CE_N), tag targets = own tags at masked positions."""
+    out = SiPEOutput(logits=logits, hidden_states=hidden_states, attentions=attentions)
+    if tag_heads is not None:
+        out.terminal_logits, out.nonterminal_logits = tag_heads(last_hidden)
+    if labels is None:
+        return out
+    out.lm_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
+    out.loss = out.lm_loss
+    if tag_heads is not None and check_tags(terminal_ids, nonterminal_ids):
+        t_target, n_target = mlm_tag_targets(terminal_ids, nonterminal_ids, labels)
+        out.terminal_loss, out.nonterminal_loss = tag_losses(
+            out.terminal_logits, out.nonterminal_logits, t_target, n_target
+        )
+        out.loss = out.lm_loss + config.tag_loss_weight * (out.terminal_loss + out.nonterminal_loss)
+    return out
+
+
+def classification_output(
+    config: SiPEConfig,
+    logits: torch.Tensor,
+    labels: torch.Tensor | None,
+    hidden_states: tuple[torch.Tensor, ...] | None,
+    attentions: tuple[torch.Tensor, ...] | None,
+) -> SiPEOutput:
+    """GLUE losses as in ``transformers``: MSE for one label, else CE (int labels) or BCE (float)."""
+    out = SiPEOutput(logits=logits, hidden_states=hidden_states, attentions=attentions)
+    if labels is None:
+        return out
+    n = config.num_labels
+    problem = config.problem_type
+    if problem is None:
+        if n == 1:
+            problem = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem = "single_label_classification"
+        else:
+            problem = "multi_label_classification"
+    if problem == "regression":
+        out.loss = (
+            F.mse_loss(logits.squeeze(-1).float(), labels.float().reshape(-1))
+            if n == 1
+            else F.mse_loss(logits.float(), labels.float())
+        )
+    elif problem == "single_label_classification":
+        out.loss = F.cross_entropy(logits.reshape(-1, n).float(), labels.reshape(-1))
+    else:
+        out.loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+    return out
+
+
+def make_tag_heads(config: SiPEConfig) -> TagHeads | None:
+    """The auxiliary tag heads exist exactly when the model carries a prior."""
+    return TagHeads(config.d_model) if config.uses_prior else None
+
+
+def load_converted(model: nn.Module, weights: Mapping[str, torch.Tensor], source: str) -> None:
+    """Copy ``weights`` (our parameter names) into ``model``; every non-SiPE tensor must be covered.
+
+    SiPE-only parameters (prior tables, projections, fusion, tag heads) keep their fresh init, and
+    tied parameters may be left out. Anything else missing, or any name we do not have, is an error.
+    """
+    own = model.state_dict()
+    unknown = sorted(set(weights) - set(own))
+    if unknown:
+        raise ValueError(f"converting {source}: no parameter of ours is called {unknown[:5]}")
+    tied = set(getattr(model, "all_tied_weights_keys", {}) or {})
+    sipe_only = ("prior", "tag_heads", "prior_proj", "input_prior")
+    missing = [
+        k
+        for k in own
+        if k not in weights and k not in tied and not any(part in k.split(".") for part in sipe_only)
+    ]
+    if missing:
+        raise ValueError(f"converting {source}: these weights of ours have no source: {missing[:8]}")
+    for name, tensor in weights.items():
+        if own[name].shape != tensor.shape:
+            raise ValueError(
+                f"converting {source}: {name} has shape {tuple(tensor.shape)}, ours {tuple(own[name].shape)}"
+            )
+    with torch.no_grad():
+        for name, tensor in weights.items():
+            own[name].copy_(tensor)
+
+
+class SiPEEncoderForMaskedLM(SiPEEncoderPreTrainedModel):
+    """backbone -> tied MLM head, plus the tag heads; the calling convention of DESIGN §6.
+
+    A family subclass sets ``family`` and ``backbone_class`` and says how its MLM head looks.
+    """
+
+    family: str = ""
+    backbone_class: type[nn.Module]
+    _tied_weights_keys = {"lm_head.decoder.weight": "backbone.embeddings.word.weight"}
+
+    def __init__(self, config: SiPEConfig):
+        if config.family != self.family:
+            raise ValueError(f"{type(self).__name__} needs family={self.family!r}, got {config.family!r}")
+        super().__init__(config)
+        self.backbone = self.backbone_class(config)
+        self.lm_head = self.make_lm_head(config)
+        self.tag_heads = make_tag_heads(config)
+        self.post_init()
+
+    def make_lm_head(self, config: SiPEConfig) -> MaskedLMHead:
+        return MaskedLMHead(config, act=config.hidden_act)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.backbone.embeddings.word
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.backbone.embeddings.word = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head.decoder = value
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.Tensor | None = None,
+        nonterminal_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        deprel_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> SiPEOutput:
+        """MLM labels are -100 at unmasked positions; the prior is zeroed where labels != -100."""
+        last, hidden_states, attentions = self.backbone(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            terminal_ids=terminal_ids,
+            nonterminal_ids=nonterminal_ids,
+            deprel_ids=deprel_ids,
+            keep=keep_mask(labels),
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        return masked_lm_output(
+            self.config,
+            self.lm_head(last),
+            last,
+            self.tag_heads,
+            labels,
+            terminal_ids,
+            nonterminal_ids,
+            hidden_states,
+            attentions,
+        )
+
+
+class SiPEEncoderForSequenceClassification(SiPEEncoderPreTrainedModel):
+    """backbone -> pooled classifier (GLUE). Tags enter unmasked; there is no auxiliary loss."""
+
+    family: str = ""
+    backbone_class: type[nn.Module]
+
+    def __init__(self, config: SiPEConfig):
+        if config.family != self.family:
+            raise ValueError(f"{type(self).__name__} needs family={self.family!r}, got {config.family!r}")
+        super().__init__(config)
+        self.backbone = self.backbone_class(config)
+        self.build_classifier(config)
+        self.post_init()
+
+    def build_classifier(self, config: SiPEConfig) -> None:
+        raise NotImplementedError
+
+    def classify(self, last: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.backbone.embeddings.word
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.backbone.embeddings.word = value
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.Tensor | None = None,
+        nonterminal_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        deprel_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> SiPEOutput:
+        """``labels`` are class ids [B] (or float targets for regression / multi-label)."""
+        last, hidden_states, attentions = self.backbone(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            terminal_ids=terminal_ids,
+            nonterminal_ids=nonterminal_ids,
+            deprel_ids=deprel_ids,
+            keep=None,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.classify(last, attention_mask)
+        return classification_output(self.config, logits, labels, hidden_states, attentions)
+
+
+def hf_sipe_config(hf_config, family: str, arch: dict, sipe_kwargs: dict) -> SiPEConfig:
+    """A SiPEConfig from an HF config's shared fields + the family's ``arch`` fields + SiPE kwargs."""
+    fields = {
+        "family": family,
+        "vocab_size": hf_config.vocab_size,
+        "d_model": hf_config.hidden_size,
+        "n_layers": hf_config.num_hidden_layers,
+        "n_heads": hf_config.num_attention_heads,
+        "d_ff": hf_config.intermediate_size,
+        "max_position_embeddings": hf_config.max_position_embeddings,
+        "initializer_range": hf_config.initializer_range,
+        "pad_token_id": hf_config.pad_token_id,
+        "bos_token_id": getattr(hf_config, "bos_token_id", None),
+        "eos_token_id": getattr(hf_config, "eos_token_id", None),
+        "num_labels": hf_config.num_labels,
+        "id2label": dict(hf_config.id2label),
+        "problem_type": getattr(hf_config, "problem_type", None),
+    }
+    fields.update(arch)
+    clash = sorted(set(sipe_kwargs) & set(fields) - {"num_labels", "id2label", "problem_type"})
+    if clash:
+        raise ValueError(f"{clash} come from the Hugging Face checkpoint and cannot be overridden")
+    fields.update(sipe_kwargs)
+    if "num_labels" in sipe_kwargs:
+        fields.pop("id2label")
+    return SiPEConfig(**fields)

@@ -1,0 +1,278 @@
+"""RoBERTa-style SiPE encoder: learned absolute positions, post-LN, GELU (SiPE §3.2, App. E).
+
+With ``injection="none"`` the numbers equal ``transformers``' ``RobertaForMaskedLM`` given the same
+weights (tests/models/test_roberta.py); ``from_hf`` converts one. The only SiPE site is the input
+(eq. 2), with the fusion ablations of table 12 (``encoder_common.InputPrior``):
+
+    x_p = e^tok_p + p_p + e^seg_p + m_p (E_T[tau_p] + E_N[nu_p])
+
+Positions follow RoBERTa/fairseq: non-pad tokens count from ``pad_token_id + 1``, pads keep
+``pad_token_id``, so ``max_position_embeddings`` rows allow sequences of that minus pad + 1.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from structpe.models.config import SiPEConfig
+from structpe.models.encoder_common import (
+    InputPrior,
+    SiPEEncoderForMaskedLM,
+    SiPEEncoderForSequenceClassification,
+    activation,
+    attend,
+    check_tags,
+    hf_sipe_config,
+    load_converted,
+)
+
+
+class RobertaEmbeddings(nn.Module):
+    def __init__(self, config: SiPEConfig):
+        super().__init__()
+        self.padding_idx = config.pad_token_id if config.pad_token_id is not None else 1
+        self.word = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        self.position = nn.Embedding(
+            config.max_position_embeddings, config.d_model, padding_idx=self.padding_idx
+        )
+        self.token_type = (
+            nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
+        )
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.drop = nn.Dropout(config.dropout)
+
+    def position_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """fairseq's make_positions: running count of non-pad tokens, offset by the pad id."""
+        not_pad = input_ids.ne(self.padding_idx).long()
+        positions = torch.cumsum(not_pad, dim=1) * not_pad + self.padding_idx
+        if input_ids.shape[1] + self.padding_idx >= self.position.num_embeddings:
+            top = int(positions.max())
+            if top >= self.position.num_embeddings:
+                raise ValueError(
+                    f"sequence needs position id {top} but the table has {self.position.num_embeddings} rows "
+                    f"(at most {self.position.num_embeddings - self.padding_idx - 1} tokens per sequence)"
+                )
+        return positions
+
+    def raw(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+        """x_p = e^tok + p + e^seg, before the LayerNorm (where the prior joins)."""
+        x = self.word(input_ids) + self.position(self.position_ids(input_ids))
+        if self.token_type is not None:
+            if token_type_ids is None:
+                x = x + self.token_type.weight[0]
+            else:
+                x = x + self.token_type(token_type_ids)
+        elif token_type_ids is not None and bool(token_type_ids.any()):
+            raise ValueError(
+                "token_type_ids given but the model has no segment embeddings (type_vocab_size=0)"
+            )
+        return x
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.norm(x))
+
+
+class RobertaLayer(nn.Module):
+    """Post-LN block: h = LN(x + Attn(x) [+ prior]); out = LN(h + FFN(h))."""
+
+    def __init__(self, config: SiPEConfig):
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.d_head = config.d_head
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)  # fused W_Q, W_K, W_V
+        self.attn_out = nn.Linear(config.d_model, config.d_model)
+        self.attn_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ff_in = nn.Linear(config.d_model, config.d_ff)
+        self.ff_out = nn.Linear(config.d_ff, config.d_model)
+        self.ff_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.act = activation(config.hidden_act)
+        self.drop = nn.Dropout(config.dropout)
+        self.attn_dropout = config.attention_dropout
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        skip_prior: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        bsz, length, _ = x.shape
+        q, k, v = self.qkv(x).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        dropout = self.attn_dropout if self.training else 0.0
+        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, need_weights)
+        ctx = ctx.transpose(1, 2).reshape(bsz, length, -1)
+        skip = x if skip_prior is None else x + skip_prior  # ADD_T_NT (Residual): prior on the skip branch
+        h = self.attn_norm(self.drop(self.attn_out(ctx)) + skip)
+        out = self.ff_norm(self.drop(self.ff_out(self.act(self.ff_in(h)))) + h)
+        return out, probs
+
+
+class RobertaSiPEModel(nn.Module):
+    """Embeddings (+ input prior) and the post-LN layer stack; returns (last, hidden_states, attentions)."""
+
+    def __init__(self, config: SiPEConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = RobertaEmbeddings(config)
+        self.input_prior = InputPrior(config) if config.uses_input_prior else None
+        self.layers = nn.ModuleList(RobertaLayer(config) for _ in range(config.n_layers))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        terminal_ids: torch.Tensor | None = None,
+        nonterminal_ids: torch.Tensor | None = None,
+        deprel_ids: torch.Tensor | None = None,
+        keep: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ):
+        x = self.embeddings.raw(input_ids, token_type_ids)
+        skip_prior = None
+        if check_tags(terminal_ids, nonterminal_ids) and self.input_prior is not None:
+            x, skip_prior = self.input_prior(x, terminal_ids, nonterminal_ids, deprel_ids, keep)
+        x = self.embeddings.finish(x)
+        mask = None
+        if attention_mask is not None and not bool(attention_mask.all()):
+            mask = attention_mask.bool()[:, None, None, :]  # keys only, as transformers does
+        hidden_states = [x] if output_hidden_states else None
+        attentions = [] if output_attentions else None
+        for i, layer in enumerate(self.layers):
+            x, probs = layer(x, mask, skip_prior if i == 0 else None, output_attentions)
+            if hidden_states is not None:
+                hidden_states.append(x)
+            if attentions is not None:
+                attentions.append(probs)
+        return (
+            x,
+            tuple(hidden_states) if hidden_states is not None else None,
+            tuple(attentions) if attentions is not None else None,
+        )
+
+
+class RobertaSiPEForMaskedLM(SiPEEncoderForMaskedLM):
+    """RoBERTa + SiPE input prior + tied MLM head + tag heads."""
+
+    family = "roberta"
+    backbone_class = RobertaSiPEModel
+
+
+class RobertaSiPEForSequenceClassification(SiPEEncoderForSequenceClassification):
+    """RoBERTa's GLUE head: <s> -> dropout -> dense -> tanh -> dropout -> out_proj."""
+
+    family = "roberta"
+    backbone_class = RobertaSiPEModel
+
+    def build_classifier(self, config: SiPEConfig) -> None:
+        p = config.classifier_dropout if config.classifier_dropout is not None else config.dropout
+        self.classifier_drop = nn.Dropout(p)
+        self.classifier_dense = nn.Linear(config.d_model, config.d_model)
+        self.classifier_out = nn.Linear(config.d_model, config.num_labels)
+
+    def classify(self, last: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        x = torch.tanh(self.classifier_dense(self.classifier_drop(last[:, 0])))
+        return self.classifier_out(self.classifier_drop(x))
+
+
+# --------------------------------------------------------------------------- Hugging Face conversion
+
+
+def _backbone_weights(hf_base, n_layers: int) -> dict[str, torch.Tensor]:
+    sd = hf_base.state_dict()
+    out = {
+        "embeddings.word.weight": sd["embeddings.word_embeddings.weight"],
+        "embeddings.position.weight": sd["embeddings.position_embeddings.weight"],
+        "embeddings.norm.weight": sd["embeddings.LayerNorm.weight"],
+        "embeddings.norm.bias": sd["embeddings.LayerNorm.bias"],
+    }
+    if "embeddings.token_type_embeddings.weight" in sd:
+        out["embeddings.token_type.weight"] = sd["embeddings.token_type_embeddings.weight"]
+    for i in range(n_layers):
+        src, dst = f"encoder.layer.{i}.", f"layers.{i}."
+        att = src + "attention."
+        for kind in ("weight", "bias"):
+            out[dst + f"qkv.{kind}"] = torch.cat(
+                [sd[att + f"self.{n}.{kind}"] for n in ("query", "key", "value")]
+            )
+            out[dst + f"attn_out.{kind}"] = sd[att + f"output.dense.{kind}"]
+            out[dst + f"attn_norm.{kind}"] = sd[att + f"output.LayerNorm.{kind}"]
+            out[dst + f"ff_in.{kind}"] = sd[src + f"intermediate.dense.{kind}"]
+            out[dst + f"ff_out.{kind}"] = sd[src + f"output.dense.{kind}"]
+            out[dst + f"ff_norm.{kind}"] = sd[src + f"output.LayerNorm.{kind}"]
+    return out
+
+
+def _config_from_hf(hf_config, sipe_kwargs: dict) -> SiPEConfig:
+    if getattr(hf_config, "is_decoder", False) or getattr(hf_config, "add_cross_attention", False):
+        raise ValueError("only bidirectional RoBERTa encoders (is_decoder=False, no cross-attention) convert")
+    pos_type = getattr(hf_config, "position_embedding_type", "absolute")
+    if pos_type not in (None, "absolute"):
+        raise ValueError(f"position_embedding_type={pos_type!r} is not RoBERTa's absolute scheme")
+    arch = {
+        "dropout": hf_config.hidden_dropout_prob,
+        "attention_dropout": hf_config.attention_probs_dropout_prob,
+        "layer_norm_eps": hf_config.layer_norm_eps,
+        "type_vocab_size": hf_config.type_vocab_size,
+        "hidden_act": hf_config.hidden_act,
+        "classifier_dropout": getattr(hf_config, "classifier_dropout", None),
+        "pre_norm": False,
+    }
+    return hf_sipe_config(hf_config, "roberta", arch, sipe_kwargs)
+
+
+def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
+    """Our RoBERTa (MLM or classification) with the weights of a ``transformers`` RoBERTa model.
+
+    ``hf_model`` is a ``RobertaForMaskedLM``, ``RobertaForSequenceClassification`` or ``RobertaModel``;
+    ``sipe_kwargs`` set the SiPE fields (``injection``, ``fusion`` ...) -- SiPE parameters start fresh.
+    A classification head is copied when the source has one, else freshly initialised.
+    """
+    from transformers import RobertaForMaskedLM, RobertaForSequenceClassification, RobertaModel
+
+    if not isinstance(hf_model, (RobertaForMaskedLM, RobertaForSequenceClassification, RobertaModel)):
+        raise TypeError(f"expected a transformers RoBERTa model, got {type(hf_model).__name__}")
+    config = _config_from_hf(hf_model.config, sipe_kwargs)
+    base = hf_model if isinstance(hf_model, RobertaModel) else hf_model.roberta
+    weights = {f"backbone.{k}": v for k, v in _backbone_weights(base, config.n_layers).items()}
+    if head == "mlm":
+        model = RobertaSiPEForMaskedLM(config)
+        if isinstance(hf_model, RobertaForMaskedLM):
+            sd = hf_model.lm_head.state_dict()
+            weights.update(
+                {
+                    "lm_head.dense.weight": sd["dense.weight"],
+                    "lm_head.dense.bias": sd["dense.bias"],
+                    "lm_head.norm.weight": sd["layer_norm.weight"],
+                    "lm_head.norm.bias": sd["layer_norm.bias"],
+                    "lm_head.decoder.bias": sd["bias"],
+                }
+            )
+            if not config.tie_word_embeddings:
+                weights["lm_head.decoder.weight"] = sd["decoder.weight"]
+        else:
+            raise ValueError("head='mlm' needs a RobertaForMaskedLM (the source has no MLM head)")
+    elif head == "classification":
+        model = RobertaSiPEForSequenceClassification(config)
+        if isinstance(hf_model, RobertaForSequenceClassification):
+            sd = hf_model.classifier.state_dict()
+            for ours, theirs in (("classifier_dense", "dense"), ("classifier_out", "out_proj")):
+                weights[f"{ours}.weight"] = sd[f"{theirs}.weight"]
+                weights[f"{ours}.bias"] = sd[f"{theirs}.bias"]
+        else:
+            keep = model.state_dict()
+            weights.update({k: keep[k] for k in keep if k.startswith("classifier_")})  # fresh head
+    else:
+        raise ValueError(f"head must be 'mlm' or 'classification', got {head!r}")
+    load_converted(model, weights, type(hf_model).__name__)
+    return model
+
+
+__all__ = [
+    "RobertaSiPEForMaskedLM",
+    "RobertaSiPEForSequenceClassification",
+    "RobertaSiPEModel",
+    "from_hf",
+]

@@ -1,0 +1,150 @@
+"""RoBERTa-style SiPE encoder: parity with transformers, table-12 variants, MLM rule, save/load."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from sipe_encoder_checks import (
+    N_DEPRELS,
+    assert_attention_weights_consistent,
+    assert_hf_parity,
+    assert_masked_positions_blind,
+    assert_roundtrip,
+    assert_training_lowers_loss,
+    logits_of,
+    tiny_batch,
+    zero_prior_tables,
+)
+from transformers import RobertaConfig, RobertaForMaskedLM, RobertaForSequenceClassification
+
+from structpe.models import SiPEConfig, build_model, from_hf_pretrained
+from structpe.models.config import INPUT_VARIANTS
+from structpe.models.roberta import RobertaSiPEForMaskedLM, from_hf
+
+PAD = 1
+
+
+def hf_config(**kw) -> RobertaConfig:
+    base = dict(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=40,
+        type_vocab_size=2,
+        pad_token_id=PAD,
+        layer_norm_eps=1e-5,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    base.update(kw)
+    return RobertaConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def hf_mlm() -> RobertaForMaskedLM:
+    torch.manual_seed(0)
+    return RobertaForMaskedLM(hf_config()).eval()
+
+
+@pytest.fixture(scope="module")
+def batch() -> dict:
+    return tiny_batch(64, PAD)
+
+
+def variant_kwargs(name: str) -> dict:
+    if name == "none":
+        return {"injection": "none"}
+    kw = {"injection": "input", **INPUT_VARIANTS[name]}
+    if "dr" in kw["prior_parts"]:
+        kw["n_deprels"] = N_DEPRELS
+    if kw["fusion"] == "alpha":
+        kw["alpha_init"] = 0.9
+    return kw
+
+
+VARIANTS = ["none", *INPUT_VARIANTS]
+
+
+def test_parity_with_transformers(hf_mlm, batch):
+    assert_hf_parity(hf_mlm, from_hf(hf_mlm), batch)
+
+
+def test_segment_ids_and_classification_head_parity(batch):
+    torch.manual_seed(1)
+    hf = RobertaForSequenceClassification(hf_config(num_labels=3)).eval()
+    ours = from_hf(hf, head="classification").eval()
+    segments = torch.zeros_like(batch["input_ids"])
+    segments[:, 6:] = 1
+    with torch.no_grad():
+        ref = hf(batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=segments)
+        out = ours(batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=segments)
+    torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=0)
+    labels = torch.tensor([0, 2, 1])
+    out = ours(batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels)
+    assert out.loss is not None and out.logits.shape == (3, 3)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_zeroed_prior_equals_baseline(hf_mlm, batch, name):
+    model = from_hf(hf_mlm, **variant_kwargs(name))
+    zero_prior_tables(model)
+    ref = logits_of(from_hf(hf_mlm), batch)  # the unmodified encoder ignores the tags
+    torch.testing.assert_close(logits_of(model, batch), ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", [v for v in VARIANTS if v != "none"])
+def test_masked_positions_never_see_their_prior(hf_mlm, batch, name):
+    assert_masked_positions_blind(from_hf(hf_mlm, **variant_kwargs(name)), batch)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_training_steps_lower_the_loss(batch, name):
+    torch.manual_seed(0)
+    config = SiPEConfig(
+        family="roberta",
+        vocab_size=64,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        d_ff=48,
+        max_position_embeddings=40,
+        pad_token_id=PAD,
+        dropout=0.0,
+        attention_dropout=0.0,
+        **variant_kwargs(name),
+    )
+    assert_training_lowers_loss(build_model(config), batch)
+
+
+@pytest.mark.parametrize("name", ["none", "ADD_T_NT", "CONCAT_POS_NT_T_DR", "ADD_DNT_ALPHA"])
+def test_save_load_roundtrip(hf_mlm, batch, tmp_path, name):
+    assert_roundtrip(from_hf(hf_mlm, **variant_kwargs(name)), batch, tmp_path)
+
+
+def test_classification_roundtrip_and_attentions(hf_mlm, batch, tmp_path):
+    model = from_hf(hf_mlm, head="classification", injection="input", num_labels=2)
+    assert_roundtrip(model, {**batch, "labels": None}, tmp_path)
+    assert_attention_weights_consistent(from_hf(hf_mlm, injection="input"), batch)
+
+
+def test_checkpoint_directory_loads(hf_mlm, batch, tmp_path):
+    hf_mlm.save_pretrained(tmp_path)
+    ours = from_hf_pretrained(tmp_path, injection="input")
+    assert isinstance(ours, RobertaSiPEForMaskedLM)
+    zero_prior_tables(ours)
+    torch.testing.assert_close(logits_of(ours, batch), logits_of(from_hf(hf_mlm), batch), atol=1e-5, rtol=0)
+
+
+def test_errors_are_clear(hf_mlm):
+    with pytest.raises(ValueError, match="position id"):
+        from_hf(hf_mlm)(torch.full((1, 45), 7))
+    with pytest.raises(ValueError, match="absolute"):
+        SiPEConfig(family="deberta", injection="input", fusion="concat")
+    with pytest.raises(ValueError, match="n_deprels"):
+        SiPEConfig(family="roberta", injection="input", prior_parts="dr_nt")
+    model = from_hf(hf_mlm, injection="input", n_deprels=4)
+    with pytest.raises(ValueError, match="deprel_ids"):
+        tags = torch.zeros(1, 5, dtype=torch.long)
+        model(torch.full((1, 5), 7), terminal_ids=tags, nonterminal_ids=tags)
