@@ -1,0 +1,312 @@
+"""LISformer: a character-level causal Transformer whose rotary angles are LIS addresses.
+
+LIS paper App. F.1 (and the KG models of App. F.3-F.4). One file, top to bottom: config, the
+per-token structure of a character stream, the address module, attention, block, model.
+
+Positional schemes (``LISformerConfig.pe``):
+  rope    continuous RoPE, or any per-token positions the caller supplies (single score term)
+  alibi   no rotation; score bias -m_h (i - j), slopes m_h = 2^-2, 2^-4, 2^-6, 2^-8 for 4 heads
+  lis     local position (reset per instance) + optional learned role angles + a content-derived
+          angle for every *completed* instance (the line address of F.1, the fact address of F.4)
+  random  as ``lis`` but each completed instance gets xi_e ~ N(0, 1)^(d/2), resampled every pass
+
+Causality (DESIGN §5, "Causality pitfall"). The address of instance e is computed from all of its
+characters, so from the point of view of a query inside e, e is not complete yet. The score is
+therefore two terms selected by a same-instance mask:
+
+    score_ij = (R_loc(i) q_i)^T (R_loc(j) k_j)          if inst(j) == inst(i)   (local only)
+    score_ij = (R_loc(i) q_i)^T (R_e(j) R_loc(j) k_j)   if inst(j) <  inst(i)   (+ address of e(j))
+
+i.e. the query's own, still incomplete, instance acts with R_e = I. Both terms go through one fused
+``F.scaled_dot_product_attention`` call over the keys stacked twice ([addressed; local], 2L keys)
+with a boolean mask that keeps exactly one copy of every causal key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from structpe.lis.addresses import ContentInstanceAddress, RoleAngles
+from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
+
+PE_SCHEMES = ("rope", "alibi", "lis", "random")
+
+
+@dataclass
+class LISformerConfig:
+    vocab_size: int = 65
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    dropout: float = 0.0
+    theta: float = 10000.0
+    pe: str = "lis"
+    n_roles: int = 0  # > 0: learned role/slot angle table (role 0 = no role)
+    role_init_std: float = 0.5
+    bias: bool = True
+
+    def __post_init__(self) -> None:
+        if self.pe not in PE_SCHEMES:
+            raise ValueError(f"pe must be one of {PE_SCHEMES}, got {self.pe!r}")
+        if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
+            raise ValueError("d_model / n_head must be an even integer (rotary pairs)")
+        if self.n_roles and self.pe == "alibi":
+            raise ValueError("role angles are rotary; they do not combine with pe='alibi'")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+
+# --- structure of a character stream ---------------------------------------------------------------
+@dataclass
+class TokenStructure:
+    """Per-token LIS coordinates for a batch [B, L].
+
+    position  local rotary position p (resets at each instance)
+    instance  instance index, non-decreasing along the sequence (lines, facts, text segment)
+    address   instance index whose content address applies, or -1 (incomplete / unaddressed)
+    role      role id for the learned role table (0 = none)
+    """
+
+    position: torch.Tensor
+    instance: torch.Tensor
+    address: torch.Tensor
+    role: torch.Tensor | None = None
+
+
+def line_structure(idx: torch.Tensor, newline_id: int) -> TokenStructure:
+    """Lines as instances (F.1): a newline ends its line; local positions restart after it.
+
+    A line is complete iff its newline is inside the window; the last, unterminated line gets no
+    address (R_e = I).
+    """
+    B, L = idx.shape
+    is_nl = (idx == newline_id).long()
+    line = torch.cumsum(is_nl, 1) - is_nl
+    t = torch.arange(L, device=idx.device).expand(B, L)
+    starts = torch.where(is_nl.bool(), t + 1, torch.zeros_like(t))
+    prev = torch.cat([torch.zeros_like(starts[:, :1]), starts[:, :-1]], 1)
+    position = t - torch.cummax(prev, 1).values
+    n_complete = is_nl.sum(1, keepdim=True)
+    address = torch.where(line < n_complete, line, torch.full_like(line, -1))
+    return TokenStructure(position=position, instance=line, address=address)
+
+
+def continuous_structure(idx: torch.Tensor) -> TokenStructure:
+    """One instance, positions 0..L-1: plain RoPE."""
+    B, L = idx.shape
+    pos = torch.arange(L, device=idx.device).expand(B, L)
+    zero = torch.zeros_like(pos)
+    return TokenStructure(position=pos, instance=zero, address=zero - 1)
+
+
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """m_h = 2^(-8 h / H), h = 1..H (for H = 4: 2^-2, 2^-4, 2^-6, 2^-8; Press et al. 2022)."""
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / n_head) for h in range(n_head)])
+
+
+# --- addresses ----------------------------------------------------------------------------------------
+class Addresses(nn.Module):
+    """Computes, once per forward, the rotary angles every layer uses.
+
+    Returns (q_angles, k_angles_local, k_angles_addressed or None) as [B, 1, L, d_head/2].
+    A(p, s, e) = R_pos^p R_s R_e (LIS Prop. 4.7): angles = p * w + phi_s + phi_e.
+    """
+
+    def __init__(self, cfg: LISformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        n_pairs = cfg.head_dim // 2
+        self.register_buffer("freqs", rope_frequencies(cfg.head_dim, cfg.theta), persistent=False)
+        self.roles = RoleAngles(cfg.n_roles, n_pairs, cfg.role_init_std) if cfg.n_roles else None
+        self.content = ContentInstanceAddress(cfg.d_model, n_pairs) if cfg.pe == "lis" else None
+
+    def forward(self, x: torch.Tensor, st: TokenStructure):
+        cfg = self.cfg
+        local = st.position.float()[..., None] * self.freqs  # R_pos^p
+        role = self.roles(st.role) if (self.roles is not None and st.role is not None) else None
+        if role is not None:
+            local = local + role  # R_pos^p R_s
+        if cfg.pe in ("rope",):
+            return local[:, None], local[:, None], None
+        if cfg.pe == "alibi":
+            return None, None, None
+        n_inst = int(st.instance.max().item()) + 1
+        if cfg.pe == "lis":
+            # rotate embeddings by their local angles at the embedding width (roles repeated per head)
+            emb_local = rope_angles(st.position, cfg.d_model, cfg.theta)
+            if role is not None:
+                emb_local = emb_local + role.repeat(1, 1, cfg.n_head)
+            inst = self.content(x, emb_local, st.address, n_inst)
+        else:  # random line addresses, fresh every pass
+            # one draw per possible instance index (L of them), so a line's draw never depends on
+            # how many lines follow it
+            xi = torch.randn(x.shape[0], x.shape[1], local.shape[-1], device=x.device)
+            inst = torch.gather(xi, 1, st.address.clamp(min=0)[..., None].expand(-1, -1, xi.shape[-1]))
+            inst = inst * (st.address >= 0)[..., None]
+        return local[:, None], local[:, None], (local + inst)[:, None]  # ... R_e for keys of done lines
+
+
+def two_term_mask(instance: torch.Tensor) -> torch.Tensor:
+    """Boolean [B, 1, L, 2L]: keys [addressed | local]; addressed copy for earlier instances,
+    local copy for causal keys of the query's own instance."""
+    L = instance.shape[1]
+    qi, kj = instance[:, :, None], instance[:, None, :]
+    causal = torch.ones(L, L, dtype=torch.bool, device=instance.device).tril()
+    earlier = kj < qi
+    same = (kj == qi) & causal
+    return torch.cat([earlier, same], dim=-1)[:, None]
+
+
+# --- the Transformer -----------------------------------------------------------------------------------
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: LISformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, q_ang, k_ang, k_ang_addr, mask):
+        B, L, D = x.shape
+        H = self.cfg.n_head
+        q, k, v = self.qkv(x).view(B, L, 3, H, D // H).permute(2, 0, 3, 1, 4)  # each [B, H, L, hd]
+        p = self.cfg.dropout if self.training else 0.0
+        if k_ang_addr is not None:  # two-term LIS score (see module docstring)
+            q = apply_rotary(q, q_ang)
+            k2 = torch.cat([apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)], dim=2)
+            y = F.scaled_dot_product_attention(q, k2, torch.cat([v, v], dim=2), attn_mask=mask, dropout_p=p)
+        elif mask is not None:  # ALiBi bias
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        else:
+            q, k = apply_rotary(q, q_ang), apply_rotary(k, k_ang)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
+        return self.drop(self.proj(y.transpose(1, 2).reshape(B, L, D)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: LISformerConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=cfg.bias),
+            nn.GELU(),
+            nn.Linear(4 * cfg.d_model, cfg.d_model, bias=cfg.bias),
+            nn.Dropout(cfg.dropout),
+        )
+
+    def forward(self, x, *attn_args):
+        x = x + self.attn(self.ln1(x), *attn_args)
+        return x + self.mlp(self.ln2(x))
+
+
+class LISformer(nn.Module):
+    """Pre-norm causal character LM; ``forward(idx, targets=None, structure=None)``.
+
+    ``structure`` defaults to lines split at ``newline_id`` (pe lis/random) or continuous
+    positions (pe rope); KG models pass their own (facts as instances, slot roles).
+    """
+
+    def __init__(self, cfg: LISformerConfig, newline_id: int | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.newline_id = newline_id
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.addresses = Addresses(cfg)
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.pe == "alibi":
+            self.register_buffer("slopes", alibi_slopes(cfg.n_head), persistent=False)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def default_structure(self, idx: torch.Tensor) -> TokenStructure:
+        if self.cfg.pe in ("lis", "random"):
+            if self.newline_id is None:
+                raise ValueError("pe='lis'/'random' without a structure needs newline_id")
+            return line_structure(idx, self.newline_id)
+        return continuous_structure(idx)
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, structure: TokenStructure | None = None
+    ):
+        B, L = idx.shape
+        st = structure if structure is not None else self.default_structure(idx)
+        x = self.tok_emb(idx)
+        q_ang, k_ang, k_addr = self.addresses(x, st)
+        mask = None
+        if k_addr is not None:
+            mask = two_term_mask(st.instance)
+        elif self.cfg.pe == "alibi":
+            t = torch.arange(L, device=idx.device)
+            dist = (t[:, None] - t[None, :]).float()
+            mask = (-self.slopes[:, None, None] * dist).masked_fill(dist < 0, float("-inf"))[None]
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x, q_ang, k_ang, k_addr, mask)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
+        return logits, loss
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # --- persistence (config JSON + safetensors; never pickle) ---
+    def save_pretrained(self, folder: str | Path) -> None:
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {"config": asdict(self.cfg), "newline_id": self.newline_id}
+        (folder / "config.json").write_text(json.dumps(meta, indent=2))
+        save_file(
+            {k: v.contiguous() for k, v in self.state_dict().items()}, str(folder / "model.safetensors")
+        )
+
+    @classmethod
+    def from_pretrained(cls, folder: str | Path) -> LISformer:
+        from safetensors.torch import load_file
+
+        folder = Path(folder)
+        meta = json.loads((folder / "config.json").read_text())
+        model = cls(LISformerConfig(**meta["config"]), newline_id=meta["newline_id"])
+        model.load_state_dict(load_file(str(folder / "model.safetensors")))
+        return model
+
+
+def configure_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW with decay on matrices only (nanoGPT rule); role/address tables decay too (2-D)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
+    )
+
+
+def cosine_lr(step: int, total: int, lr: float, warmup: int = 0, min_ratio: float = 0.1) -> float:
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    frac = min(1.0, (step - warmup) / max(1, total - warmup))
+    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))

@@ -1,0 +1,164 @@
+"""LISformer: causality of the two-term line-address scheme, zero address of the last line,
+agreement with an explicit score formula, training signal, safetensors round trip."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from structpe.lis.lisformer import (
+    LISformer,
+    LISformerConfig,
+    alibi_slopes,
+    line_structure,
+    two_term_mask,
+)
+from structpe.modules.rotary import apply_rotary
+
+NL = 0
+
+
+def _seq(L=48, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(1, 12, (2, L), generator=g)
+    x[0, [4, 11, 19, 33]] = NL
+    x[1, [7, 8, 25]] = NL
+    return x
+
+
+def _model(pe, seed=0):
+    torch.manual_seed(seed)
+    m = LISformer(LISformerConfig(vocab_size=12, n_layer=2, n_head=2, d_model=32, pe=pe), newline_id=NL)
+    if m.addresses.content is not None:  # make addresses large so leaks would be visible
+        torch.nn.init.normal_(m.addresses.content.proj.weight, std=1.0)
+    return m.eval()
+
+
+def test_line_structure():
+    x = torch.tensor([[3, 4, NL, 5, NL, 6, 7]])
+    st = line_structure(x, NL)
+    assert st.position.tolist() == [[0, 1, 2, 0, 1, 0, 1]]
+    assert st.instance.tolist() == [[0, 0, 0, 1, 1, 2, 2]]
+    assert st.address.tolist() == [[0, 0, 0, 1, 1, -1, -1]]  # the unterminated last line: none
+
+
+@pytest.mark.parametrize("pe", ["lis", "rope", "alibi", "random"])
+def test_causal_no_earlier_prediction_moves(pe):
+    m = _model(pe)
+    x = _seq()
+    with torch.no_grad():
+        torch.manual_seed(1)
+        base, _ = m(x)
+        for t in range(x.shape[1]):
+            for new in [NL, 11] if pe != "random" else [11]:  # also turn a char into a newline
+                x2 = x.clone()
+                x2[:, t] = new if x[0, t] != new else 5
+                torch.manual_seed(1)
+                out, _ = m(x2)
+                moved = (out[:, :t] - base[:, :t]).abs().max().item() if t else 0.0
+                assert moved < 1e-5, f"{pe}: changing position {t} moved an earlier logit by {moved}"
+
+
+def test_same_line_future_does_not_leak_but_line_content_reaches_later_lines():
+    m = _model("lis")
+    x = _seq()
+    with torch.no_grad():
+        base, _ = m(x)
+        x2 = x.clone()
+        x2[0, 9] = 11 if x[0, 9] != 11 else 5  # inside line 1 (positions 5..11)
+        out, _ = m(x2)
+    diff = (out - base).abs().amax(-1)[0]
+    assert diff[:9].max() < 1e-5  # characters earlier in the same line: untouched
+    assert diff[12:].min() > 0  # later lines see the line (content address and keys)
+
+
+def test_incomplete_last_line_has_zero_address():
+    m = _model("lis")
+    x = _seq()
+    emb = m.tok_emb(x)
+    st = line_structure(x, NL)
+    q_ang, k_loc, k_addr = m.addresses(emb, st)
+    delta = (k_addr - k_loc)[:, 0].abs().amax(-1)  # [B, L]: the instance factor
+    last = st.address == -1
+    assert last[0, 34:].all() and last[1, 26:].all()
+    assert torch.all(delta[last] == 0)
+    assert torch.all(delta[~last] > 0)
+    assert torch.equal(q_ang, k_loc)  # queries: local rotation only
+
+
+def test_two_term_attention_matches_explicit_scores():
+    m = _model("lis")
+    x = _seq()
+    attn = m.blocks[0].attn
+    with torch.no_grad():
+        h = m.blocks[0].ln1(m.tok_emb(x))
+        st = line_structure(x, NL)
+        q_ang, k_loc, k_addr = m.addresses(m.tok_emb(x), st)
+        got = attn(h, q_ang, k_loc, k_addr, two_term_mask(st.instance))
+        B, L, D = h.shape
+        q, k, v = attn.qkv(h).view(B, L, 3, 2, D // 2).permute(2, 0, 3, 1, 4)
+        qr = apply_rotary(q, q_ang)
+        s_local = qr @ apply_rotary(k, k_loc).transpose(-1, -2)
+        s_addr = qr @ apply_rotary(k, k_addr).transpose(-1, -2)
+        same = (st.instance[:, :, None] == st.instance[:, None, :])[:, None]
+        s = torch.where(same, s_local, s_addr) / math.sqrt(D // 2)
+        s = s.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), float("-inf"))
+        y = F.softmax(s, -1) @ v
+        ref = attn.proj(y.transpose(1, 2).reshape(B, L, D))
+    assert torch.allclose(got, ref, atol=1e-5)
+
+
+def test_alibi_slopes_match_paper():
+    assert alibi_slopes(4).tolist() == [2**-2, 2**-4, 2**-6, 2**-8]
+
+
+def test_random_addresses_change_every_pass():
+    m = _model("random")
+    x = _seq()
+    with torch.no_grad():
+        a, _ = m(x)
+        b, _ = m(x)
+    assert not torch.allclose(a, b)
+
+
+@pytest.mark.parametrize("pe", ["lis", "rope"])
+def test_few_steps_lower_the_loss(pe):
+    torch.manual_seed(0)
+    text = ("to be or not to be\nthat is the question\n" * 8).encode()
+    data = torch.tensor(list(text))
+    vocab = sorted(set(data.tolist()))
+    ids = torch.tensor([vocab.index(c) for c in data.tolist()])
+    m = LISformer(
+        LISformerConfig(vocab_size=len(vocab), n_layer=2, n_head=2, d_model=32, pe=pe),
+        newline_id=vocab.index(ord("\n")),
+    )
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+    x, y = ids[None, :-1], ids[None, 1:]
+    losses = []
+    for _ in range(15):
+        _, loss = m(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_save_and_load_safetensors(tmp_path):
+    m = _model("lis")
+    m.save_pretrained(tmp_path / "ckpt")
+    assert (tmp_path / "ckpt" / "model.safetensors").is_file()
+    m2 = LISformer.from_pretrained(tmp_path / "ckpt").eval()
+    x = _seq()
+    with torch.no_grad():
+        assert torch.allclose(m(x)[0], m2(x)[0])
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="pe must be"):
+        LISformerConfig(pe="sinusoid")
+    with pytest.raises(ValueError, match="newline_id"):
+        LISformer(LISformerConfig(vocab_size=5, d_model=16, n_head=2, pe="lis"))(
+            torch.zeros(1, 4, dtype=torch.long)
+        )
