@@ -14,6 +14,7 @@ import sys
 COMMAND_MODULES = [
     "structpe.syntax.commands",
     "structpe.train.commands",
+    "structpe.lis.commands",
 ]
 
 
