@@ -68,11 +68,14 @@ def detect_format(path: str, head: str | None = None) -> str:
     """``conllu`` for CoNLL-U extensions, or (stdin) when the first lines look like CoNLL-U."""
     if path != "-":
         return "conllu" if path.lower().endswith(CONLLU_SUFFIXES) else "text"
-    for line in (head or "").splitlines()[:20]:
+    for line in (head or "").splitlines()[:50]:
         if not line.strip():
             continue
-        if line.startswith("# sent_id") or line.startswith("# text"):
-            return "conllu"
+        if line.startswith("#"):
+            key = line[1:].split("=", 1)[0].strip()
+            if "=" in line and key in ("sent_id", "text", "newdoc id", "newpar id", "newdoc", "newpar"):
+                return "conllu"
+            continue  # another comment: look further
         fields = line.split("\t")
         if len(fields) == 10 and fields[0].split("-")[0].split(".")[0].isdigit():
             return "conllu"

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import conllu
 from conllu.exceptions import ParseException
@@ -23,6 +23,21 @@ from conllu.exceptions import ParseException
 from structpe.syntax.trees import InvalidTreeError, check_tree
 
 __all__ = ["ConlluError", "ConlluSentence", "open_text", "read_conllu"]
+
+
+def _raw(parts: list[str], i: int) -> str:
+    return parts[i]
+
+
+# Parse ID and HEAD with conllu's own parsers (they raise on non-integers); keep the columns basic
+# trees do not use (FEATS, DEPS, MISC, XPOS) as raw strings: parsing them is most of the reading time.
+_FIELD_PARSERS = {
+    **conllu.parser.DEFAULT_FIELD_PARSERS,
+    "xpos": _raw,
+    "feats": _raw,
+    "deps": _raw,
+    "misc": _raw,
+}
 
 
 class ConlluError(ValueError):
@@ -82,38 +97,88 @@ def _sent_id(block: list[tuple[int, str]]) -> str | None:
     return None
 
 
-def _parse_block(name: str, start: int, block: list[tuple[int, str]]) -> ConlluSentence:
-    sent_id = _sent_id(block)
-    token_lines = [(no, line) for no, line in block if not line.startswith("#")]
+def _text(block: list[tuple[int, str]]) -> str | None:
+    for _, line in block:
+        if line.startswith("# text") and "=" in line and line[1:].split("=", 1)[0].strip() == "text":
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def _fast_tokens(token_lines: list[tuple[int, str]]) -> list[tuple[Any, str, Any, str]] | None:
+    """(id, form, head, deprel) per line when every line is a plain 10-column line, else None.
+
+    Multiword-token (``3-4``) and empty-node (``8.1``) lines come back with a tuple id, as
+    ``conllu`` gives them. Hand-written fast path (plain str.split / int): ``conllu``'s regex-based
+    line parser is ~5x slower, and reading all stored treebanks is on the test suite's critical
+    path. Any line that is not plain (odd columns, non-integer id or head) makes this return None;
+    the block is then parsed by ``conllu`` itself, which also produces the error messages.
+    """
+    out = []
+    for _, line in token_lines:
+        parts = line.split("\t")
+        if len(parts) != 10:
+            return None
+        tid, form, _, _, _, _, head, deprel = parts[:8]
+        if not (tid.isdigit() and tid.isascii()):
+            a, sep, b = tid.partition("-") if "-" in tid else tid.partition(".")
+            if sep and a.isdigit() and b.isdigit() and a.isascii() and b.isascii():
+                out.append(((int(a), sep, int(b)), form, None, deprel))  # multiword / empty node
+                continue
+            return None
+        if not (head.isdigit() and head.isascii()):
+            return None
+        out.append((int(tid), form, int(head), deprel))
+    return out
+
+
+def _conllu_tokens(
+    name: str,
+    start: int,
+    sent_id: str | None,
+    block: list[tuple[int, str]],
+    token_lines: list[tuple[int, str]],
+) -> list[tuple[Any, Any, Any, Any]]:
+    """(id, form, head, deprel) per token line, parsed by ``conllu`` (ids may be tuples)."""
     try:
-        tokenlist = conllu.parse_token_and_metadata("\n".join(line for _, line in block))
+        tokenlist = conllu.parse_token_and_metadata(
+            "\n".join(line for _, line in block), field_parsers=_FIELD_PARSERS
+        )
     except ParseException as err:
         # locate the offending line: conllu reports the value, not the position
         for no, line in token_lines:
             try:
-                conllu.parse_token_and_metadata(line)
+                conllu.parse_token_and_metadata(line, field_parsers=_FIELD_PARSERS)
             except ParseException as line_err:
                 raise ConlluError(name, no, sent_id, f"{line_err} (line: {line!r})") from None
         raise ConlluError(name, start, sent_id, str(err)) from None
     if len(tokenlist) != len(token_lines):  # conllu parses one token per non-comment line
         raise ConlluError(name, start, sent_id, "could not match tokens to lines")
-    meta = tokenlist.metadata
+    out = []
+    for (no, _), tok in zip(token_lines, tokenlist, strict=True):
+        if len(tok) != 10:
+            raise ConlluError(name, no, sent_id, f"expected 10 tab-separated columns, got {len(tok)}")
+        out.append((tok["id"], tok["form"], tok["head"], tok["deprel"]))
+    return out
+
+
+def _parse_block(name: str, start: int, block: list[tuple[int, str]]) -> ConlluSentence:
+    sent_id = _sent_id(block)
+    token_lines = [(no, line) for no, line in block if not line.startswith("#")]
+    tokens = _fast_tokens(token_lines) or _conllu_tokens(name, start, sent_id, block, token_lines)
     words: list[str] = []
     heads: list[int] = []
     deprels: list[str] = []
     lines: list[int] = []
-    for (no, _), tok in zip(token_lines, tokenlist, strict=True):
-        tid = tok["id"]
+    for (no, _), (tid, form, head, deprel) in zip(token_lines, tokens, strict=True):
         if not isinstance(tid, int):  # multiword token (3, "-", 4) or empty node (8, ".", 1)
             continue
         if tid != len(words) + 1:
             raise ConlluError(name, no, sent_id, f"word id {tid} where {len(words) + 1} was expected")
-        head = tok["head"]
         if head is None:
             raise ConlluError(name, no, sent_id, f"word {tid} has no head ('_'): not a basic tree")
-        words.append(tok["form"] if tok["form"] is not None else "_")
+        words.append(form if form is not None else "_")
         heads.append(head)
-        deprels.append(tok["deprel"] or "_")
+        deprels.append(deprel or "_")
         lines.append(no)
     if not words:
         raise ConlluError(name, start, sent_id, "sentence has no words")
@@ -122,7 +187,7 @@ def _parse_block(name: str, start: int, block: list[tuple[int, str]]) -> ConlluS
     except InvalidTreeError as err:
         no = lines[err.word - 1] if err.word else start
         raise ConlluError(name, no, sent_id, str(err)) from None
-    return ConlluSentence(words, heads, deprels, sent_id or meta.get("sent_id"), meta.get("text"), start)
+    return ConlluSentence(words, heads, deprels, sent_id, _text(block), start)
 
 
 def read_conllu(source: str | os.PathLike | TextIO, name: str | None = None) -> Iterator[ConlluSentence]:
