@@ -354,6 +354,8 @@ def register_parser(name: str, factory: Callable[..., Parser]) -> None:
 
 
 def _hexatagger(**kwargs: Any) -> Parser:
+    if kwargs.get("model") is None:
+        raise ParserInputError("the hexatagger parser needs a trained model folder (--model DIR)")
     try:
         module = importlib.import_module("structpe.syntax.hexatagger")
     except ModuleNotFoundError as err:
@@ -366,8 +368,6 @@ def _hexatagger(**kwargs: Any) -> Parser:
     cls = getattr(module, "HexatagParser", None)
     if cls is None:
         raise ParserInputError("structpe.syntax.hexatagger has no HexatagParser class yet")
-    if kwargs.get("model") is None:
-        raise ParserInputError("the hexatagger parser needs a trained model folder (--model DIR)")
     return cls(**kwargs)
 
 
