@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from structpe.syntax.trees import InvalidTreeError, NonProjectiveError, _spans
+from structpe.syntax.trees import InvalidTreeError, NonProjectiveError, children_order
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -105,18 +105,34 @@ def _to_id(tag: int | str, table: dict[str, int], what: str) -> int:
     return i
 
 
+def _nonprojective(heads: Sequence[int]) -> None:
+    raise NonProjectiveError(
+        f"non-projective tree (heads {list(heads)}): projectivize() it or skip the sentence"
+    )
+
+
 def encode(heads: Sequence[int]) -> tuple[list[int], list[int]]:
     """Hexatag a projective tree: (terminals, non-terminals), canonical ids, one pair per word.
 
     Raises InvalidTreeError (a ValueError) when ``heads`` is not a tree and NonProjectiveError
     (a ValueError) when it is not projective. O(n).
     """
-    children, lo, hi, projective = _spans(heads)
-    if not projective:
-        raise NonProjectiveError(
-            f"non-projective tree (heads {list(heads)}): projectivize() it or skip the sentence"
-        )
+    children, order = children_order(heads)
     n = len(heads)
+    # leftmost / rightmost word under each head, from its outermost children (children first)
+    lo = list(range(n + 1))
+    hi = lo[:]
+    for h in reversed(order):
+        ch = children[h]
+        if ch:
+            c = ch[0]
+            if c < h:
+                lo[h] = lo[c]
+            c = ch[-1]
+            if c > h:
+                hi[h] = hi[c]
+    # Projectivity is checked on the way: the children's spans and h must tile [lo(h), hi(h)]
+    # (adjacent, in order); by induction from the leaves that is "every subtree is contiguous".
     terms = [0] * n
     nts = [EOS] * n  # every boundary 1..n-1 is written exactly once below; the last word keeps eos
     for h in range(1, n + 1):
@@ -130,17 +146,31 @@ def encode(heads: Sequence[int]) -> tuple[list[int], list[int]]:
         m = len(ch) - k
         if k:
             terms[h - 1] = TR  # innermost node (nearest left dependent, h): h is the right child
-            # nodes of left dependents l_2..l_k are right children of the next outer left node
-            for j in range(1, k):
-                nts[hi[ch[j]] - 1] = NR_R
+            prev = ch[0]
             # the farthest left dependent's node: left child of the first right node, else outermost
-            nts[hi[ch[0]] - 1] = NL_R if m else 2 * side + 1
+            nts[hi[prev] - 1] = NL_R if m else 2 * side + 1
+            # nodes of the nearer left dependents are right children of the next outer left node
+            for j in range(1, k):
+                c = ch[j]
+                if hi[prev] + 1 != lo[c]:
+                    _nonprojective(heads)
+                nts[hi[c] - 1] = NR_R
+                prev = c
+            if hi[prev] + 1 != h:
+                _nonprojective(heads)
+            if not m:
+                continue
         else:
             terms[h - 1] = TL  # h is the left child of its nearest right dependent's node
-        if m:
-            for j in range(k, len(ch) - 1):
-                nts[lo[ch[j]] - 2] = NL_L
-            nts[lo[ch[-1]] - 2] = 2 * side  # outermost node of h's chain
+        if lo[ch[k]] != h + 1:
+            _nonprojective(heads)
+        last = len(ch) - 1
+        for j in range(k, last):
+            c = ch[j]
+            if hi[c] + 1 != lo[ch[j + 1]]:
+                _nonprojective(heads)
+            nts[lo[c] - 2] = NL_L
+        nts[lo[ch[last]] - 2] = 2 * side  # outermost node of h's chain
     return terms, nts
 
 

@@ -39,7 +39,7 @@ class NonProjectiveError(ValueError):
     """The tree has crossing arcs, so it has no hexatag encoding (projectivise it first)."""
 
 
-def _children(heads: Sequence[int]) -> tuple[list[list[int]], list[int]]:
+def children_order(heads: Sequence[int]) -> tuple[list[list[int]], list[int]]:
     """Children lists (ascending) and a breadth-first order from the artificial root 0.
 
     Validates the heads as it goes: ints in [0, n], exactly one root, no cycle.
@@ -47,10 +47,9 @@ def _children(heads: Sequence[int]) -> tuple[list[list[int]], list[int]]:
     n = len(heads)
     if n == 0:
         raise InvalidTreeError("empty sentence: a tree needs at least one word")
-    for i, h in enumerate(heads):
-        if type(h) is not int:  # bool and float are refused too
-            msg = f"word {i + 1}: head must be an int, got {h!r} ({type(h).__name__})"
-            raise InvalidTreeError(msg, i + 1)
+    if set(map(type, heads)) != {int}:  # bool and float are refused too
+        i, h = next((i, h) for i, h in enumerate(heads) if type(h) is not int)
+        raise InvalidTreeError(f"word {i + 1}: head must be an int, got {h!r} ({type(h).__name__})", i + 1)
     if min(heads) < 0 or max(heads) > n:
         bad = next(i for i, h in enumerate(heads) if not 0 <= h <= n)
         raise InvalidTreeError(f"word {bad + 1} has head {heads[bad]}, outside 0..{n}", bad + 1)
@@ -75,7 +74,7 @@ def _children(heads: Sequence[int]) -> tuple[list[list[int]], list[int]]:
 
 def check_tree(heads: Sequence[int]) -> None:
     """Raise InvalidTreeError unless ``heads`` is a single-rooted tree with heads in range."""
-    _children(heads)
+    children_order(heads)
 
 
 def _spans(heads: Sequence[int]) -> tuple[list[list[int]], list[int], list[int], bool]:
@@ -83,7 +82,7 @@ def _spans(heads: Sequence[int]) -> tuple[list[list[int]], list[int], list[int],
 
     A tree is projective iff every subtree's yield is contiguous: hi - lo + 1 == size.
     """
-    children, order = _children(heads)
+    children, order = children_order(heads)
     n = len(heads)
     lo = list(range(n + 1))
     hi = list(range(n + 1))
