@@ -183,6 +183,10 @@ def decode(terminals: Sequence[int | str], nonterminals: Sequence[int | str]) ->
     (left child's lexical head, head side); filling the innermost slot resolves the chain into arcs.
     Raises InvalidTagsError on ill-formed input (use ``constrained_decode`` for predictions).
     """
+    if hasattr(terminals, "tolist"):  # numpy / torch
+        terminals = terminals.tolist()
+    if hasattr(nonterminals, "tolist"):
+        nonterminals = nonterminals.tolist()
     n = len(terminals)
     if n == 0 or len(nonterminals) != n:
         raise InvalidTagsError(
