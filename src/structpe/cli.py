@@ -13,6 +13,7 @@ import sys
 # Area modules that contribute sub-commands, in the order they appear in ``structpe --help``.
 COMMAND_MODULES = [
     "structpe.syntax.commands",
+    "structpe.syntax.parser_commands",
     "structpe.train.commands",
     "structpe.lis.commands",
 ]

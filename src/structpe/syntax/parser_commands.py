@@ -1,0 +1,157 @@
+"""``structpe parser train`` / ``structpe parser eval``: train and score the hexatagger.
+
+Thin wrappers over ``structpe.syntax.hexatagger_train``: ``train`` runs a YAML recipe (a path or a
+built-in name such as ``tiny`` / ``small``); ``eval`` parses the words of a CoNLL-U file with a
+parser (the trained hexatagger by default, or spaCy for comparison) and scores the trees against
+the gold ones: UAS (and LAS for UD-labelled parsers), tag accuracy, sentences per second.
+Punctuation: ``uas``/``las`` count every word (CoNLL 2018 UD convention); ``*_no_punct`` leave out
+words whose gold relation is ``punct``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "parser",
+        help="train and evaluate the hexatagger (a fast neural parser)",
+        description="Train the hexatagger from a recipe, or score a parser on UD gold trees.",
+    )
+    sub = p.add_subparsers(dest="parser_command", metavar="ACTION", required=True)
+
+    t = sub.add_parser(
+        "train",
+        help="train a hexatagger from a YAML recipe",
+        description=(
+            "Train a hexatagger (Transformer encoder + hexatag heads) on UD English train splits, "
+            "projectivised by arc lifting; the best EWT-dev checkpoint is saved as a "
+            "save_pretrained folder (config.json, model.safetensors, tokenizer)."
+        ),
+    )
+    t.add_argument("--config", required=True, help="recipe YAML, or a built-in name: tiny (CPU), small (GPU)")
+    t.add_argument("--output", default=None, help="output folder (default: the recipe's output_dir)")
+    t.add_argument("--data", default=None, help="data root holding ud/ and corpus/ (default: $STRUCTPE_DATA)")
+    t.add_argument("--device", default=None, help="torch device (default: the recipe's, cpu)")
+    t.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: the recipe's)")
+    t.add_argument("--max-minutes", type=float, default=None, help="override the recipe's time budget")
+    t.add_argument(
+        "--max-wall-minutes", type=float, default=None, help="extra wall-clock cap (busy machines, deadlines)"
+    )
+    t.add_argument("--max-steps", type=int, default=None, help="override the recipe's step budget")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.set_defaults(func=run_train)
+
+    e = sub.add_parser(
+        "eval",
+        help="score a parser against UD gold trees (UAS, LAS, tag accuracy, speed)",
+        description=(
+            "Parse the gold words of a CoNLL-U file and score the trees. UAS/LAS count every word "
+            "including punctuation (CoNLL 2018 UD); *_no_punct exclude gold 'punct' words. LAS uses "
+            "universal relations (subtypes dropped) and is reported for the hexatagger only (spaCy's "
+            "labels are not UD). Tag accuracy is against the hexatags of the projectivised gold tree."
+        ),
+    )
+    e.add_argument("--model", default=None, help="hexatagger model folder (needed for --parser hexatagger)")
+    e.add_argument(
+        "--data",
+        required=True,
+        help="CoNLL-U file (.conllu / .conllu.gz) or treebank name with --split, e.g. ewt",
+    )
+    e.add_argument("--split", default="test", help="split when --data is a treebank name (default: test)")
+    e.add_argument("--parser", default="hexatagger", choices=("hexatagger", "spacy"), help="parser to score")
+    e.add_argument("--batch-tokens", type=int, default=8192, help="hexatagger batch size in subwords")
+    e.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    e.add_argument("--output", default=None, help="also write the metrics JSON here")
+    e.set_defaults(func=run_eval)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from structpe.syntax.hexatagger_train import TrainConfig, train
+
+    cfg = TrainConfig.from_yaml(args.config)
+    if args.data:
+        cfg.data.root = args.data
+    if args.device:
+        cfg.device = args.device
+    if args.threads:
+        cfg.threads = args.threads
+    if args.max_minutes is not None:
+        cfg.optim.max_minutes = args.max_minutes
+    if args.max_wall_minutes is not None:
+        cfg.optim.max_wall_minutes = args.max_wall_minutes
+    if args.max_steps is not None:
+        cfg.optim.max_steps = args.max_steps
+    summary = train(cfg, args.output, progress=not args.no_progress)
+    print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
+    return 0
+
+
+def evaluate_parser(
+    parser_name: str, gold: list[Any], model: str | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """Parse the gold words with ``parser_name`` and score; timing covers parsing only."""
+    from structpe.syntax.hexatagger_train import evaluate
+    from structpe.syntax.hexatags import encode
+    from structpe.syntax.parsers import get_parser
+    from structpe.syntax.trees import projectivize
+
+    words = [g.words for g in gold]
+    if parser_name == "hexatagger":
+        if not model:
+            raise ValueError("--model DIR is needed to evaluate the hexatagger")
+        from structpe.syntax.hexatagger import predict
+
+        p = get_parser("hexatagger", model=model, **kwargs)
+        t0 = time.perf_counter()
+        preds = predict(p.model, p.tokenizer, words, p.batch_tokens)
+        seconds = time.perf_counter() - t0
+    else:
+        from types import SimpleNamespace
+
+        p = get_parser(parser_name)
+        t0 = time.perf_counter()
+        trees = p.predict_words(words)  # the parser's own trees, before any projectivisation
+        seconds = time.perf_counter() - t0
+        preds = []
+        for heads, _labels in trees:
+            t, nt = encode(projectivize(heads))
+            preds.append(SimpleNamespace(heads=heads, terminals=t, nonterminals=nt, deprels=None))
+    res = evaluate(preds, gold)
+    res.update(
+        parser=parser_name, seconds=round(seconds, 3), sentences_per_second=round(len(gold) / seconds, 1)
+    )
+    return res
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    import torch
+
+    from structpe.data.paths import data_root
+    from structpe.syntax.hexatagger_train import load_sentences, treebank_file
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    data = Path(args.data)
+    path = data if data.is_file() else treebank_file(data_root(), args.data, args.split)
+    gold = load_sentences(path)
+    kwargs = {"batch_tokens": args.batch_tokens} if args.parser == "hexatagger" else {}
+    res = evaluate_parser(args.parser, gold, args.model, **kwargs)
+    res["data"] = str(path)
+    text = json.dumps(res, indent=2)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    print(
+        f"{args.parser}: UAS {res['uas']:.2f} (no punct {res['uas_no_punct']:.2f})"
+        + (f", LAS {res['las']:.2f}" if "las" in res else "")
+        + f", tag acc {res['tag_acc']:.2f}, {res['sentences_per_second']:.0f} sent/s",
+        file=sys.stderr,
+    )
+    return 0
