@@ -1,0 +1,101 @@
+"""End to end on a tiny model trained inside the test: ``structpe parser train``, ``parser eval`` and
+``structpe tag --parser hexatagger --model DIR``, all through ``structpe.cli.main``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from structpe.cli import main
+from structpe.syntax.hexatagger_train import TrainConfig
+from structpe.syntax.hexatags import decode
+from structpe.syntax.trees import check_tree
+
+pytestmark = pytest.mark.data
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, shared_data):
+    """A 1-layer model trained for a few steps on 48 EWT sentences (seconds, not accuracy)."""
+    tmp = tmp_path_factory.mktemp("hexatagger")
+    recipe = {
+        "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "dropout": 0.0},
+        "tokenizer": {"vocab_size": 600, "corpora": []},
+        "data": {"root": str(shared_data), "train": ["ewt"], "limit_train": 48, "limit_dev": 16},
+        "optim": {"max_steps": 8, "warmup_steps": 2, "batch_tokens": 1024, "eval_every": 4},
+        "threads": 1,
+    }
+    cfg = tmp / "recipe.yaml"
+    cfg.write_text(yaml.safe_dump(recipe))
+    out = tmp / "model"
+    assert main(["parser", "train", "--config", str(cfg), "--output", str(out), "--no-progress"]) == 0
+    return out, shared_data
+
+
+def test_train_writes_a_model_folder(trained):
+    out, _ = trained
+    names = {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "train_summary.json"} <= names
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["steps"] == 8 and summary["best_step"] in (4, 8)
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in log if r["event"] == "train"]
+    assert losses and all(loss == loss for loss in losses)  # finite, logged
+
+
+def test_tag_cli_with_hexatagger(trained, tmp_path, capsys):
+    out, _ = trained
+    src = tmp_path / "in.txt"
+    src.write_text("The dog barked at the mailman. It ran away!\nColorless green ideas sleep furiously.\n")
+    dst = tmp_path / "out.jsonl"
+    rc = main(["tag", str(src), "--parser", "hexatagger", "--model", str(out), "-o", str(dst), "--no-progress"])
+    assert rc == 0
+    rows = [json.loads(line) for line in dst.read_text().splitlines()]
+    assert len(rows) == 3
+    for r in rows:
+        assert set(r) >= {"words", "heads", "terminals", "nonterminals"}
+        check_tree(r["heads"])
+        assert decode(r["terminals"], r["nonterminals"]) == r["heads"]
+        assert r["nonterminals"][-1] == "eos"
+
+
+def test_tag_cli_hexatagger_needs_model(tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("Hello there.\n")
+    assert main(["tag", str(src), "--parser", "hexatagger", "--no-progress"]) != 0
+    assert "--model" in capsys.readouterr().err
+
+
+def test_parser_eval_cli(trained, tmp_path):
+    out, root = trained
+    dev = root / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz"
+    # a 20-sentence slice keeps the test fast
+    from structpe.syntax.conllu_io import open_text
+
+    lines, blocks = [], 0
+    with open_text(dev) as fh:
+        for line in fh:
+            lines.append(line)
+            if not line.strip():
+                blocks += 1
+                if blocks == 20:
+                    break
+    small = tmp_path / "dev20.conllu"
+    small.write_text("".join(lines))
+    metrics = tmp_path / "m.json"
+    assert main(["parser", "eval", "--model", str(out), "--data", str(small), "--output", str(metrics)]) == 0
+    m = json.loads(metrics.read_text())
+    assert m["sentences"] == 20
+    for key in ("uas", "uas_no_punct", "las", "tag_acc", "terminal_acc", "nonterminal_acc", "sentences_per_second"):
+        assert key in m
+    assert 0 <= m["uas"] <= 100
+
+
+def test_recipes_parse():
+    for name in ("tiny", "small"):
+        cfg = TrainConfig.from_yaml(name)
+        assert cfg.data.dev == "ewt" and "atis" not in cfg.data.train
+    with pytest.raises(ValueError, match="unknown"):
+        TrainConfig.from_dict({"optim": {"lrr": 1}})
