@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
+import structpe
 from structpe.models import SiPEConfig, build_model, load
 from structpe.models.config import FAMILY_INJECTIONS
 from structpe.models.txl import TransfoXLSiPEModel, rel_shift, sinusoid
@@ -365,3 +368,36 @@ def test_bad_tag_ids_raise(injection):
         model(ids, terminal_ids=t)
     with pytest.raises(ValueError, match="must match input_ids"):
         model(ids, terminal_ids=t[:, :4], nonterminal_ids=n[:, :4])
+
+
+# -- recipes ---------------------------------------------------------------------------------------
+
+RECIPES = sorted((Path(structpe.__file__).parent / "configs" / "txl").glob("*.yaml"))
+TRAIN_KEYS = {
+    "lr",
+    "batch_size",
+    "seq_len",
+    "max_steps",
+    "warmup",
+    "weight_decay",
+    "eval_every",
+    "seed",
+    "bf16",
+}
+
+
+def test_every_variant_has_tiny_and_small_recipes():
+    names = {p.stem for p in RECIPES}
+    assert names == {f"{v}-{profile}" for v in VARIANTS for profile in ("tiny", "small")}
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
+def test_recipe_builds_its_model(path):
+    recipe = yaml.safe_load(path.read_text())
+    assert set(recipe) <= {"description", "model", "train"} and set(recipe["train"]) <= TRAIN_KEYS
+    cfg = SiPEConfig(vocab_size=100, **recipe["model"])
+    assert cfg.family == "txl" and cfg.injection == path.stem.rsplit("-", 1)[0]
+    if path.stem.endswith("tiny"):
+        assert cfg.d_model <= 192 and cfg.n_layers <= 4
+        ids = torch.randint(0, 100, (2, 8))
+        assert build_model(cfg)(ids, labels=ids).loss.isfinite()
