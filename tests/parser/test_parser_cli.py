@@ -50,7 +50,9 @@ def test_tag_cli_with_hexatagger(trained, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("The dog barked at the mailman. It ran away!\nColorless green ideas sleep furiously.\n")
     dst = tmp_path / "out.jsonl"
-    rc = main(["tag", str(src), "--parser", "hexatagger", "--model", str(out), "-o", str(dst), "--no-progress"])
+    rc = main(
+        ["tag", str(src), "--parser", "hexatagger", "--model", str(out), "-o", str(dst), "--no-progress"]
+    )
     assert rc == 0
     rows = [json.loads(line) for line in dst.read_text().splitlines()]
     assert len(rows) == 3
@@ -88,7 +90,15 @@ def test_parser_eval_cli(trained, tmp_path):
     assert main(["parser", "eval", "--model", str(out), "--data", str(small), "--output", str(metrics)]) == 0
     m = json.loads(metrics.read_text())
     assert m["sentences"] == 20
-    for key in ("uas", "uas_no_punct", "las", "tag_acc", "terminal_acc", "nonterminal_acc", "sentences_per_second"):
+    for key in (
+        "uas",
+        "uas_no_punct",
+        "las",
+        "tag_acc",
+        "terminal_acc",
+        "nonterminal_acc",
+        "sentences_per_second",
+    ):
         assert key in m
     assert 0 <= m["uas"] <= 100
 

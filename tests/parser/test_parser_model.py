@@ -34,7 +34,8 @@ TEXTS = [
 
 
 def tiny_config(vocab_size: int = 300, **kw) -> HexataggerConfig:
-    base = dict(vocab_size=vocab_size, d_model=32, n_layers=2, n_heads=2, d_ff=64, max_positions=64, dropout=0.0)
+    base = dict(vocab_size=vocab_size, d_model=32, n_layers=2, n_heads=2, d_ff=64, max_positions=64)
+    base["dropout"] = 0.0
     base.update(kw)
     return HexataggerConfig(**base)
 
@@ -94,7 +95,9 @@ def test_padding_does_not_change_scores():
 
 def test_save_load_round_trip(tmp_path, tokenizer):
     torch.manual_seed(0)
-    model = HexataggerModel(tiny_config(vocab_size=tokenizer.get_vocab_size(), deprels=["nsubj", "root"])).eval()
+    model = HexataggerModel(
+        tiny_config(vocab_size=tokenizer.get_vocab_size(), deprels=["nsubj", "root"])
+    ).eval()
     model.save_pretrained(tmp_path, tokenizer=tokenizer)
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in tmp_path.iterdir()}
     assert not list(tmp_path.glob("*.bin")) and not list(tmp_path.glob("*.pt"))
@@ -127,9 +130,11 @@ def test_decoding_model_scores_always_yields_trees(tokenizer):
     """An untrained model's scores are arbitrary: every prediction must still be a projective tree
     whose tags decode to its heads, with labels consistent with the root."""
     torch.manual_seed(1)
-    model = HexataggerModel(tiny_config(vocab_size=tokenizer.get_vocab_size(), deprels=["dep", "root"])).eval()
+    model = HexataggerModel(
+        tiny_config(vocab_size=tokenizer.get_vocab_size(), deprels=["dep", "root"])
+    ).eval()
     rng = np.random.default_rng(0)
-    vocab = "the a dog cat saw with hats , . and quick sleeps xyzzy Überfluß 42".split()
+    vocab = ["the", "a", "dog", "cat", "saw", "with", "hats", ",", ".", "and", "xyzzy", "Überfluß", "42"]
     sentences = [list(rng.choice(vocab, size=int(rng.integers(1, 30)))) for _ in range(60)]
     for pred, words in zip(predict(model, tokenizer, sentences, batch_tokens=256), sentences, strict=True):
         assert len(pred.heads) == len(words)
@@ -138,6 +143,11 @@ def test_decoding_model_scores_always_yields_trees(tokenizer):
         assert decode(pred.terminals, pred.nonterminals) == pred.heads
         assert pred.nonterminals[-1] == EOS
         assert [d == "root" for d in pred.deprels] == [h == 0 for h in pred.heads]
+
+
+def _path_score(ts: np.ndarray, ns: np.ndarray, t: list[int], nt: list[int]) -> float:
+    n = len(t)  # the last word's non-terminal is eos on every path
+    return float(ts[np.arange(n), t].sum() + ns[np.arange(n - 1), nt[:-1]].sum())
 
 
 def test_greedy_shortcut_matches_viterbi():
@@ -158,8 +168,5 @@ def test_greedy_shortcut_matches_viterbi():
         assert is_well_formed(terms, nts) and decode(terms, nts) == heads
         ref_t, ref_n, _ = constrained_decode(ts, ns)
 
-        def score(t, nt):
-            return ts[np.arange(n), t].sum() + ns[np.arange(n - 1), nt[:-1]].sum()
-
-        assert score(terms, nts) >= score(ref_t, ref_n) - 1e-9
+        assert _path_score(ts, ns, terms, nts) >= _path_score(ts, ns, ref_t, ref_n) - 1e-9
         assert greedy_is_well_formed(terms, nts)
