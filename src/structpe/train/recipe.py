@@ -265,8 +265,13 @@ def load_recipe(config: str | Path, overrides: list[str] | None = None) -> Recip
             if in_train and in_model:
                 raise RecipeError(f"override {key!r} is ambiguous: write train.{name}= or model.{name}=")
             if not (in_train or in_model):
-                valid = [f"train.{k}" for k in tkeys] + [f"model.{k}" for k in mkeys]
-                raise _unknown(key, "override", valid, "command line")
+                close = difflib.get_close_matches(name, [*tkeys, *mkeys], n=3)
+                named = [f"train.{c}" if c in tkeys else f"model.{c}" for c in close]
+                hint = f" Did you mean {', '.join(repr(c) for c in named)}?" if named else ""
+                raise RecipeError(
+                    f"command line: unknown key {key!r}.{hint} Valid keys: train.{{{', '.join(tkeys)}}} "
+                    f"and model.{{{', '.join(mkeys)}}} (bare names are looked up in train, then model)"
+                )
             section = "train" if in_train else "model"
         if section == "train":
             if name not in tkeys:

@@ -1,0 +1,129 @@
+"""Prepared data: tags only on first subwords, packed sequences decode back to the input sentences,
+deterministic and cached by fingerprint, clear errors for missing or corrupt datasets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from datasets import load_from_disk
+
+from structpe.syntax.parsers import get_parser
+from structpe.train.prepare import (
+    METADATA_FILE,
+    PreparedDataError,
+    PrepareSettings,
+    load_prepared,
+    pack_sentences,
+    prepare,
+)
+from structpe.train.tokenizer import load_tokenizer
+
+SEQ_LEN = 64  # as in conftest.py
+
+IGN = -100
+
+
+def unpack(rows: list[dict], bos: int, eos: int) -> list[tuple[list[int], list[int], list[int]]]:
+    """Invert the packing: sentences (ids, terminal ids, nonterminal ids) in order."""
+    out, cur = [], ([], [], [])
+    for r in rows:
+        ids, t, n = r["input_ids"], r["terminal_ids"], r["nonterminal_ids"]
+        assert ids[0] == bos and len(ids) <= SEQ_LEN
+        for i, a, b in zip(ids, t, n, strict=True):
+            if i in (bos, eos):
+                assert a == IGN and b == IGN  # special tokens carry no tags
+            if i == bos:
+                continue
+            if i == eos:
+                out.append(cur)
+                cur = ([], [], [])
+                continue
+            cur[0].append(i)
+            cur[1].append(a)
+            cur[2].append(b)
+    assert cur == ([], [], []), "the last sequence must close its sentence"
+    return out
+
+
+def test_tags_on_first_subwords_and_decode_back(gold_dataset: Path, ewt_slices: dict, bpe_tokenizer: Path) -> None:
+    dd, meta = load_prepared(gold_dataset)
+    tok = load_tokenizer(bpe_tokenizer)
+    gold = list(get_parser("gold").parse_conllu(ewt_slices["train"]))
+    assert meta["stats"]["train"]["sentences"] == len(gold) == 300
+    sents = unpack(list(dd["train"]), meta["bos_token_id"], meta["eos_token_id"])
+    assert len(sents) == len(gold)
+    multi = 0
+    for (ids, t, n), g in zip(sents, gold, strict=True):
+        assert tok.decode(ids).strip() == " ".join(g.words)  # decodes back to the input sentence
+        enc = tok(g.words, is_split_into_words=True, add_special_tokens=False)
+        assert enc.input_ids == ids
+        wids = enc.word_ids()
+        first = [j for j, w in enumerate(wids) if j == 0 or wids[j - 1] != w]
+        assert [j for j, x in enumerate(t) if x != IGN] == first  # tags exactly on first subwords
+        assert [j for j, x in enumerate(n) if x != IGN] == first
+        assert [t[j] for j in first] == g.terminals and [n[j] for j in first] == g.nonterminals
+        multi += len(ids) > len(first)
+    assert multi > 50  # the 600-token BPE splits many words: the first-subword rule is exercised
+
+
+def test_pack_long_sentence_and_bos_per_sentence() -> None:
+    s1 = ([10, 11, 12], [0, IGN, 1], [1, IGN, 4])
+    long = (list(range(20, 32)), [0] * 12, [4] * 12)
+    rows = pack_sentences([s1, long, s1], seq_len=8, bos_id=1, eos_id=2)
+    assert all(len(r["input_ids"]) <= 8 for r in rows)
+    flat = [i for r in rows for i in r["input_ids"]]
+    assert flat == [1, 10, 11, 12, 2, 1, 20, 21, 22, 23, 24, 25, 26, 1, 27, 28, 29, 30, 31, 2, 1, 10, 11, 12, 2]
+    rows = pack_sentences([s1, s1], seq_len=16, bos_id=1, eos_id=2, bos="sentence")
+    assert rows[0]["input_ids"] == [1, 10, 11, 12, 2, 1, 10, 11, 12, 2]
+    assert rows[0]["terminal_ids"] == [IGN, 0, IGN, 1, IGN, IGN, 0, IGN, 1, IGN]
+
+
+def test_cache_determinism_and_rebuild(gold_dataset: Path, ewt_slices: dict, bpe_tokenizer: Path,
+                                       tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    splits = {k: [v] for k, v in ewt_slices.items()}
+    settings = PrepareSettings(parser="gold", seq_len=SEQ_LEN)
+    meta0 = json.loads((gold_dataset / METADATA_FILE).read_text())
+    again = prepare(splits, bpe_tokenizer, gold_dataset, settings=settings)
+    assert again == gold_dataset and "cache hit" in capsys.readouterr().out
+    # two processes, another folder: the same fingerprint and the very same rows
+    other = prepare(splits, bpe_tokenizer, tmp_path / "p2", settings=settings, num_proc=2)
+    meta1 = json.loads((other / METADATA_FILE).read_text())
+    assert meta1["fingerprint"] == meta0["fingerprint"]
+    a, b = load_from_disk(str(gold_dataset)), load_from_disk(str(other))
+    for split in ("train", "validation"):
+        assert a[split].to_dict() == b[split].to_dict()
+    # a changed setting changes the fingerprint and rebuilds the folder
+    prepare(splits, bpe_tokenizer, other, settings=PrepareSettings(parser="gold", seq_len=32))
+    meta2 = json.loads((other / METADATA_FILE).read_text())
+    assert meta2["fingerprint"] != meta0["fingerprint"] and meta2["settings"]["seq_len"] == 32
+    assert max(len(r) for r in load_from_disk(str(other))["train"]["input_ids"]) <= 32
+
+
+def test_spacy_parser_on_raw_text(bpe_tokenizer: Path, tmp_path: Path) -> None:
+    text = tmp_path / "prose.txt"
+    text.write_text("The old man saw the boat. It was red and\nvery small.\n\nShe ran home quickly.\n")
+    settings = PrepareSettings(parser="spacy", input_format="text", seq_len=SEQ_LEN)
+    out = prepare({"train": [text], "validation": [text]}, bpe_tokenizer, tmp_path / "ds", settings=settings)
+    dd, meta = load_prepared(out)
+    tok = load_tokenizer(bpe_tokenizer)
+    sents = unpack(list(dd["train"]), meta["bos_token_id"], meta["eos_token_id"])
+    assert [tok.decode(s[0]).strip() for s in sents] == [
+        "The old man saw the boat .", "It was red and very small .", "She ran home quickly ."]
+    assert meta["stats"]["train"] == {**meta["stats"]["train"], "units": 2, "sentences": 3}
+
+
+def test_missing_and_corrupt_datasets(gold_dataset: Path, tmp_path: Path) -> None:
+    with pytest.raises(PreparedDataError, match="not found"):
+        load_prepared(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PreparedDataError, match="not a structpe prepared dataset"):
+        load_prepared(tmp_path / "empty")
+    broken = tmp_path / "broken"
+    shutil.copytree(gold_dataset, broken)
+    arrow = next((broken / "train").glob("*.arrow"))
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])  # a half-copied file
+    with pytest.raises(PreparedDataError, match="cannot load the dataset"):
+        load_prepared(broken)

@@ -1,0 +1,155 @@
+"""pretrain(): run folder, clear errors before training, NaN stop, exact resume after a kill,
+and 2-process DDP (gloo, CPU) matching the single-process run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from structpe.models import load
+from structpe.train.prepare import PreparedDataError, PrepareSettings, prepare
+from structpe.train.pretrain import NonFiniteLossError, VocabularyMismatchError, pretrain, read_metrics
+from structpe.train.recipe import RecipeError
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+KILL_SCRIPT = """
+import os, signal, sys
+from transformers import TrainerCallback
+from structpe.train.pretrain import pretrain
+
+class Kill(TrainerCallback):  # SIGKILL: no cleanup, no final save -- like a lost node
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step == int(os.environ["KILL_AT"]):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+resume = sys.argv[1] == "resume"
+pretrain(sys.argv[2], sys.argv[3:], resume=resume, callbacks=[Kill()] if "KILL_AT" in os.environ else [])
+"""
+
+
+def _run(args: list[str], env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(args, env=env or ENV, capture_output=True, text=True, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{args} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p
+
+
+def _losses(run: Path) -> dict[int, float]:
+    return {int(r["step"]): r["loss"] for r in read_metrics(run / "metrics.csv") if "loss" in r}
+
+
+def test_run_folder(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> None:
+    run = pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.output_dir={tmp_path / 'run'}"])
+    for name in ("config.yaml", "metrics.csv", "loss.png", "summary.json", "checkpoint-6/model.safetensors",
+                 "checkpoint-6/optimizer.pt", "checkpoint-6/rng_state.pth", "final/model.safetensors",
+                 "final/tokenizer.json"):
+        assert (run / name).is_file(), name
+    assert not list(run.rglob("training_args.bin"))  # no pickled TrainingArguments
+    rows = read_metrics(run / "metrics.csv")
+    train_rows = [r for r in rows if "loss" in r]
+    eval_rows = [r for r in rows if "eval_ppl" in r]
+    assert [r["step"] for r in train_rows] == [1, 2, 3, 4, 5, 6] and [r["step"] for r in eval_rows] == [3, 6]
+    for r in train_rows:  # loss = LM + CE_T + CE_N, logged separately
+        assert r["loss"] == pytest.approx(r["lm_loss"] + r["terminal_loss"] + r["nonterminal_loss"], rel=1e-4)
+    assert eval_rows[-1]["eval_ppl"] == pytest.approx(torch.tensor(eval_rows[-1]["eval_lm_loss"]).exp().item())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 6 and summary["final_eval"]["eval_ppl"] == eval_rows[-1]["eval_ppl"]
+    model = load(run / "final")
+    assert model.config.injection == "position" and model.config.vocab_size == 600
+    with pytest.raises(FileExistsError, match="--resume"):  # a finished run is never overwritten silently
+        pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.output_dir={run}"])
+
+
+def test_clear_errors_before_training(tiny_recipe: Path, gold_dataset: Path, wordpiece_tokenizer: Path,
+                                      tmp_path: Path) -> None:
+    out = f"train.output_dir={tmp_path / 'never'}"
+    with pytest.raises(PreparedDataError, match="not found"):
+        pretrain(tiny_recipe, [f"train.dataset={tmp_path / 'missing'}", out])
+    with pytest.raises(RecipeError, match="train.dataset is not set"):
+        pretrain(tiny_recipe, [out])
+    with pytest.raises(VocabularyMismatchError, match=r"model.vocab_size=512 .* has 600 tokens"):
+        pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", "model.vocab_size=512", out])
+    with pytest.raises(VocabularyMismatchError, match="not the one"):
+        pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.tokenizer={wordpiece_tokenizer}", out])
+    with pytest.raises(RecipeError, match="packed at seq_len=64"):
+        pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", "train.seq_len=32", out])
+    with pytest.raises(RecipeError, match="Did you mean 'train.warmup'"):
+        pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", "warmpu=3", out])
+    assert not (tmp_path / "never").exists()  # nothing started
+
+
+def test_nan_loss_stops_with_message(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> None:
+    class Poison(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if state.global_step == 2:
+                with torch.no_grad():
+                    next(model.parameters()).fill_(float("nan"))
+
+    with pytest.raises(NonFiniteLossError, match="non-finite training loss nan at step 3"):
+        pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.output_dir={tmp_path / 'nan'}"],
+                 callbacks=[Poison()])
+
+
+def test_exact_resume_after_kill(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT)
+    common = [str(tiny_recipe), f"train.dataset={gold_dataset}", "max_steps=20", "eval_every=10",
+              "model.dropout=0.1", "model.attention_dropout=0.1"]  # dropout: RNG state must resume too
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    _run([sys.executable, str(script), "fresh", *common, f"train.output_dir={full}"])
+    p = _run([sys.executable, str(script), "fresh", *common, f"train.output_dir={killed}"],
+             env={**ENV, "KILL_AT": "13"}, check=False)
+    assert p.returncode == -9, p.stderr[-2000:]
+    assert (killed / "checkpoint-10").is_dir() and not (killed / "checkpoint-20").exists()
+    assert max(_losses(killed)) == 12  # steps 11-12 were logged, then lost with the process
+    _run([sys.executable, str(script), "resume", *common, f"train.output_dir={killed}"])
+    a, b = _losses(full), _losses(killed)
+    assert sorted(a) == sorted(b) == list(range(1, 21))  # no duplicate rows for the redone steps
+    for step in range(1, 21):
+        assert b[step] == pytest.approx(a[step], rel=1e-6, abs=1e-6), step
+    ea = [r["eval_lm_loss"] for r in read_metrics(full / "metrics.csv") if "eval_lm_loss" in r]
+    eb = [r["eval_lm_loss"] for r in read_metrics(killed / "metrics.csv") if "eval_lm_loss" in r]
+    assert eb == pytest.approx(ea, rel=1e-6)
+
+
+def test_ddp_two_processes_match_single(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> None:
+    """torchrun, 2 CPU processes (gloo), 2 sequences each == 1 process with 4 sequences per step."""
+    common = ["--config", str(tiny_recipe), f"train.dataset={gold_dataset}", "max_steps=4", "eval_every=4"]
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    _run([sys.executable, "-m", "structpe.cli", "pretrain", *common, "batch_size=4", f"train.output_dir={single}"])
+    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+          "-m", "structpe.cli", "pretrain", *common, "batch_size=2", f"train.output_dir={ddp}"])
+    assert json.loads((ddp / "summary.json").read_text())["world_size"] == 2
+    a, b = _losses(single), _losses(ddp)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4]
+    # same examples per step; the only difference is per-rank token-mean weighting of the loss
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=2e-2), (step, a, b)
+    ea = [r["eval_lm_loss"] for r in read_metrics(single / "metrics.csv") if "eval_lm_loss" in r]
+    eb = [r["eval_lm_loss"] for r in read_metrics(ddp / "metrics.csv") if "eval_lm_loss" in r]
+    assert eb == pytest.approx(ea, rel=2e-2)
+
+
+def test_mlm_encoder_pretrains(ewt_slices: dict, wordpiece_tokenizer: Path, tmp_path: Path) -> None:
+    data = prepare({k: [v] for k, v in ewt_slices.items()}, wordpiece_tokenizer, tmp_path / "wp",
+                   settings=PrepareSettings(parser="gold", seq_len=64))
+    recipe = tmp_path / "roberta.yaml"
+    recipe.write_text(
+        "model: {family: roberta, injection: input, d_model: 32, n_layers: 2, n_heads: 2, d_ff: 64,"
+        " max_position_embeddings: 80}\n"
+        "train: {batch_size: 4, seq_len: 64, max_steps: 3, warmup: 1, eval_every: 3, eval_batches: 2,"
+        " log_every: 1, progress: false}\n"
+    )
+    run = pretrain(recipe, [f"train.dataset={data}", f"train.output_dir={tmp_path / 'run'}"])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["objective"] == "mlm" and summary["final_eval"]["eval_tokens"] > 0
+    rows = [r for r in read_metrics(run / "metrics.csv") if "loss" in r]
+    assert len(rows) == 3 and all(r["terminal_loss"] > 0 for r in rows)
