@@ -18,6 +18,7 @@ from structpe.syntax.parsers import (
     SpacyParser,
     available_parsers,
     get_parser,
+    join_trees,
 )
 
 
@@ -93,6 +94,17 @@ def test_spacy_words_and_text(spacy_parser: SpacyParser) -> None:
     assert all(w.strip() for s in text for w in s.words)  # whitespace tokens are dropped
     for s in text:
         s.check()
+    # one tree per text (what character-offset scorers need)
+    texts = ["The cat sat on the mat.  It slept.", "Dogs bark."]
+    joined = spacy_parser.parse_text(texts, split_sentences=False)
+    assert [s.sent_id for s in joined] == ["1", "2"]
+    assert joined[0].words == text[0].words + text[1].words and joined[0].heads.count(0) == 1
+    joined[0].check()
+
+
+def test_join_trees() -> None:
+    words, heads, deprels = join_trees([(["a", "b"], [2, 0], ["x", "root"]), (["c"], [0], ["root"])])
+    assert (words, heads, deprels) == (["a", "b", "c"], [2, 0, 2], ["x", "root", "root"])
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture, stdin: str | None = None,

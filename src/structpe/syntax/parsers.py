@@ -33,6 +33,7 @@ from structpe.syntax.trees import NonProjectiveError, projectivize_with_count
 
 __all__ = [
     "GoldParser",
+    "join_trees",
     "NonProjectivePolicy",
     "NonProjectiveSentenceError",
     "ParseStats",
@@ -100,8 +101,11 @@ class Parser:
     def predict_words(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[int], list[str] | None]]:
         raise ParserInputError(f"the {self.name!r} parser does not parse pre-tokenised words")
 
-    def predict_text(self, texts: Sequence[str]) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
-        """Per text, its sentences as (words, heads, deprels)."""
+    def predict_text(
+        self, texts: Sequence[str], split_sentences: bool = True
+    ) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
+        """Per text, its sentences as (words, heads, deprels); one sentence per text is preferred
+        (not required) when ``split_sentences`` is False."""
         raise ParserInputError(f"the {self.name!r} parser does not parse raw text")
 
     # -- shared -------------------------------------------------------------------------------
@@ -156,14 +160,32 @@ class Parser:
                 out.append(tagged)
         return out
 
-    def parse_text(self, texts: Sequence[str], ids: Sequence[str] | None = None) -> list[TaggedSentence]:
-        """Parse raw texts; each may hold several sentences. ``sent_id`` is ``"<id>.<k>"`` with
-        ``id`` from ``ids`` (default: the 1-based text index) and ``k`` the sentence number."""
+    def parse_text(
+        self, texts: Sequence[str], ids: Sequence[str] | None = None, *, split_sentences: bool = True
+    ) -> list[TaggedSentence]:
+        """Parse raw texts.
+
+        ``split_sentences=True``: every sentence the parser finds is one TaggedSentence with
+        ``sent_id`` ``"<id>.<k>"`` (``id`` from ``ids``, default the 1-based text index; ``k`` the
+        sentence number). ``split_sentences=False``: exactly one TaggedSentence per text (sent_id
+        ``"<id>"``), which scorers that align tags to a text's characters need; sentences the
+        parser still splits are joined by attaching each later root to the first root (sentences
+        are contiguous, so the joined tree stays projective). Under the ``skip`` policy skipped
+        trees are absent either way.
+        """
         if isinstance(texts, str):
             raise ParserInputError("parse_text takes a list of texts, not one string")
         out = []
-        for i, sents in enumerate(self.predict_text(texts)):
+        for i, sents in enumerate(self.predict_text(texts, split_sentences=split_sentences)):
             base = ids[i] if ids is not None else str(i + 1)
+            if not split_sentences:
+                if not sents:
+                    raise ParserInputError(f"text {i} ({texts[i][:40]!r}) has no words to parse")
+                sents = [join_trees(sents)]
+                tagged = self.tag_tree(*sents[0], base)
+                if tagged is not None:
+                    out.append(tagged)
+                continue
             for k, (words, heads, deprels) in enumerate(sents, 1):
                 tagged = self.tag_tree(words, heads, deprels, f"{base}.{k}")
                 if tagged is not None:
@@ -199,7 +221,9 @@ class GoldParser(Parser):
             "--parser spacy / hexatagger for plain words"
         )
 
-    def predict_text(self, texts: Sequence[str]) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
+    def predict_text(
+        self, texts: Sequence[str], split_sentences: bool = True
+    ) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
         raise ParserInputError(
             "the gold parser needs trees: give CoNLL-U input (--input-format conllu) or choose "
             "--parser spacy / hexatagger for raw text"
@@ -223,6 +247,32 @@ class GoldParser(Parser):
             if tagged is not None:
                 out.append(tagged)
         return out
+
+
+def join_trees(
+    sents: Sequence[tuple[Sequence[str], Sequence[int], Sequence[str] | None]],
+) -> tuple[list[str], list[int], list[str] | None]:
+    """Concatenate consecutive sentence trees into one: later roots attach to the first root."""
+    words: list[str] = []
+    heads: list[int] = []
+    deprels: list[str] | None = []
+    root = 0
+    for w, h, d in sents:
+        off = len(words)
+        for x in h:
+            if x:
+                heads.append(x + off)
+            elif root:
+                heads.append(root)
+            else:
+                heads.append(0)
+                root = len(heads)
+        words.extend(w)
+        if deprels is not None and d is not None:
+            deprels.extend(d)
+        else:
+            deprels = None
+    return words, heads, deprels
 
 
 def _spacy_heads(tokens: Sequence[Any], start: int) -> list[int]:
@@ -327,9 +377,22 @@ class SpacyParser(Parser):
             out.append((_spacy_heads(doc, 0), [t.dep_ for t in doc]))
         return out
 
-    def predict_text(self, texts: Sequence[str]) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
+    def predict_text(
+        self, texts: Sequence[str], split_sentences: bool = True
+    ) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
+        if split_sentences:
+            inputs: list[Any] = list(texts)
+        else:  # tokenise first and preset one sentence per text, so the parser builds one tree
+            inputs = []
+            for text in texts:
+                doc = self.nlp.make_doc(text)
+                if len(doc):
+                    doc[0].is_sent_start = True
+                    for tok in doc[1:]:
+                        tok.is_sent_start = False
+                inputs.append(doc)
         out = []
-        for doc in self._pipe(list(texts)):
+        for doc in self._pipe(inputs):
             sents = []
             for sent in doc.sents:
                 words = [t.text for t in sent]
