@@ -43,8 +43,9 @@ def ewt_slices(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> d
 @pytest.fixture(scope="session")
 def bpe_tokenizer(ewt_slices: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tok") / "bpe"
-    train_tokenizer([ewt_slices["train"], ewt_slices["validation"]], out, kind="bpe", vocab_size=600,
-                    show_progress=False)
+    train_tokenizer(
+        [ewt_slices["train"], ewt_slices["validation"]], out, kind="bpe", vocab_size=600, show_progress=False
+    )
     return out
 
 
@@ -56,7 +57,9 @@ def wordpiece_tokenizer(ewt_slices: dict[str, Path], tmp_path_factory: pytest.Te
 
 
 @pytest.fixture(scope="session")
-def gold_dataset(ewt_slices: dict[str, Path], bpe_tokenizer: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def gold_dataset(
+    ewt_slices: dict[str, Path], bpe_tokenizer: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     out = tmp_path_factory.mktemp("data") / "ewt-gold"
     settings = PrepareSettings(parser="gold", seq_len=SEQ_LEN)
     return prepare({k: [v] for k, v in ewt_slices.items()}, bpe_tokenizer, out, settings=settings)

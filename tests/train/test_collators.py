@@ -18,8 +18,12 @@ def examples(n: int, length: int, seed: int = 0) -> list[dict]:
     for i in range(n):
         L = length - (i % 5)  # ragged: the collator pads
         ids = [BOS] + torch.randint(5, V, (L - 2,), generator=g).tolist() + [EOS]
-        t = [IGN] + [int(x) if k % 3 else IGN for k, x in enumerate(torch.randint(0, 2, (L - 2,), generator=g))]
-        nt = [IGN] + [int(x) if k % 3 else IGN for k, x in enumerate(torch.randint(0, 5, (L - 2,), generator=g))]
+        t = [IGN] + [
+            int(x) if k % 3 else IGN for k, x in enumerate(torch.randint(0, 2, (L - 2,), generator=g))
+        ]
+        nt = [IGN] + [
+            int(x) if k % 3 else IGN for k, x in enumerate(torch.randint(0, 5, (L - 2,), generator=g))
+        ]
         out.append({"input_ids": ids, "terminal_ids": t + [IGN], "nonterminal_ids": nt + [IGN]})
     return out
 
@@ -34,7 +38,9 @@ def test_causal_collator_pads_and_labels() -> None:
 
 
 def test_mlm_rates_specials_and_determinism() -> None:
-    col = MLMCollator(pad_token_id=PAD, mask_token_id=MASK, vocab_size=V, special_token_ids=[BOS, EOS, MASK], seed=3)
+    col = MLMCollator(
+        pad_token_id=PAD, mask_token_id=MASK, vocab_size=V, special_token_ids=[BOS, EOS, MASK], seed=3
+    )
     exs = examples(64, 128)
     batch = col(exs)
     orig = CausalCollator(PAD)(exs)["input_ids"]
@@ -53,19 +59,38 @@ def test_mlm_rates_specials_and_determinism() -> None:
     assert not torch.equal(col(exs)["labels"], batch["labels"])  # a new epoch draws new masks
 
 
-@pytest.mark.parametrize("family,injection", [("roberta", "input"), ("deberta", "position"),
-                                              ("modernbert", "position")])
+@pytest.mark.parametrize(
+    "family,injection", [("roberta", "input"), ("deberta", "position"), ("modernbert", "position")]
+)
 def test_mlm_never_leaks_a_masked_tokens_prior(family: str, injection: str) -> None:
     """Changing the tags of every selected position changes no output: their prior is zeroed.
     Changing the tag of one unselected tagged position does change the outputs (the test has teeth)."""
     torch.manual_seed(0)
-    cfg = SiPEConfig(family=family, injection=injection, vocab_size=V, d_model=32, n_layers=2, n_heads=2,
-                     d_ff=64, dropout=0.0, attention_dropout=0.0, max_position_embeddings=64,
-                     prior_proj_init_std=0.5, initializer_range=0.3, pad_token_id=PAD)
+    cfg = SiPEConfig(
+        family=family,
+        injection=injection,
+        vocab_size=V,
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        d_ff=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+        max_position_embeddings=64,
+        prior_proj_init_std=0.5,
+        initializer_range=0.3,
+        pad_token_id=PAD,
+    )
     # large init: peaked attention and a strong prior, so that any leak would show in the logits
     model = build_model(cfg).eval()
-    col = MLMCollator(pad_token_id=PAD, mask_token_id=MASK, vocab_size=V, special_token_ids=[BOS, EOS, MASK],
-                      mlm_probability=0.3, seed=0)
+    col = MLMCollator(
+        pad_token_id=PAD,
+        mask_token_id=MASK,
+        vocab_size=V,
+        special_token_ids=[BOS, EOS, MASK],
+        mlm_probability=0.3,
+        seed=0,
+    )
     batch = col(examples(4, 40))
     sel = batch["labels"] != IGN
     tagged = batch["terminal_ids"] != IGN
@@ -74,8 +99,9 @@ def test_mlm_never_leaks_a_masked_tokens_prior(family: str, injection: str) -> N
         ref = model(**batch)
         flipped = dict(batch)
         flipped["terminal_ids"] = torch.where(sel & tagged, 1 - batch["terminal_ids"], batch["terminal_ids"])
-        flipped["nonterminal_ids"] = torch.where(sel & tagged, (batch["nonterminal_ids"] + 2) % 5,
-                                                 batch["nonterminal_ids"])
+        flipped["nonterminal_ids"] = torch.where(
+            sel & tagged, (batch["nonterminal_ids"] + 2) % 5, batch["nonterminal_ids"]
+        )
         out = model(**flipped)
         torch.testing.assert_close(out.logits, ref.logits, rtol=0, atol=1e-5)
         torch.testing.assert_close(out.terminal_logits, ref.terminal_logits, rtol=0, atol=1e-5)

@@ -48,7 +48,9 @@ def unpack(rows: list[dict], bos: int, eos: int) -> list[tuple[list[int], list[i
     return out
 
 
-def test_tags_on_first_subwords_and_decode_back(gold_dataset: Path, ewt_slices: dict, bpe_tokenizer: Path) -> None:
+def test_tags_on_first_subwords_and_decode_back(
+    gold_dataset: Path, ewt_slices: dict, bpe_tokenizer: Path
+) -> None:
     dd, meta = load_prepared(gold_dataset)
     tok = load_tokenizer(bpe_tokenizer)
     gold = list(get_parser("gold").parse_conllu(ewt_slices["train"]))
@@ -75,14 +77,41 @@ def test_pack_long_sentence_and_bos_per_sentence() -> None:
     rows = pack_sentences([s1, long, s1], seq_len=8, bos_id=1, eos_id=2)
     assert all(len(r["input_ids"]) <= 8 for r in rows)
     flat = [i for r in rows for i in r["input_ids"]]
-    assert flat == [1, 10, 11, 12, 2, 1, 20, 21, 22, 23, 24, 25, 26, 1, 27, 28, 29, 30, 31, 2, 1, 10, 11, 12, 2]
+    assert flat == [
+        1,
+        10,
+        11,
+        12,
+        2,
+        1,
+        20,
+        21,
+        22,
+        23,
+        24,
+        25,
+        26,
+        1,
+        27,
+        28,
+        29,
+        30,
+        31,
+        2,
+        1,
+        10,
+        11,
+        12,
+        2,
+    ]
     rows = pack_sentences([s1, s1], seq_len=16, bos_id=1, eos_id=2, bos="sentence")
     assert rows[0]["input_ids"] == [1, 10, 11, 12, 2, 1, 10, 11, 12, 2]
     assert rows[0]["terminal_ids"] == [IGN, 0, IGN, 1, IGN, IGN, 0, IGN, 1, IGN]
 
 
-def test_cache_determinism_and_rebuild(gold_dataset: Path, ewt_slices: dict, bpe_tokenizer: Path,
-                                       tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_cache_determinism_and_rebuild(
+    gold_dataset: Path, ewt_slices: dict, bpe_tokenizer: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     splits = {k: [v] for k, v in ewt_slices.items()}
     settings = PrepareSettings(parser="gold", seq_len=SEQ_LEN)
     meta0 = json.loads((gold_dataset / METADATA_FILE).read_text())
@@ -111,7 +140,10 @@ def test_spacy_parser_on_raw_text(bpe_tokenizer: Path, tmp_path: Path) -> None:
     tok = load_tokenizer(bpe_tokenizer)
     sents = unpack(list(dd["train"]), meta["bos_token_id"], meta["eos_token_id"])
     assert [tok.decode(s[0]).strip() for s in sents] == [
-        "The old man saw the boat .", "It was red and very small .", "She ran home quickly ."]
+        "The old man saw the boat .",
+        "It was red and very small .",
+        "She ran home quickly .",
+    ]
     assert meta["stats"]["train"] == {**meta["stats"]["train"], "units": 2, "sentences": 3}
 
 

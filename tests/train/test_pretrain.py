@@ -48,9 +48,17 @@ def _losses(run: Path) -> dict[int, float]:
 
 def test_run_folder(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> None:
     run = pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.output_dir={tmp_path / 'run'}"])
-    for name in ("config.yaml", "metrics.csv", "loss.png", "summary.json", "checkpoint-6/model.safetensors",
-                 "checkpoint-6/optimizer.pt", "checkpoint-6/rng_state.pth", "final/model.safetensors",
-                 "final/tokenizer.json"):
+    for name in (
+        "config.yaml",
+        "metrics.csv",
+        "loss.png",
+        "summary.json",
+        "checkpoint-6/model.safetensors",
+        "checkpoint-6/optimizer.pt",
+        "checkpoint-6/rng_state.pth",
+        "final/model.safetensors",
+        "final/tokenizer.json",
+    ):
         assert (run / name).is_file(), name
     assert not list(run.rglob("training_args.bin"))  # no pickled TrainingArguments
     rows = read_metrics(run / "metrics.csv")
@@ -59,7 +67,9 @@ def test_run_folder(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> No
     assert [r["step"] for r in train_rows] == [1, 2, 3, 4, 5, 6] and [r["step"] for r in eval_rows] == [3, 6]
     for r in train_rows:  # loss = LM + CE_T + CE_N, logged separately
         assert r["loss"] == pytest.approx(r["lm_loss"] + r["terminal_loss"] + r["nonterminal_loss"], rel=1e-4)
-    assert eval_rows[-1]["eval_ppl"] == pytest.approx(torch.tensor(eval_rows[-1]["eval_lm_loss"]).exp().item())
+    assert eval_rows[-1]["eval_ppl"] == pytest.approx(
+        torch.tensor(eval_rows[-1]["eval_lm_loss"]).exp().item()
+    )
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 6 and summary["final_eval"]["eval_ppl"] == eval_rows[-1]["eval_ppl"]
     model = load(run / "final")
@@ -68,8 +78,9 @@ def test_run_folder(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> No
         pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.output_dir={run}"])
 
 
-def test_clear_errors_before_training(tiny_recipe: Path, gold_dataset: Path, wordpiece_tokenizer: Path,
-                                      tmp_path: Path) -> None:
+def test_clear_errors_before_training(
+    tiny_recipe: Path, gold_dataset: Path, wordpiece_tokenizer: Path, tmp_path: Path
+) -> None:
     out = f"train.output_dir={tmp_path / 'never'}"
     with pytest.raises(PreparedDataError, match="not found"):
         pretrain(tiny_recipe, [f"train.dataset={tmp_path / 'missing'}", out])
@@ -78,7 +89,9 @@ def test_clear_errors_before_training(tiny_recipe: Path, gold_dataset: Path, wor
     with pytest.raises(VocabularyMismatchError, match=r"model.vocab_size=512 .* has 600 tokens"):
         pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", "model.vocab_size=512", out])
     with pytest.raises(VocabularyMismatchError, match="not the one"):
-        pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.tokenizer={wordpiece_tokenizer}", out])
+        pretrain(
+            tiny_recipe, [f"train.dataset={gold_dataset}", f"train.tokenizer={wordpiece_tokenizer}", out]
+        )
     with pytest.raises(RecipeError, match="packed at seq_len=64"):
         pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", "train.seq_len=32", out])
     with pytest.raises(RecipeError, match="Did you mean 'train.warmup'"):
@@ -94,19 +107,31 @@ def test_nan_loss_stops_with_message(tiny_recipe: Path, gold_dataset: Path, tmp_
                     next(model.parameters()).fill_(float("nan"))
 
     with pytest.raises(NonFiniteLossError, match="non-finite training loss nan at step 3"):
-        pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.output_dir={tmp_path / 'nan'}"],
-                 callbacks=[Poison()])
+        pretrain(
+            tiny_recipe,
+            [f"train.dataset={gold_dataset}", f"train.output_dir={tmp_path / 'nan'}"],
+            callbacks=[Poison()],
+        )
 
 
 def test_exact_resume_after_kill(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> None:
     script = tmp_path / "run.py"
     script.write_text(KILL_SCRIPT)
-    common = [str(tiny_recipe), f"train.dataset={gold_dataset}", "max_steps=20", "eval_every=10",
-              "model.dropout=0.1", "model.attention_dropout=0.1"]  # dropout: RNG state must resume too
+    common = [
+        str(tiny_recipe),
+        f"train.dataset={gold_dataset}",
+        "max_steps=20",
+        "eval_every=10",
+        "model.dropout=0.1",
+        "model.attention_dropout=0.1",
+    ]  # dropout: RNG state must resume too
     full, killed = tmp_path / "full", tmp_path / "killed"
     _run([sys.executable, str(script), "fresh", *common, f"train.output_dir={full}"])
-    p = _run([sys.executable, str(script), "fresh", *common, f"train.output_dir={killed}"],
-             env={**ENV, "KILL_AT": "13"}, check=False)
+    p = _run(
+        [sys.executable, str(script), "fresh", *common, f"train.output_dir={killed}"],
+        env={**ENV, "KILL_AT": "13"},
+        check=False,
+    )
     assert p.returncode == -9, p.stderr[-2000:]
     assert (killed / "checkpoint-10").is_dir() and not (killed / "checkpoint-20").exists()
     assert max(_losses(killed)) == 12  # steps 11-12 were logged, then lost with the process
@@ -124,9 +149,34 @@ def test_ddp_two_processes_match_single(tiny_recipe: Path, gold_dataset: Path, t
     """torchrun, 2 CPU processes (gloo), 2 sequences each == 1 process with 4 sequences per step."""
     common = ["--config", str(tiny_recipe), f"train.dataset={gold_dataset}", "max_steps=4", "eval_every=4"]
     single, ddp = tmp_path / "single", tmp_path / "ddp"
-    _run([sys.executable, "-m", "structpe.cli", "pretrain", *common, "batch_size=4", f"train.output_dir={single}"])
-    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
-          "-m", "structpe.cli", "pretrain", *common, "batch_size=2", f"train.output_dir={ddp}"])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "structpe.cli",
+            "pretrain",
+            *common,
+            "batch_size=4",
+            f"train.output_dir={single}",
+        ]
+    )
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "29517",
+            "-m",
+            "structpe.cli",
+            "pretrain",
+            *common,
+            "batch_size=2",
+            f"train.output_dir={ddp}",
+        ]
+    )
     assert json.loads((ddp / "summary.json").read_text())["world_size"] == 2
     a, b = _losses(single), _losses(ddp)
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
@@ -139,8 +189,12 @@ def test_ddp_two_processes_match_single(tiny_recipe: Path, gold_dataset: Path, t
 
 
 def test_mlm_encoder_pretrains(ewt_slices: dict, wordpiece_tokenizer: Path, tmp_path: Path) -> None:
-    data = prepare({k: [v] for k, v in ewt_slices.items()}, wordpiece_tokenizer, tmp_path / "wp",
-                   settings=PrepareSettings(parser="gold", seq_len=64))
+    data = prepare(
+        {k: [v] for k, v in ewt_slices.items()},
+        wordpiece_tokenizer,
+        tmp_path / "wp",
+        settings=PrepareSettings(parser="gold", seq_len=64),
+    )
     recipe = tmp_path / "roberta.yaml"
     recipe.write_text(
         "model: {family: roberta, injection: input, d_model: 32, n_layers: 2, n_heads: 2, d_ff: 64,"

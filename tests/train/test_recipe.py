@@ -10,8 +10,17 @@ from structpe.train.recipe import RecipeError, TrainConfig, list_recipes, load_r
 
 
 def test_overrides_and_coercion(tiny_recipe: Path) -> None:
-    r = load_recipe(tiny_recipe, ["train.lr=1e-3", "max_steps=9", "model.d_model=48", "n_heads=4",
-                                  "train.eval_batches=null", "bf16=true"])
+    r = load_recipe(
+        tiny_recipe,
+        [
+            "train.lr=1e-3",
+            "max_steps=9",
+            "model.d_model=48",
+            "n_heads=4",
+            "train.eval_batches=null",
+            "bf16=true",
+        ],
+    )
     assert r.train.lr == pytest.approx(1e-3) and isinstance(r.train.lr, float)  # YAML reads 1e-3 as str
     assert r.train.max_steps == 9 and r.train.eval_batches is None and r.train.bf16 is True
     assert r.model["d_model"] == 48 and r.model["n_heads"] == 4
