@@ -12,7 +12,7 @@ from structpe.lis.lisformer import (
     LISformerConfig,
     alibi_slopes,
     line_structure,
-    two_term_mask,
+    two_term_plan,
 )
 from structpe.modules.rotary import apply_rotary
 
@@ -87,7 +87,8 @@ def test_incomplete_last_line_has_zero_address():
     assert torch.equal(q_ang, k_loc)  # queries: local rotation only
 
 
-def test_two_term_attention_matches_explicit_scores():
+@pytest.mark.parametrize("chunk", [7, 16, 256])
+def test_two_term_attention_matches_explicit_scores(chunk):
     m = _model("lis")
     x = _seq()
     attn = m.blocks[0].attn
@@ -95,7 +96,7 @@ def test_two_term_attention_matches_explicit_scores():
         h = m.blocks[0].ln1(m.tok_emb(x))
         st = line_structure(x, NL)
         q_ang, k_loc, k_addr = m.addresses(m.tok_emb(x), st)
-        got = attn(h, q_ang, k_loc, k_addr, two_term_mask(st.instance))
+        got = attn(h, q_ang, k_loc, k_addr, two_term_plan(st.instance, chunk))
         B, L, D = h.shape
         q, k, v = attn.qkv(h).view(B, L, 3, 2, D // 2).permute(2, 0, 3, 1, 4)
         qr = apply_rotary(q, q_ang)

@@ -360,12 +360,13 @@ class Distractors:
             pool = [f for f in self.by_rel[fact.rel] if f.names != fact.names]
             return rng.sample(pool, min(k, len(pool)))
         if setting == "same_entities":
-            # facts over the same entities under other relations; when fewer than k exist (chain3:
-            # 3 per domain), take those sharing the most entities next
+            # facts over exactly the same entities under other relations first; when fewer than k
+            # exist (chain3: 3 per domain), those sharing the most entities next
             cand = {f for n in fact.names for f in self.by_name[n] if f != fact}
-            tiers: dict[int, list[Fact]] = defaultdict(list)
+            tiers: dict[tuple[bool, int], list[Fact]] = defaultdict(list)
             for f in cand:
-                tiers[len(set(f.names) & set(fact.names))].append(f)
+                shared = set(f.names) & set(fact.names)
+                tiers[(set(f.names) == set(fact.names), len(shared))].append(f)
             out: list[Fact] = []
             for overlap in sorted(tiers, reverse=True):
                 tier = sorted(tiers[overlap], key=lambda f: (f.rel, f.names))

@@ -17,9 +17,10 @@ therefore two terms selected by a same-instance mask:
     score_ij = (R_loc(i) q_i)^T (R_loc(j) k_j)          if inst(j) == inst(i)   (local only)
     score_ij = (R_loc(i) q_i)^T (R_e(j) R_loc(j) k_j)   if inst(j) <  inst(i)   (+ address of e(j))
 
-i.e. the query's own, still incomplete, instance acts with R_e = I. Both terms go through one fused
-``F.scaled_dot_product_attention`` call over the keys stacked twice ([addressed; local], 2L keys)
-with a boolean mask that keeps exactly one copy of every causal key.
+i.e. the query's own, still incomplete, instance acts with R_e = I. Both terms go through
+``F.scaled_dot_product_attention`` over the keys stacked twice ([addressed; local]) with a boolean
+mask that keeps exactly one copy of every causal key; queries are processed in chunks so each chunk
+only sees the keys it can reach (``two_term_plan``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class LISformerConfig:
     n_roles: int = 0  # > 0: learned role/slot angle table (role 0 = no role)
     role_init_std: float = 0.5
     bias: bool = True
+    attn_chunk: int = 256  # query chunk of the two-term score (exact for any value; speed only)
 
     def __post_init__(self) -> None:
         if self.pe not in PE_SCHEMES:
@@ -155,15 +157,29 @@ class Addresses(nn.Module):
         return local[:, None], local[:, None], (local + inst)[:, None]  # ... R_e for keys of done lines
 
 
-def two_term_mask(instance: torch.Tensor) -> torch.Tensor:
-    """Boolean [B, 1, L, 2L]: keys [addressed | local]; addressed copy for earlier instances,
-    local copy for causal keys of the query's own instance."""
-    L = instance.shape[1]
-    qi, kj = instance[:, :, None], instance[:, None, :]
-    causal = torch.ones(L, L, dtype=torch.bool, device=instance.device).tril()
-    earlier = kj < qi
-    same = (kj == qi) & causal
-    return torch.cat([earlier, same], dim=-1)[:, None]
+def two_term_plan(instance: torch.Tensor, chunk: int) -> list[tuple[int, int, int, torch.Tensor]]:
+    """Query chunks [s, e) with their key ranges, built once per forward and shared by all layers.
+
+    Chunk [s, e) needs addressed keys [0, e) (earlier instances only) and local keys [s0, e), where
+    s0 is the first position of the instance that holds query s -- so the work is ~L^2/2 plus a
+    band, instead of L x 2L for one dense [addressed | local] mask.
+    Each entry: (s, e, s0, mask [B, 1, e - s, e + e - s0]).
+    """
+    B, L = instance.shape
+    dev = instance.device
+    t = torch.arange(L, device=dev)
+    new = torch.ones(B, L, dtype=torch.bool, device=dev)
+    new[:, 1:] = instance[:, 1:] != instance[:, :-1]
+    start = torch.cummax(torch.where(new, t.expand(B, L), torch.zeros_like(instance)), 1).values
+    plan = []
+    for s in range(0, L, chunk):
+        e = min(L, s + chunk)
+        s0 = int(start[:, s].min())
+        qi = instance[:, s:e, None]
+        earlier = instance[:, None, :e] < qi
+        same = (instance[:, None, s0:e] == qi) & (t[None, s0:e] <= t[s:e, None])
+        plan.append((s, e, s0, torch.cat([earlier, same], dim=-1)[:, None]))
+    return plan
 
 
 # --- the Transformer -----------------------------------------------------------------------------------
@@ -180,10 +196,14 @@ class CausalSelfAttention(nn.Module):
         H = self.cfg.n_head
         q, k, v = self.qkv(x).view(B, L, 3, H, D // H).permute(2, 0, 3, 1, 4)  # each [B, H, L, hd]
         p = self.cfg.dropout if self.training else 0.0
-        if k_ang_addr is not None:  # two-term LIS score (see module docstring)
-            q = apply_rotary(q, q_ang)
-            k2 = torch.cat([apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)], dim=2)
-            y = F.scaled_dot_product_attention(q, k2, torch.cat([v, v], dim=2), attn_mask=mask, dropout_p=p)
+        if k_ang_addr is not None:  # two-term LIS score (see module docstring); mask = plan
+            q, ka, kl = apply_rotary(q, q_ang), apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)
+            ys = []
+            for s, e, s0, m in mask:
+                keys = torch.cat([ka[:, :, :e], kl[:, :, s0:e]], dim=2)
+                vals = torch.cat([v[:, :, :e], v[:, :, s0:e]], dim=2)
+                ys.append(F.scaled_dot_product_attention(q[:, :, s:e], keys, vals, attn_mask=m, dropout_p=p))
+            y = torch.cat(ys, dim=2)
         elif mask is not None:  # ALiBi bias
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         else:
@@ -256,7 +276,7 @@ class LISformer(nn.Module):
         q_ang, k_ang, k_addr = self.addresses(x, st)
         mask = None
         if k_addr is not None:
-            mask = two_term_mask(st.instance)
+            mask = two_term_plan(st.instance, self.cfg.attn_chunk)
         elif self.cfg.pe == "alibi":
             t = torch.arange(L, device=idx.device)
             dist = (t[:, None] - t[None, :]).float()

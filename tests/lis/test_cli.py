@@ -1,0 +1,90 @@
+"""``structpe lis`` command line: help texts and tiny end-to-end runs."""
+
+import argparse
+import json
+
+import pytest
+import yaml
+
+from structpe.lis.commands import load_profile, register
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="structpe")
+    register(p.add_subparsers(dest="command", required=True))
+    return p
+
+
+@pytest.mark.parametrize(
+    "argv", [["lis", "--help"], ["lis", "shakespeare", "--help"], ["lis", "kg", "--help"]]
+)
+def test_help(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        _parser().parse_args(argv)
+    assert e.value.code == 0
+    assert "usage" in capsys.readouterr().out
+
+
+def test_profiles_exist():
+    for diag in ("shakespeare", "kg"):
+        for prof in ("tiny", "gpu"):
+            assert load_profile(diag, prof, None)
+    with pytest.raises(FileNotFoundError):
+        load_profile("kg", "huge", None)
+
+
+def test_kg_end_to_end(tmp_path):
+    cfg = {
+        "n_train_names": 20,
+        "n_test_names": 8,
+        "iters": 2,
+        "batch_size": 4,
+        "d_model": 32,
+        "n_layer": 1,
+        "n_eval": 4,
+        "eval_batch": 4,
+        "device": "cpu",
+        "save_checkpoints": True,
+    }
+    path = tmp_path / "kg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    args = _parser().parse_args(["lis", "kg", "--config", str(path), "--out", str(tmp_path / "out")])
+    assert args.func(args) == 0
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert set(res["models"]) == {"B", "Bl", "J"}
+    assert (tmp_path / "out" / "hit5.png").is_file() and (tmp_path / "out" / "results.md").is_file()
+    assert (tmp_path / "out" / "checkpoints" / "J" / "model.safetensors").is_file()
+
+
+@pytest.mark.data
+def test_shakespeare_end_to_end(tmp_path, shared_data):
+    cfg = {
+        "n_chars": 20000,
+        "eval_ctx": [64, 128],
+        "eval_chars": 256,
+        "iters": 2,
+        "batch_size": 2,
+        "train_ctx": 64,
+        "d_model": 32,
+        "n_layer": 1,
+        "device": "cpu",
+        "save_checkpoints": False,
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    args = _parser().parse_args(
+        [
+            "lis",
+            "shakespeare",
+            "--config",
+            str(path),
+            "--out",
+            str(tmp_path / "o"),
+            "--data",
+            str(shared_data),
+        ]
+    )
+    assert args.func(args) == 0
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert set(res["models"]) == {"lis", "rope", "alibi", "random"}
+    assert all(set(r["ppl"]) == {"64", "128"} for r in res["models"].values())
