@@ -148,3 +148,44 @@ def test_errors_are_clear(hf_mlm):
     with pytest.raises(ValueError, match="deprel_ids"):
         tags = torch.zeros(1, 5, dtype=torch.long)
         model(torch.full((1, 5), 7), terminal_ids=tags, nonterminal_ids=tags)
+
+
+@pytest.mark.parametrize(
+    "name", ["CONCAT_T_NT", "CONCAT_POS_NT_T_DR", "CONCAT_POS_DNT", "ADD_DNT_ALPHA", "ADD_T_NT_DR"]
+)
+def test_fusions_follow_table_12(hf_mlm, batch, name):
+    """x' recomputed naively from table 12 (W [x; parts], a x + (1 - a) sum parts, x + sum parts)."""
+    model = from_hf(hf_mlm, **variant_kwargs(name))
+    fusion = model.backbone.input_prior
+    with torch.no_grad():
+        if fusion.fusion == "concat":
+            fusion.proj.weight.normal_(std=0.2)
+        x = model.backbone.embeddings.raw(batch["input_ids"], None)
+        keep = (batch["labels"] == -100) & (batch["terminal_ids"] != -100)
+        tags = fusion.tags
+        vec = {
+            "t": tags.terminal(batch["terminal_ids"].clamp_min(0)),
+            "nt": tags.nonterminal(batch["nonterminal_ids"].clamp_min(0)),
+            "dr": tags.deprel(batch["deprel_ids"].clamp_min(0)) if tags.deprel is not None else None,
+        }
+        parts = [vec[p] * keep[..., None] for p in INPUT_VARIANT_ORDER[name]]
+        if fusion.fusion == "concat":
+            expected = fusion.proj(torch.cat([x, *parts], dim=-1))
+        elif fusion.fusion == "alpha":
+            expected = fusion.alpha * x + (1 - fusion.alpha) * sum(parts)
+        else:
+            expected = x + sum(parts)
+        got, _ = fusion(
+            x, batch["terminal_ids"], batch["nonterminal_ids"], batch["deprel_ids"], batch["labels"] == -100
+        )
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+# the concatenation order of each variant in SiPE table 12 (x first)
+INPUT_VARIANT_ORDER = {
+    "CONCAT_T_NT": ("t", "nt"),
+    "CONCAT_POS_NT_T_DR": ("nt", "t", "dr"),
+    "CONCAT_POS_DNT": ("dr", "nt"),
+    "ADD_DNT_ALPHA": ("dr", "nt"),
+    "ADD_T_NT_DR": ("t", "nt", "dr"),
+}

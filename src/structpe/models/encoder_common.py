@@ -31,7 +31,16 @@ from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
 from structpe.models.outputs import SiPEOutput
-from structpe.modules.prior import IGNORE_INDEX, HexatagPrior, TagHeads, mlm_tag_targets, tag_losses
+from structpe.modules.prior import (
+    IGNORE_INDEX,
+    N_NONTERMINALS,
+    N_TERMINALS,
+    HexatagPrior,
+    TagHeads,
+    check_tag_ids,
+    mlm_tag_targets,
+    tag_losses,
+)
 from structpe.modules.prior_projection import PriorProjection
 
 PRIOR_PART_ORDER = {  # concatenation order of SiPE table 12 (x first)
@@ -84,15 +93,22 @@ def check_tags(terminal_ids: torch.Tensor | None, nonterminal_ids: torch.Tensor 
 
 
 class InputPrior(nn.Module):
-    """Input-side SiPE injection and its fusion ablations (SiPE eq. 2, 11 and table 12)."""
+    """Input-side SiPE injection and its fusion ablations (SiPE eq. 2, 11 and table 12).
+
+    The prior at a position takes one of at most 1 + 2*5 (x n_deprels) values, so every fusion
+    builds that small table once per forward and gathers it: for ``concat``,
+    W [x; t; n] = W_x x + (W_t E_T)[tau] + (W_n E_N)[nu] -- the tag blocks of W are applied to the
+    tables, never to [B, L, d] tensors, and the whole fusion costs one d x d product.
+    """
 
     def __init__(self, config: SiPEConfig):
         super().__init__()
         self.fusion = config.fusion
         self.parts = PRIOR_PART_ORDER[config.prior_parts]
+        self.index_order = [name for name in ("dr", "t", "nt") if name in self.parts]  # pair-id layout
+        self.d_model = config.d_model
         self.tags = HexatagPrior(config.d_model, config.n_deprels, init_std=config.initializer_range)
         self.alpha_init = config.alpha_init
-        self.proj_init_std = config.prior_proj_init_std
         if self.fusion == "alpha":
             self.alpha = nn.Parameter(torch.tensor(float(config.alpha_init)))
         if self.fusion == "concat":  # W = [I | ~0]: starts as the unmodified encoder
@@ -105,32 +121,51 @@ class InputPrior(nn.Module):
         if self.fusion == "alpha":
             init.constant_(self.alpha, self.alpha_init)
 
-    def _part_vectors(self, terminal_ids, nonterminal_ids, deprel_ids, keep) -> list[torch.Tensor]:
-        tags = self.tags
-        mask = tags.tag_mask(terminal_ids, nonterminal_ids, keep).unsqueeze(-1)
-        if "dr" in self.parts and deprel_ids is None:
-            raise ValueError(f"prior_parts={'_'.join(self.parts)!r} uses DEPREL labels: pass deprel_ids")
-        vectors = {
-            "t": lambda: tags.terminal(terminal_ids.clamp_min(0)),
-            "nt": lambda: tags.nonterminal(nonterminal_ids.clamp_min(0)),
-            "dr": lambda: tags.deprel(deprel_ids.clamp_min(0)),
-        }
-        return [vectors[name]() * mask for name in self.parts]
+    def _tables(self) -> dict[str, torch.Tensor]:
+        """Each part's embedding table, through its block of W for ``concat``."""
+        tables = {"t": self.tags.terminal.weight, "nt": self.tags.nonterminal.weight}
+        if self.tags.deprel is not None:
+            tables["dr"] = self.tags.deprel.weight
+        if self.fusion == "concat":
+            d = self.d_model
+            blocks = self.proj.weight.split(d, dim=1)[1:]  # W_part, in the concat order of table 12
+            tables = {name: tables[name] @ w.T for name, w in zip(self.parts, blocks, strict=True)}
+        return tables
+
+    def _pair_ids(self, terminal_ids, nonterminal_ids, deprel_ids, keep) -> torch.Tensor:
+        """0 where the prior is zero, else 1 + the flat index of (dr, t, nt) over the used parts."""
+        mask = self.tags.tag_mask(terminal_ids, nonterminal_ids, keep)
+        if "dr" in self.parts:
+            if deprel_ids is None:
+                raise ValueError(f"prior_parts={'_'.join(self.parts)!r} uses DEPREL labels: pass deprel_ids")
+            check_tag_ids("deprel_ids", deprel_ids, self.tags.n_deprels)
+        ids = {"dr": deprel_ids, "t": terminal_ids, "nt": nonterminal_ids}
+        sizes = {"dr": self.tags.n_deprels, "t": N_TERMINALS, "nt": N_NONTERMINALS}
+        flat = torch.zeros_like(terminal_ids)
+        for name in self.index_order:
+            flat = flat * sizes[name] + ids[name].clamp_min(0)
+        return torch.where(mask, flat + 1, torch.zeros_like(flat))
+
+    def _summed_table(self) -> torch.Tensor:
+        """[1 + prod(sizes), d]: row 0 is zero, then every sum of one row per part (pair-id order)."""
+        tables = self._tables()
+        out = tables[self.index_order[0]]
+        for name in self.index_order[1:]:
+            out = (out[:, None, :] + tables[name][None, :, :]).reshape(-1, out.shape[-1])
+        return torch.cat([out.new_zeros(1, out.shape[-1]), out], dim=0)
 
     def prior(self, terminal_ids, nonterminal_ids, deprel_ids=None, keep=None) -> torch.Tensor:
-        """The summed prior [B, L, d] (zero where a position has no tag or is not kept)."""
-        if "t" in self.parts:  # t + nt (+ dr): one gather from the prior's pair table
-            return self.tags(terminal_ids, nonterminal_ids, deprel_ids, keep)
-        return sum(self._part_vectors(terminal_ids, nonterminal_ids, deprel_ids, keep))
+        """The summed (for concat: projected) prior [B, L, d], zero where no tag or not kept."""
+        return self._summed_table()[self._pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep)]
 
     def forward(
         self, x: torch.Tensor, terminal_ids, nonterminal_ids, deprel_ids=None, keep=None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(x', skip_prior): x' enters the embedding LayerNorm; skip_prior goes on layer 1's skip branch."""
-        if self.fusion == "concat":
-            parts = self._part_vectors(terminal_ids, nonterminal_ids, deprel_ids, keep)
-            return self.proj(torch.cat([x, *parts], dim=-1)), None
         prior = self.prior(terminal_ids, nonterminal_ids, deprel_ids, keep)
+        if self.fusion == "concat":  # W [x; parts] = W_x x + b + sum_k W_k part_k
+            w_x = self.proj.weight[:, : self.d_model]
+            return nn.functional.linear(x, w_x, self.proj.bias) + prior, None
         if self.fusion == "residual":
             return x, prior
         if self.fusion == "alpha":

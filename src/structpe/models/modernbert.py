@@ -12,8 +12,9 @@ SiPE sites: ``input`` (the prior joins the token embedding inside the embedding 
     q~_{m,t} = R(m w_t + dtheta_{m,t}) q_{m,t},   k~_{j,t} = R(j w_t + dtheta_{j,t}) k_{j,t}
 
 so the angle between m and j becomes (m - j) w_t + dtheta_{m,t} - dtheta_{j,t}. W_delta starts
-near zero, and W_delta = 0 is exactly plain RoPE. The rotation itself is
-``structpe.modules.rotary`` (Hugging Face split-halves pairs), shared with LIS.
+near zero, and W_delta = 0 is exactly plain RoPE. Angles come from ``structpe.modules.rotary``
+(shared with LIS; Hugging Face split-halves pairs); ``rotate`` applies them with cos/sin computed
+once per forward, and the tag shift is added by angle addition on the <= 11 distinct dtheta values.
 """
 
 from __future__ import annotations
@@ -37,19 +38,30 @@ from structpe.models.encoder_common import (
 )
 from structpe.modules.prior import HexatagPrior
 from structpe.modules.prior_projection import gather_per_key
-from structpe.modules.rotary import rope_angles, rotate_half
-
-
-def rotary_cos_sin(angles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos / sin of angles [..., d/2] laid out for split-halves pairs: [..., d] each (float32)."""
-    cos, sin = angles.cos(), angles.sin()
-    return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+from structpe.modules.rotary import rope_angles
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``rotary.apply_rotary`` with cos/sin computed once and reused by q, k and every layer."""
-    xf = x.float()
-    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+    """``rotary.apply_rotary`` with precomputed half-size cos/sin [..., L, d/2] (float32).
+
+    Pair t = (x_t, x_{t+d/2}) -> (x_t cos - x_{t+d/2} sin, x_{t+d/2} cos + x_t sin): the same numbers
+    as ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)``, without the concatenated copies.
+    """
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+
+
+def shifted_cos_sin(
+    cos: torch.Tensor, sin: torch.Tensor, shift_table: torch.Tensor, pair_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos / sin of theta_{p,t} + dtheta_{p,t} by angle addition.
+
+    dtheta depends on p only through its tag pair, so cos/sin of the [H, P, d/2] shift table are
+    computed once and gathered: no transcendental over [B, H, L, d/2].
+    """
+    cos_d = gather_per_key(shift_table.cos(), pair_ids)  # [B, H, L, d/2]
+    sin_d = gather_per_key(shift_table.sin(), pair_ids)
+    return cos * cos_d - sin * sin_d, sin * cos_d + cos * sin_d
 
 
 class ModernBertEmbeddings(nn.Module):
@@ -167,7 +179,7 @@ class ModernBertSiPEModel(nn.Module):
             True: rope_angles(positions, cfg.d_head, cfg.global_rope_theta),
             False: rope_angles(positions, cfg.d_head, cfg.local_rope_theta),
         }
-        plain = {kind: rotary_cos_sin(angles) for kind, angles in base.items()}
+        cos_sin = {kind: (angles.cos(), angles.sin()) for kind, angles in base.items()}
         pair_ids = table = None
         if tagged and self.prior is not None:
             pair_ids = self.prior.pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep)
@@ -177,10 +189,10 @@ class ModernBertSiPEModel(nn.Module):
         attentions = [] if output_attentions else None
         for i, layer in enumerate(self.layers):
             if table is not None and self.prior_proj.has_layer(i):
-                dtheta = gather_per_key(self.prior_proj(table, i), pair_ids)  # [B, H, L, d_head/2]
-                cos, sin = rotary_cos_sin(base[layer.is_global] + dtheta.float())
+                shifts = self.prior_proj(table, i).float()  # dtheta per head and tag pair [H, P, d_head/2]
+                cos, sin = shifted_cos_sin(*cos_sin[layer.is_global], shifts, pair_ids)
             else:
-                cos, sin = plain[layer.is_global]
+                cos, sin = cos_sin[layer.is_global]
             mask = global_mask if layer.is_global else local_mask
             x, probs = layer(x, mask, cos, sin, output_attentions)
             if hidden_states is not None:
@@ -340,5 +352,5 @@ __all__ = [
     "ModernBertSiPEForSequenceClassification",
     "ModernBertSiPEModel",
     "from_hf",
-    "rotary_cos_sin",
+    "rotate",
 ]
