@@ -1,0 +1,410 @@
+"""Honest likelihoods for syntax-conditioned decoders: joint p(x, T) and k-best marginal p(x) (issue 9).
+
+A SiPE decoder reads the hexatags of its input; a word's tags are computed from the whole
+sentence, so conditioning on them, p(x | T(x)) (the paper's convention, ``conditional`` in
+:class:`~structpe.eval.scoring.CausalScorer`), lets information about later words leak into each
+prediction. The two modes here make the tags pay for themselves (DESIGN §2, §4):
+
+``joint``  p(x, T), factorised left to right in the model's own generative order. The causal tag
+    head at position p predicts the tags of the next tagged position (``causal_tag_targets``:
+    BOS predicts the first word's pair), so with tags tau_i, nu_i on the first subword pos_i of
+    word i and pos_0 = 0 (BOS)::
+
+        log p(x, T) = sum_t log p(x_t | x_<t, T_{words starting before t})
+                      + sum_i [log p_T(tau_i | h_{pos_(i-1)}) + log p_N(nu_i | h_{pos_(i-1)})]
+
+    Token terms are exactly the conditional ones (a token only sees tags at earlier positions);
+    the tag terms come from the same forward pass. Word i's tag cost is added to the log-prob of
+    its *first token*, so per-token scores still sum to the total and SyntaxGym regions stay
+    meaningful (a region pays for the tags of the words that start in it).
+
+``marginal``  a lower bound on p(x) = sum_T p(x, T): log-sum-exp of p(x, T) over the k tag
+    sequences kept by a left-to-right beam over well-formed hexatag prefixes. The beam ranks a
+    prefix by its exact joint prefix score log p(x_<=pos_i, T_<=i); every beam step runs the model
+    on each kept prefix (the beams of all sentences of a batch in one forward) to get the
+    next-tag distribution and the log-probs of the tokens that the new tags condition. Prefixes
+    that cannot finish as a well-formed sequence (DESIGN §1 stack depth, same rules and depth cap
+    as ``hexatags.constrained_decode``) are never proposed.
+
+    Beams are *nested*: the width-w beam is the width-(w-1) beam plus the best remaining child of
+    the width-w beam's parents. So one run at width k gives the bound for every w <= k, the width-w
+    result does not depend on k, and the bound never decreases as w grows (a plain top-k beam can
+    lose mass when widened). Width 1 is greedy decoding under the joint.
+
+    Per-token marginal scores are differences of prefix bounds, log p^(x_<=t) - log p^(x_<t) with
+    log p^(x_<=t) the log-sum-exp of the beam's prefix joints at t (word-synchronous beam surprisal,
+    as for RNNGs and Transformer Grammars); they telescope to the sentence bound. Beam pruning and
+    tag mass at word i land on word i's first token, as in ``joint``.
+
+Models that read no tags (injection ``none``, Hugging Face LMs) give their plain p(x) in every
+mode: the tags do not enter their likelihood, so there is nothing to pay for or marginalise.
+
+Word positions are those of the parse given to the scorer (a word's first subword), exactly as in
+``conditional``; only ``marginal`` ignores the parse's tag values. The positions themselves are a
+function of the text; when the parser splits a whitespace word (clitics, punctuation), whether a
+token starts a word can depend on later characters, a leak of at most one bit per such token that
+no mode here removes (docs/likelihoods.md).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from structpe.eval.scoring import (
+    IGNORE,
+    CausalScorer,
+    TokenScores,
+    _Encoded,
+    forward_logits,
+    model_device,
+)
+from structpe.syntax.hexatags import (
+    DEFAULT_MAX_DEPTH,
+    EOS,
+    NL_L,
+    NL_R,
+    NR_L,
+    NR_R,
+    TL,
+    TR,
+)
+
+__all__ = [
+    "MARGINAL_LADDER",
+    "Row",
+    "allowed_pairs",
+    "joint_scores",
+    "marginal_scores",
+    "plain_scores",
+    "run_rows",
+]
+
+# widths whose bounds a marginal run also records (meta["bound_by_k"]): the paper's Figure 1 axis
+MARGINAL_LADDER = (1, 10, 100)
+
+
+# ----------------------------------------------------------------------------------------------
+# batched forward over arbitrary (ids, tags) rows
+
+
+@dataclass
+class Row:
+    """One model input: token ids (BOS first) and per-position tag ids (-100 = none)."""
+
+    ids: list[int]
+    terminals: list[int]
+    nonterminals: list[int]
+
+
+@dataclass
+class RowOutput:
+    """log p(ids[t] | ids[<t]) for t >= 1 (index t-1), and the tag heads' log-softmax per position."""
+
+    token_lp: list[float]
+    terminal_lp: torch.Tensor  # [L, 2]
+    nonterminal_lp: torch.Tensor  # [L, 5]
+
+
+@torch.no_grad()
+def run_rows(scorer: CausalScorer, rows: Sequence[Row], tagged: bool = True) -> list[RowOutput]:
+    """Run the scorer's model on rows, ``scorer.batch_size`` rows per forward, longest first.
+
+    Right padding with the attention mask, as in the conditional scorer: a causal model's outputs
+    at real positions do not depend on what follows them.
+    """
+    device = model_device(scorer.model)
+    out: list[RowOutput | None] = [None] * len(rows)
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i].ids))
+    size = max(1, scorer.batch_size)
+    for start in range(0, len(order), size):
+        idx = order[start : start + size]
+        L = max(len(rows[i].ids) for i in idx)
+        B = len(idx)
+        input_ids = torch.full((B, L), scorer.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, L), dtype=torch.long)
+        term = torch.full((B, L), IGNORE, dtype=torch.long)
+        nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
+        for b, i in enumerate(idx):
+            r = rows[i]
+            n = len(r.ids)
+            input_ids[b, :n] = torch.tensor(r.ids)
+            mask[b, :n] = 1
+            term[b, :n] = torch.tensor(r.terminals)
+            nonterm[b, :n] = torch.tensor(r.nonterminals)
+        res = forward_logits(
+            scorer.model,
+            input_ids.to(device),
+            mask.to(device),
+            term.to(device) if tagged else None,
+            nonterm.to(device) if tagged else None,
+        )
+        logp = torch.log_softmax(res.logits[:, :-1].float(), dim=-1)
+        tok_lp = logp.gather(-1, input_ids[:, 1:].to(logp.device).unsqueeze(-1)).squeeze(-1).cpu()
+        t_lp = n_lp = None
+        if tagged:
+            t_lp = torch.log_softmax(res.terminal_logits.float(), dim=-1).cpu()
+            n_lp = torch.log_softmax(res.nonterminal_logits.float(), dim=-1).cpu()
+        for b, i in enumerate(idx):
+            n = len(rows[i].ids)
+            out[i] = RowOutput(
+                token_lp=tok_lp[b, : n - 1].tolist(),
+                terminal_lp=t_lp[b, :n] if t_lp is not None else torch.empty(0),
+                nonterminal_lp=n_lp[b, :n] if n_lp is not None else torch.empty(0),
+            )
+    return out  # type: ignore[return-value]
+
+
+def _full_row(scorer: CausalScorer, e: _Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
+    """BOS + text (+ EOS) with the given per-token tags (BOS and EOS untagged)."""
+    eos = [scorer.eos_id] if scorer.append_eos else []
+    pad = [IGNORE] if scorer.append_eos else []
+    return Row([scorer.bos_id, *e.ids, *eos], [IGNORE, *terminals, *pad], [IGNORE, *nonterminals, *pad])
+
+
+def _token_scores(
+    scorer: CausalScorer, e: _Encoded, lps: list[float], likelihood: str, meta: dict | None = None
+) -> TokenScores:
+    """Split a BOS-relative log-prob list into the text's tokens and the optional EOS."""
+    n_tok = len(e.ids)
+    return TokenScores(
+        text=e.text,
+        token_ids=e.ids,
+        offsets=e.offsets,
+        logprobs=list(lps[:n_tok]),
+        eos_logprob=float(lps[n_tok]) if scorer.append_eos else None,
+        likelihood=likelihood,
+        tagged=scorer.tagged,
+        unaligned_words=e.unaligned,
+        meta=meta or {},
+    )
+
+
+def tagged_positions(e: _Encoded) -> list[int]:
+    """Positions (BOS = 0) of the tokens that carry a word's tags, left to right."""
+    return [j + 1 for j, t in enumerate(e.terminals) if t != IGNORE]
+
+
+# ----------------------------------------------------------------------------------------------
+# plain and joint
+
+
+def plain_scores(scorer: CausalScorer, batch: list[_Encoded]) -> list[TokenScores]:
+    """p(x) of a model that reads no tags (every mode reduces to it)."""
+    rows = [_full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)) for e in batch]
+    outs = run_rows(scorer, rows, tagged=False)
+    return [_token_scores(scorer, e, o.token_lp, "plain") for e, o in zip(batch, outs, strict=True)]
+
+
+def joint_scores(scorer: CausalScorer, batch: list[_Encoded]) -> list[TokenScores]:
+    """log p(x, T): conditional token log-probs plus each word's tag log-prob on its first token.
+
+    ``meta``: ``tag_logprob`` (sum of the tag terms), ``token_logprob`` (sum of the token terms)
+    and ``tag_logprobs`` (one per tagged word, left to right).
+    """
+    if not scorer.tagged:
+        return plain_scores(scorer, batch)
+    rows = [_full_row(scorer, e, e.terminals, e.nonterminals) for e in batch]
+    outs = run_rows(scorer, rows)
+    res = []
+    for e, o in zip(batch, outs, strict=True):
+        lps = list(o.token_lp)
+        token_total = float(sum(lps))
+        tag_lps = []
+        src = 0  # BOS predicts the first word's tags (causal_tag_targets)
+        for pos in tagged_positions(e):
+            t, n = e.terminals[pos - 1], e.nonterminals[pos - 1]
+            lp = float(o.terminal_lp[src, t]) + float(o.nonterminal_lp[src, n])
+            tag_lps.append(lp)
+            lps[pos - 1] += lp  # the word's tag cost on its first token
+            src = pos
+        meta = {"tag_logprob": float(sum(tag_lps)), "token_logprob": token_total, "tag_logprobs": tag_lps}
+        res.append(_token_scores(scorer, e, lps, "joint", meta))
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# well-formed prefixes (DESIGN §1 stack depth)
+
+
+def allowed_pairs(
+    depth: int, word: int, n_words: int, max_depth: int = DEFAULT_MAX_DEPTH
+) -> list[tuple[int, int, int]]:
+    """(terminal, non-terminal, depth after) for word ``word`` (1-based) of ``n_words``.
+
+    Depth rules of DESIGN §1: tl +1 (at most ``max_depth``), tr needs depth >= 1; then nl keeps
+    the depth, nr needs >= 2 and subtracts 1; eos only on the last word, whose final depth must be
+    1. A prefix is kept only if it can still finish: each remaining non-last word lowers the depth
+    by at most one (tr + nr) and the last word must start at depth 1, so after word i < n the depth
+    must be <= n - i. Every path these moves allow decodes to a tree, and every tree's tags are a
+    path (checked exhaustively in tests).
+    """
+    out = []
+    for t, after_t in ((TL, depth + 1), (TR, depth)):
+        if t == TR and depth < 1:
+            continue
+        if after_t > max_depth:
+            continue
+        if word == n_words:
+            if after_t == 1:
+                out.append((t, EOS, 1))
+            continue
+        for nt in (NL_L, NL_R, NR_L, NR_R):
+            d = after_t - 1 if nt in (NR_L, NR_R) else after_t
+            if nt in (NR_L, NR_R) and after_t < 2:
+                continue
+            if d <= n_words - word:
+                out.append((t, nt, d))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# marginal: nested beam over well-formed tag prefixes
+
+
+@dataclass
+class _Hyp:
+    terminals: list[int]
+    nonterminals: list[int]
+    depth: int
+    score: float  # log p(x_<=pos_i, T_<=i) once selected; grows with tokens after the forward
+    tier: int  # smallest beam width that holds this hypothesis
+    next_t: torch.Tensor | None = None  # tag head log-softmax at pos_i (predicts word i+1)
+    next_n: torch.Tensor | None = None
+    cum: list[float] = field(default_factory=list)  # score at each token of the current segment
+
+
+@dataclass
+class _Sentence:
+    enc: _Encoded
+    positions: list[int]  # tagged positions, BOS = 0
+    end: int  # last position of the full row (EOS included when appended)
+    hyps: list[_Hyp]
+    bound: list[float]  # prefix bound at each position 1..end (index t-1)
+
+
+def _lse(values: Sequence[float]) -> float:
+    m = max(values)
+    if m == -math.inf:
+        return m
+    return m + math.log(sum(math.exp(v - m) for v in values))
+
+
+def _select(parents: list[_Hyp], word: int, n_words: int, k: int, max_depth: int) -> list[_Hyp]:
+    """Nested top-k: width w adds the best not-yet-chosen child of parents with tier <= w."""
+    by_tier: dict[int, list[tuple[float, int, int, int, int]]] = {}
+    for pi, h in enumerate(parents):
+        assert h.next_t is not None and h.next_n is not None
+        for t, nt, _ in allowed_pairs(h.depth, word, n_words, max_depth):
+            s = h.score + float(h.next_t[t]) + float(h.next_n[nt])
+            by_tier.setdefault(h.tier, []).append((-s, h.tier, pi, t, nt))
+    heap: list[tuple[float, int, int, int, int]] = []
+    chosen = []
+    for w in range(1, k + 1):
+        for c in by_tier.get(w, ()):
+            heapq.heappush(heap, c)
+        if not heap:
+            continue
+        neg, _, pi, t, nt = heapq.heappop(heap)
+        p = parents[pi]
+        d = [d for tt, nn, d in allowed_pairs(p.depth, word, n_words, max_depth) if (tt, nn) == (t, nt)][0]
+        chosen.append(_Hyp([*p.terminals, t], [*p.nonterminals, nt], d, -neg, w))
+    return chosen
+
+
+def _segment_rows(scorer: CausalScorer, s: _Sentence, step: int) -> list[Row]:
+    """Rows for step ``step`` (words 1..step tagged): the prefix up to the next tagged position."""
+    e = s.enc
+    full = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids))
+    stop = s.positions[step] if step < len(s.positions) else s.end  # last position to predict
+    rows = []
+    for h in s.hyps:
+        t = [IGNORE] * (stop + 1)
+        n = [IGNORE] * (stop + 1)
+        for pos, tt, nn in zip(s.positions, h.terminals, h.nonterminals, strict=False):
+            t[pos], n[pos] = tt, nn
+        rows.append(Row(full.ids[: stop + 1], t[: stop + 1], n[: stop + 1]))
+    return rows
+
+
+def marginal_scores(
+    scorer: CausalScorer, batch: list[_Encoded], k: int | None = None, max_depth: int = DEFAULT_MAX_DEPTH
+) -> list[TokenScores]:
+    """k-best lower bound on log p(x) (module docstring); ``k`` defaults to ``scorer.k``.
+
+    ``meta``: ``k``; ``n_sequences`` (tag sequences in the final beam); ``bound_by_k`` (the bound
+    at each width of ``MARGINAL_LADDER`` up to k, and at k); ``best_terminals`` /
+    ``best_nonterminals`` / ``best_joint`` (the highest-scoring sequence found, per tagged word);
+    ``n_words`` (tagged words searched over).
+    """
+    k = int(k if k is not None else getattr(scorer, "k", 10))
+    if k < 1:
+        raise ValueError(f"marginal likelihood needs k >= 1, got {k}")
+    if not scorer.tagged:
+        return plain_scores(scorer, batch)
+    sents = []
+    for e in batch:
+        end = len(e.ids) + int(scorer.append_eos)
+        root = _Hyp([], [], 0, 0.0, 1)
+        sents.append(_Sentence(e, tagged_positions(e), end, [root], [0.0] * end))
+    max_words = max(len(s.positions) for s in sents)
+    for step in range(0, max_words + 1):
+        active = [s for s in sents if len(s.positions) >= step]
+        if step > 0:  # choose word `step`'s tags for every active sentence
+            for s in active:
+                n_words = len(s.positions)
+                s.hyps = _select(s.hyps, step, n_words, k, max_depth)
+                if not s.hyps:  # cannot happen: a depth-1 path always exists
+                    raise RuntimeError(f"beam emptied at word {step} of {n_words}: {s.enc.text[:60]!r}")
+                s.bound[s.positions[step - 1] - 1] = _lse([h.score for h in s.hyps])
+        rows: list[Row] = []
+        owners: list[tuple[_Sentence, _Hyp]] = []
+        for s in active:
+            seg = _segment_rows(scorer, s, step)
+            rows.extend(seg)
+            owners.extend((s, h) for h in s.hyps)
+        outs = run_rows(scorer, rows)
+        for (s, h), o in zip(owners, outs, strict=True):
+            first = s.positions[step - 1] + 1 if step > 0 else 1  # first position whose token is new here
+            stop = s.positions[step] if step < len(s.positions) else s.end
+            h.cum = []
+            score = h.score
+            for t in range(first, stop + 1):
+                score += o.token_lp[t - 1]
+                h.cum.append(score)
+            h.score = score  # now includes tokens up to `stop` (next word's first token included)
+            src = s.positions[step - 1] if step > 0 else 0
+            h.next_t, h.next_n = o.terminal_lp[src], o.nonterminal_lp[src]
+        for s in active:
+            first = s.positions[step - 1] + 1 if step > 0 else 1
+            stop = s.positions[step] if step < len(s.positions) else s.end
+            # positions before the next tagged one: no pruning in between, bound = lse of the beam
+            for j, t in enumerate(range(first, stop + 1)):
+                if step < len(s.positions) and t == stop:
+                    continue  # the next word's first token: set after its tags are chosen
+                s.bound[t - 1] = _lse([h.cum[j] for h in s.hyps])
+    res = []
+    for s in sents:
+        prev = 0.0
+        lps = []
+        for b in s.bound:
+            lps.append(b - prev)
+            prev = b
+        final = [h.score for h in s.hyps]
+        by_k = {w: _lse([h.score for h in s.hyps if h.tier <= w]) for w in (*MARGINAL_LADDER, k) if w <= k}
+        best = max(s.hyps, key=lambda h: h.score)
+        meta = {
+            "k": k,
+            "n_sequences": len(final),
+            "bound_by_k": {str(w): v for w, v in sorted(by_k.items())},
+            "best_terminals": best.terminals,
+            "best_nonterminals": best.nonterminals,
+            "best_joint": best.score,
+            "n_words": len(s.positions),
+        }
+        res.append(_token_scores(scorer, s.enc, lps, "marginal", meta))
+    return res

@@ -1,0 +1,346 @@
+"""Honest likelihoods (issue 9): joint p(x, T), k-best marginal p(x), and their invariants.
+
+Tiny randomly initialised Transformer-XL models and a BPE tokenizer trained here with
+``tokenizers``; random well-formed parses. The tag tables and tag heads are scaled up so that tags
+move a random model's predictions (``input`` injection: at init the ``position`` pathway moves
+them by ~1e-4 nats only; the code paths do not depend on the injection site).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from structpe.eval import likelihood as lk
+from structpe.eval.scoring import CausalScorer
+from structpe.models import SiPEConfig, build_model
+from structpe.modules.prior import causal_tag_targets
+from structpe.syntax import TaggedSentence
+from structpe.syntax.hexatags import decode, is_well_formed
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a dog sleeps in the warm afternoon sun",
+    "colourless green ideas sleep furiously tonight",
+    "the keys to the cabinet are on the table",
+    "she watches funny videos with her brother",
+    "i saw dogs with hats near the river bank",
+]
+TEXTS = [
+    "the lazy dog sleeps",
+    "she saw funny hats near the warm river",
+    "colourless ideas jump",
+    "a fox",
+    "the keys to the brown cabinet are on the table tonight",
+]
+
+
+@pytest.fixture(scope="module")
+def tok() -> PreTrainedTokenizerFast:
+    t = Tokenizer(models.BPE(unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.BpeTrainer(vocab_size=90, special_tokens=["<pad>", "<s>", "</s>", "<unk>"])
+    t.train_from_iterator(CORPUS * 3, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=t, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+
+
+def random_parse(text: str, rng: random.Random) -> TaggedSentence:
+    """A random well-formed tag sequence (hence a random projective tree) over the text's words."""
+    words = text.split()
+    terms, nts, depth = [], [], 0
+    for i in range(1, len(words) + 1):
+        t, nt, depth = rng.choice(lk.allowed_pairs(depth, i, len(words)))
+        terms.append(t)
+        nts.append(nt)
+    return TaggedSentence(words, decode(terms, nts), terms, nts)
+
+
+@pytest.fixture(scope="module")
+def parses() -> list[TaggedSentence]:
+    rng = random.Random(0)
+    return [random_parse(t, rng) for t in TEXTS]
+
+
+def tiny_txl(tok: PreTrainedTokenizerFast, injection: str, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    cfg = SiPEConfig(
+        family="txl",
+        injection=injection,
+        vocab_size=len(tok),
+        d_model=32,
+        n_layers=1,
+        n_heads=2,
+        d_ff=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+        prior_proj_init_std=0.5,
+    )
+    model = build_model(cfg).eval()
+    with torch.no_grad():  # make the tags (input and head) matter in a random model
+        if model.prior is not None:
+            model.prior.terminal.weight.mul_(50)
+            model.prior.nonterminal.weight.mul_(50)
+        for lin in (model.tag_heads.terminal, model.tag_heads.nonterminal):
+            lin.weight.mul_(30)
+    return model
+
+
+class OracleTags(torch.nn.Module):
+    """A model whose tag head is a one-hot oracle: it reads the next word's tags from its input."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+
+    def forward(self, input_ids, attention_mask=None, terminal_ids=None, nonterminal_ids=None, labels=None):
+        out = self.inner(
+            input_ids,
+            attention_mask=attention_mask,
+            terminal_ids=terminal_ids,
+            nonterminal_ids=nonterminal_ids,
+        )
+        t_tgt, n_tgt = causal_tag_targets(terminal_ids, nonterminal_ids)
+
+        def onehot(target: torch.Tensor, width: int) -> torch.Tensor:
+            logits = torch.full((*target.shape, width), -1e4)
+            hit = target >= 0
+            logits[hit] = logits[hit].scatter(-1, target[hit].unsqueeze(-1), 0.0)
+            return logits
+
+        return SimpleNamespace(
+            logits=out.logits, terminal_logits=onehot(t_tgt, 2), nonterminal_logits=onehot(n_tgt, 5)
+        )
+
+
+def score(model, tok, parses, mode, k=10, batch_size=8, append_eos=False):
+    sc = CausalScorer(model, tok, likelihood=mode, k=k, batch_size=batch_size, append_eos=append_eos)
+    return sc.score([" ".join(p.words) for p in parses], parses)
+
+
+def test_every_word_is_aligned_and_tags_matter(tok, parses):
+    model = tiny_txl(tok, "input")
+    for s in score(model, tok, parses, "conditional"):
+        assert s.unaligned_words == 0 and s.tagged
+    other = random_parse(TEXTS[1], random.Random(7))
+    assert other.terminals != parses[1].terminals or other.nonterminals != parses[1].nonterminals
+    a, b = score(model, tok, [parses[1], other], "conditional")
+    assert abs(a.total - b.total) > 0.1
+    # the tokenizer splits some words into several subwords (continuation positions are exercised)
+    assert any(len(tok(t, add_special_tokens=False)["input_ids"]) > len(t.split()) for t in TEXTS)
+
+
+def test_joint_equals_conditional_with_a_one_hot_oracle_tag_head(tok, parses):
+    model = OracleTags(tiny_txl(tok, "input"))
+    cond = score(model, tok, parses, "conditional")
+    joint = score(model, tok, parses, "joint")
+    for c, j in zip(cond, joint, strict=True):
+        assert j.likelihood == "joint" and c.likelihood == "conditional"
+        assert j.meta["tag_logprob"] == 0.0
+        assert j.logprobs == pytest.approx(c.logprobs, abs=1e-6)
+
+
+def test_joint_pays_exactly_the_models_tag_loss(tok, parses):
+    model = tiny_txl(tok, "input")
+    cond = score(model, tok, parses, "conditional")
+    joint = score(model, tok, parses, "joint")
+    for p, c, j in zip(parses, cond, joint, strict=True):
+        assert j.total == pytest.approx(c.total + j.meta["tag_logprob"], abs=1e-4)
+        assert j.meta["tag_logprob"] < -0.1  # a random tag head pays for the tags
+        # the model's own auxiliary losses, averaged over the n words it predicts, summed back
+        ids = torch.tensor([[tok.bos_token_id, *j.token_ids]])
+        t = torch.full_like(ids, -100)
+        n = torch.full_like(ids, -100)
+        pos = [q for q, (a, b) in enumerate(j.offsets, start=1) if a == 0 or j.text[a - 1] == " "]
+        t[0, pos] = torch.tensor(p.terminals)
+        n[0, pos] = torch.tensor(p.nonterminals)
+        out = model(ids, terminal_ids=t, nonterminal_ids=n)
+        expected = -(out.terminal_loss + out.nonterminal_loss).item() * len(p.words)
+        assert j.meta["tag_logprob"] == pytest.approx(expected, abs=1e-4)
+        # each word's tag cost sits on its first token
+        diffs = [a - b for a, b in zip(j.logprobs, c.logprobs, strict=True)]
+        assert [d for d in diffs if abs(d) > 1e-9] == pytest.approx(j.meta["tag_logprobs"], abs=1e-5)
+
+
+def test_baseline_conditional_is_its_plain_likelihood(tok, parses):
+    model = tiny_txl(tok, "none")
+    texts = [" ".join(p.words) for p in parses]
+    for mode in ("conditional", "joint", "marginal"):
+        res = score(model, tok, parses, mode, k=3)
+        for text, r in zip(texts, res, strict=True):
+            assert r.likelihood == "plain" and not r.tagged
+            ids = torch.tensor([[tok.bos_token_id, *tok(text, add_special_tokens=False)["input_ids"]]])
+            with torch.no_grad():
+                lp = torch.log_softmax(model(ids).logits[0, :-1], -1).gather(-1, ids[0, 1:, None])[:, 0]
+            assert r.logprobs == pytest.approx(lp.tolist(), abs=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["conditional", "joint", "marginal"])
+@pytest.mark.parametrize(
+    ("injection", "append_eos"), [("input", False), ("input", True), ("position", False)]
+)
+def test_batched_equals_unbatched(tok, parses, mode, injection, append_eos):
+    model = tiny_txl(tok, injection, seed=1)
+    one = score(model, tok, parses, mode, k=4, batch_size=1, append_eos=append_eos)
+    many = score(model, tok, parses, mode, k=4, batch_size=16, append_eos=append_eos)
+    for a, b in zip(one, many, strict=True):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+        assert (a.eos_logprob is None) == (not append_eos)
+        if append_eos:
+            assert a.eos_logprob == pytest.approx(b.eos_logprob, abs=1e-4)
+        if mode == "marginal":
+            assert a.meta["best_terminals"] == b.meta["best_terminals"]
+
+
+def test_marginal_k1_is_the_joint_of_its_best_sequence(tok, parses):
+    model = tiny_txl(tok, "input", seed=2)
+    marg = score(model, tok, parses, "marginal", k=1)
+    best = [
+        TaggedSentence(
+            p.words,
+            decode(m.meta["best_terminals"], m.meta["best_nonterminals"]),
+            m.meta["best_terminals"],
+            m.meta["best_nonterminals"],
+        )
+        for p, m in zip(parses, marg, strict=True)
+    ]
+    joint = score(model, tok, best, "joint")
+    for m, j in zip(marg, joint, strict=True):
+        assert m.meta["n_sequences"] == 1
+        assert m.total == pytest.approx(j.total, abs=1e-4)
+        assert m.total == pytest.approx(m.meta["best_joint"], abs=1e-4)
+        # with one hypothesis the per-token bound differences are the joint's own per-token scores
+        assert m.logprobs == pytest.approx(j.logprobs, abs=1e-4)
+
+
+def test_marginal_never_decreases_with_k_and_is_nested(tok, parses):
+    model = tiny_txl(tok, "input", seed=3)
+    joint_gold = score(model, tok, parses, "joint")
+    widths = (1, 2, 3, 5, 10, 30)
+    runs = {k: score(model, tok, parses, "marginal", k=k) for k in widths}
+    for i in range(len(parses)):
+        totals = [runs[k][i].total for k in widths]
+        assert all(b >= a - 1e-6 for a, b in zip(totals, totals[1:], strict=False)), totals
+        big = runs[30][i]
+        # per-token scores telescope to the sentence bound
+        assert sum(big.logprobs) == pytest.approx(big.meta["bound_by_k"]["30"], abs=1e-5)
+        # the width-w bound of a wider run is the width-w run's own bound
+        for w in (1, 10):
+            assert big.meta["bound_by_k"][str(w)] == pytest.approx(runs[w][i].total, abs=1e-4)
+        # a lower bound on log p(x) that is at least the joint of the best sequence it found
+        assert big.total <= 1e-6
+        assert big.total >= big.meta["best_joint"] - 1e-6
+    # short sentences are searched exhaustively at width 30: the bound is >= the gold parse's joint
+    for i, p in enumerate(parses):
+        if len(p.words) <= 3:
+            assert runs[30][i].total >= joint_gold[i].total - 1e-5
+
+
+def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
+    """Brute force: sum of p(x, T) over every well-formed T equals the marginal at a large k."""
+    model = tiny_txl(tok, "input", seed=4)
+    text = "the lazy dog sleeps"
+    words = text.split()
+    seqs = []
+
+    def walk(prefix, depth):
+        i = len(prefix) + 1
+        if i > len(words):
+            seqs.append(prefix)
+            return
+        for t, nt, d in lk.allowed_pairs(depth, i, len(words)):
+            walk([*prefix, (t, nt)], d)
+
+    walk([], 0)
+    parses = [
+        TaggedSentence(
+            words, decode([a for a, _ in s], [b for _, b in s]), [a for a, _ in s], [b for _, b in s]
+        )
+        for s in seqs
+    ]
+    joints = score(model, tok, parses, "joint")
+    exact = lk._lse([j.total for j in joints])
+    marg = score(model, tok, [parses[0]], "marginal", k=len(seqs))[0]
+    assert marg.meta["n_sequences"] == len(seqs)
+    assert marg.total == pytest.approx(exact, abs=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_allowed_moves_generate_exactly_the_well_formed_sequences(n):
+    found = set()
+
+    def walk(prefix, depth):
+        i = len(prefix) + 1
+        if i > n:
+            found.add(tuple(prefix))
+            return
+        for t, nt, d in lk.allowed_pairs(depth, i, n):
+            walk([*prefix, (t, nt)], d)
+
+    walk([], 0)
+    pairs = [(t, nt) for t in range(2) for nt in range(5)]
+    brute = {
+        seq
+        for seq in itertools.product(pairs, repeat=n)
+        if is_well_formed([a for a, _ in seq], [b for _, b in seq])
+    }
+    assert found == brute and len(found) > 0
+
+
+def test_beam_only_proposes_well_formed_sequences(tok, parses, monkeypatch):
+    proposed = []
+    real = lk._select
+
+    def spy(parents, word, n_words, k, max_depth):
+        chosen = real(parents, word, n_words, k, max_depth)
+        proposed.extend((h.terminals, h.nonterminals, n_words) for h in chosen)
+        return chosen
+
+    monkeypatch.setattr(lk, "_select", spy)
+    score(tiny_txl(tok, "input", seed=5), tok, parses, "marginal", k=20)
+    complete = [(t, n) for t, n, total in proposed if len(t) == total]
+    assert complete and all(is_well_formed(t, n) for t, n in complete)
+    for t, n, total in proposed:  # every prefix can still be finished
+        assert any(
+            is_well_formed(t + list(a for a, _ in rest), n + list(b for _, b in rest))
+            for rest in _completions(len(t), total, t, n)
+        )
+
+
+def _completions(done: int, total: int, terms: list[int], nts: list[int]):
+    depth = 0
+    for t, nt in zip(terms, nts, strict=True):
+        depth += (t == 0) - (nt in (2, 3))
+    out = []
+
+    def walk(prefix, d):
+        i = done + len(prefix) + 1
+        if i > total:
+            out.append(prefix)
+            return
+        if out:
+            return
+        for t, nt, nd in lk.allowed_pairs(d, i, total):
+            walk([*prefix, (t, nt)], nd)
+
+    walk([], depth)
+    return out
+
+
+def test_bad_k_and_reports_name_the_mode(tok):
+    model = tiny_txl(tok, "input")
+    with pytest.raises(ValueError, match="k >= 1"):
+        CausalScorer(model, tok, likelihood="marginal", k=0)
+    from structpe.eval.scoring import describe_scoring
+
+    assert "conditional" in describe_scoring(CausalScorer(model, tok, likelihood="conditional"))
+    assert "joint" in describe_scoring(CausalScorer(model, tok, likelihood="joint"))
+    assert "k = 7" in describe_scoring(CausalScorer(model, tok, likelihood="marginal", k=7))
