@@ -20,8 +20,9 @@ exactly as written (this is what SyntaxGym's region offsets need) and any tokeni
 Likelihood modes (issue 9). ``CausalScorer(likelihood=...)`` picks how tags enter the score:
 ``conditional`` = p(x | T(x)), the tags of the whole sentence are given to the model — the
 paper's convention, which every report that uses it must name. The modes are a registry
-(:data:`CausalScorer.LIKELIHOODS`), so ``joint`` p(x, T) and ``marginal`` p(x) can be added as
-methods without any caller changing: callers only ever read :class:`TokenScores`.
+(:data:`CausalScorer.LIKELIHOODS`): ``joint`` p(x, T) and ``marginal`` (a k-best lower bound on
+p(x), beam width ``k``) live in :mod:`structpe.eval.likelihood`; callers only ever read
+:class:`TokenScores`.
 """
 
 from __future__ import annotations
@@ -275,6 +276,7 @@ class CausalScorer:
         parser: Parser | None = None,
         *,
         likelihood: str = "conditional",
+        k: int = 10,
         batch_size: int = 32,
         append_eos: bool = False,
         max_length: int | None = None,
@@ -282,9 +284,11 @@ class CausalScorer:
     ) -> None:
         if likelihood not in self.LIKELIHOODS:
             raise ValueError(
-                f"likelihood {likelihood!r} is not available; implemented: {sorted(self.LIKELIHOODS)} "
-                "(joint and marginal are issue 9)"
+                f"likelihood {likelihood!r} is not available; implemented: {sorted(self.LIKELIHOODS)}"
             )
+        if likelihood == "marginal" and k < 1:
+            raise ValueError(f"marginal likelihood needs a beam width k >= 1, got {k}")
+        self.k = k  # beam width of the marginal mode
         self.model = model
         self.tokenizer = tokenizer
         self.parser = parser
@@ -394,9 +398,23 @@ class CausalScorer:
             )
         return res
 
-    # issue 9 adds "joint" and "marginal" here: each maps a batch of _Encoded to TokenScores.
+    def _joint(self, batch: list[_Encoded]) -> list[TokenScores]:
+        """p(x, T): tags predicted by the causal tag head and paid for (structpe.eval.likelihood)."""
+        from structpe.eval.likelihood import joint_scores
+
+        return joint_scores(self, batch)
+
+    def _marginal(self, batch: list[_Encoded]) -> list[TokenScores]:
+        """k-best lower bound on p(x) over well-formed tag sequences (structpe.eval.likelihood)."""
+        from structpe.eval.likelihood import marginal_scores
+
+        return marginal_scores(self, batch, self.k)
+
+    # each maps a batch of _Encoded to TokenScores (issue 9)
     LIKELIHOODS: dict[str, Callable[[CausalScorer, list[_Encoded]], list[TokenScores]]] = {
         "conditional": _conditional,
+        "joint": _joint,
+        "marginal": _marginal,
     }
 
 
@@ -532,6 +550,7 @@ def make_scorer(
     *,
     kind: str | None = None,
     likelihood: str = "conditional",
+    k: int = 10,
     pll_metric: str = "within_word_l2r",
     batch_size: int = 32,
     append_eos: bool = False,
@@ -546,6 +565,7 @@ def make_scorer(
             tokenizer,
             parser,
             likelihood=likelihood,
+            k=k,
             batch_size=batch_size,
             append_eos=append_eos,
             max_length=max_length,
@@ -571,6 +591,13 @@ def describe_scoring(scorer: CausalScorer | MaskedScorer) -> str:
     if isinstance(scorer, MaskedScorer):
         cond = " conditioned on the parse's tags" if scorer.tagged else ""
         return f"pseudo-log-likelihood ({scorer.metric}){cond}"
+    if scorer.tagged and scorer.likelihood == "joint":
+        return "joint log-likelihood p(x, T(x)): every tag predicted by the model's tag head, BOS-conditioned"
+    if scorer.tagged and scorer.likelihood == "marginal":
+        return (
+            f"marginal log-likelihood lower bound on p(x): log-sum-exp of p(x, T) over the k = {scorer.k} "
+            "best well-formed tag sequences (nested beam), BOS-conditioned"
+        )
     if scorer.tagged:
         return "conditional log-likelihood p(x | T(x)): conditioned on one fixed parse, BOS-conditioned"
     return "log-likelihood p(x), BOS-conditioned (model reads no tags)"
