@@ -127,6 +127,7 @@ def test_uniform_model_perplexity_is_vocab_size(tok):
     assert r3["token_ppl"] == pytest.approx(V) and r3["n_tokens"] == r["n_tokens"] + 2
 
 
-def test_conditional_is_the_only_mode_until_issue_9(tok, random_table):
-    with pytest.raises(ValueError, match="issue 9"):
-        CausalScorer(BigramLM(random_table), tok, likelihood="joint")
+def test_unknown_likelihood_mode_is_an_error(tok, random_table):
+    # joint and marginal are tested in tests/eval/test_likelihood.py (issue 9)
+    with pytest.raises(ValueError, match="not available"):
+        CausalScorer(BigramLM(random_table), tok, likelihood="pseudo")
