@@ -12,7 +12,7 @@ import yaml
 import structpe
 from structpe.models import SiPEConfig, build_model, load
 from structpe.models.config import FAMILY_INJECTIONS
-from structpe.models.txl import TransfoXLSiPEModel, rel_shift, sinusoid
+from structpe.models.txl import TagGate, TransfoXLSiPEModel, rel_shift, sinusoid
 from structpe.modules.prior import TagIdError
 
 VARIANTS = FAMILY_INJECTIONS["txl"]
@@ -70,6 +70,17 @@ def test_rel_shift_equals_explicit_offset_formula():
             r_ij = torch.cat([torch.sin((i - j) * f), torch.cos((i - j) * f)])
             explicit = torch.einsum("bhd,hd->bh", q[:, :, i] + v, (w_r @ r_ij).view(heads, d_head))
             torch.testing.assert_close(shifted[:, :, i, j], explicit)
+
+
+def test_tag_gate_gradient():
+    """The memory-saving (1 + c) * BD autograd function against finite differences."""
+    g = torch.Generator().manual_seed(0)
+    bd = torch.randn(2, 2, 5, 5, dtype=torch.float64, generator=g).requires_grad_()
+    per_pair = torch.randn(2, 2, 5, 4, dtype=torch.float64, generator=g).requires_grad_()
+    ids = torch.randint(0, 4, (2, 5), generator=g)
+    assert torch.autograd.gradcheck(lambda a, b: TagGate.apply(a, b, ids), (bd, per_pair))
+    c = per_pair.gather(-1, ids[:, None, None, :].expand(2, 2, 5, 5))
+    torch.testing.assert_close(TagGate.apply(bd, per_pair, ids), (1 + c) * bd)
 
 
 # -- a slow reference written from the paper's equations ------------------------------------------
@@ -336,6 +347,7 @@ def test_generate_tokens_greedy_is_argmax():
         (dict(d_model=15, n_heads=3), "even d_model"),
         (dict(injection="input", fusion="concat"), "fusion='concat'"),
         (dict(injection="input", entry_layer=2), "no effect"),
+        (dict(injection="input", n_deprels=4, prior_parts="dr_nt"), "absolute-encoder ablation"),
         (dict(injection="position", entry_layer=3), "entry_layer must be in"),
         (dict(injection="rope"), "injection must be one of"),
         (dict(injection="position", projection="tied"), "projection must be one of"),

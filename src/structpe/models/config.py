@@ -259,3 +259,8 @@ class SiPEConfig(PreTrainedConfig):
                 f"txl: entry_layer={self.entry_layer} has no effect with injection={self.injection!r}; "
                 "the entry layer k applies to the score-side sites (position, disentangled, attn_bias, ...)",
             )
+            need(
+                self.prior_parts != "dr_nt",
+                "txl: prior_parts='dr_nt' (DEPREL replaces the terminal) is an absolute-encoder ablation "
+                "(SiPE table 12); txl's prior is E_T + E_N (+ E_D with n_deprels > 0, prior_parts='t_nt_dr')",
+            )

@@ -19,7 +19,10 @@ For a query i, key j and head n of layer l (SiPE eq. 3, 5-9; Dai et al. 2019):
 How the score reaches the fused kernel (``F.scaled_dot_product_attention``):
 * BD is not bilinear in (q_i, something of j) -- it depends on i - j -- so it is materialised once
   as [B, H, L, L] (TXL's own cost) and passed as the additive float mask, together with the causal
-  and padding -inf. `position` multiplies that mask by (1 + c) -- one [B, H, L, L] gather + fma.
+  and padding -inf. `position` multiplies that mask by (1 + c): one [B, H, L, L] gather + fma,
+  in ``TagGate``, which re-gathers c in backward instead of keeping it.
+  (On CPU a mask that needs a gradient -- BD always does -- sends SDPA to its math path in
+  training; on CUDA the memory-efficient kernel takes the bias and returns its gradient.)
 * prior_j takes one of P <= 11 values (``HexatagPrior.pair_table``), so any term <q_i, f(prior_j)>
   is  sum_p <q_i, f_p> [pair_j = p]: the [L x P] per-query table rides in P extra query dims and
   one-hot(pair_j) in P extra key dims. `disentangled` and the attn_bias key term use this.
@@ -135,8 +138,8 @@ class RelPartialLearnableAttention(nn.Module):
         q_parts, k_parts, v_parts = [q_u], [k], [val]
         if prior is not None:
             if prior.alignment is not None and self.multiplicative:
-                c = tag_alignment(q_v, prior.alignment, prior.pair_ids)
-                bias = torch.addcmul(bias, bias, c)  # (1 + c) * BD / sqrt(d_head)
+                per_pair = torch.einsum("bhid,hpd->bhip", q_v, prior.alignment) * self.scale  # c per tag pair
+                bias = TagGate.apply(bias, per_pair, prior.pair_ids)  # (1 + c) * BD / sqrt(d_head)
             # per-pair query table [B, H, L, P]; SDPA's scale turns it into c / the key bias
             table = None
             if prior.alignment is not None and not self.multiplicative:
@@ -183,6 +186,31 @@ class RelPartialLearnableAttention(nn.Module):
         return out, probs
 
 
+class TagGate(torch.autograd.Function):
+    """(1 + c) * bd with c_ij = per_pair[i, pair_j], saving only bd and the small [.., L, P] table.
+
+    ``addcmul(bd, bd, gather(per_pair))`` under autograd would keep the gathered c, one more
+    [B, H, L, L] tensor per layer; here c is re-gathered in backward (cheap) and the gradient of
+    the table is a scatter-add of g * bd over each key's pair id.
+    """
+
+    @staticmethod
+    def forward(ctx, bd: torch.Tensor, per_pair: torch.Tensor, pair_ids: torch.Tensor) -> torch.Tensor:
+        index = pair_ids[:, None, None, :].expand(*bd.shape)
+        ctx.save_for_backward(bd, per_pair, pair_ids)
+        return torch.addcmul(bd, bd, per_pair.gather(-1, index))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        bd, per_pair, pair_ids = ctx.saved_tensors
+        index = pair_ids[:, None, None, :].expand(*bd.shape)
+        grad_bd = torch.addcmul(grad, grad, per_pair.gather(-1, index)) if ctx.needs_input_grad[0] else None
+        grad_table = None
+        if ctx.needs_input_grad[1]:
+            grad_table = torch.zeros_like(per_pair).scatter_add_(-1, index, grad * bd)
+        return grad_bd, grad_table, None
+
+
 def _pad8(n: int) -> int:
     """Pair-axis width rounded up to a multiple of 8 (friendlier head dims for the fused kernels)."""
     return -(-n // 8) * 8
@@ -205,6 +233,8 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
 
 
 class FeedForward(nn.Module):
+    """TXL's position-wise ReLU MLP."""
+
     def __init__(self, config: SiPEConfig):
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, config.d_ff)
@@ -227,7 +257,14 @@ class Block(nn.Module):
         self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, h, r, allowed, prior=None, output_attentions=False):
+    def forward(
+        self,
+        h: torch.Tensor,
+        r: torch.Tensor,
+        allowed: torch.Tensor,
+        prior: LayerPrior | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.pre_norm:
             a, probs = self.attn(self.ln_attn(h), r, allowed, prior, output_attentions)
             h = h + self.dropout(a)
