@@ -22,9 +22,10 @@ Pipeline, per split (each step a ``datasets`` map; steps 1-2 run on ``num_proc``
 
 The result is a ``DatasetDict`` (``train`` / ``validation`` / ...) saved with ``save_to_disk``
 plus ``structpe_prepare.json`` (settings, tokenizer hash, counts, fingerprint). The fingerprint
-hashes the *contents* of the input files and of ``tokenizer.json`` and every setting that changes
-the output, so a second call with the same inputs is a cache hit, and any change rebuilds. Output
-is deterministic: it does not depend on ``num_proc`` (order-preserving maps, packing in one pass).
+hashes the *contents* of the input files and of ``tokenizer.json``, the parser (spaCy model
+version, or the trained hexatagger's files) and every setting that changes the output, so a second
+call with the same inputs is a cache hit, and any change rebuilds. Output is deterministic: it
+does not depend on ``num_proc`` (order-preserving maps, packing in one pass).
 """
 
 from __future__ import annotations
@@ -108,13 +109,33 @@ def tokenizer_hash(tokenizer_dir: str | Path) -> str:
     return _sha256_file(f)
 
 
+def parser_identity(settings: PrepareSettings) -> dict[str, Any]:
+    """What makes a parser's output change: the spaCy package version, or the hexatagger's files."""
+    if settings.parser == "spacy":
+        from importlib.metadata import PackageNotFoundError, version
+
+        from structpe.syntax.parsers import DEFAULT_SPACY_MODEL
+
+        name = settings.parser_kwargs.get("model") or DEFAULT_SPACY_MODEL
+        try:
+            return {"spacy_model": name, "model_version": version(name), "spacy": version("spacy")}
+        except PackageNotFoundError:
+            return {"spacy_model": name}
+    if settings.parser == "hexatagger" and settings.parser_kwargs.get("model"):
+        folder = Path(settings.parser_kwargs["model"])
+        if folder.is_dir():
+            return {"files": {f.name: _sha256_file(f) for f in sorted(folder.iterdir()) if f.is_file()}}
+    return {}
+
+
 def fingerprint(splits: dict[str, list[Path]], tokenizer_dir: str | Path, settings: PrepareSettings) -> str:
-    """Content hash of the inputs, the tokenizer and the settings (not of paths or times)."""
+    """Content hash of the inputs, the tokenizer, the parser and the settings (not of paths or times)."""
     payload = {
         "format_version": FORMAT_VERSION,
         "splits": {k: [_sha256_file(p) for p in v] for k, v in sorted(splits.items())},
         "tokenizer": tokenizer_hash(tokenizer_dir),
         "settings": asdict(settings),
+        "parser": parser_identity(settings),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
