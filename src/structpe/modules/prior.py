@@ -118,7 +118,8 @@ class HexatagPrior(nn.Module):
 
     def pair_table(self) -> torch.Tensor:
         """All distinct prior vectors [n_pair_values, d]; row 0 is the zero vector (no tag)."""
-        table = (self.terminal.weight[:, None, :] + self.nonterminal.weight[None, :, :]).reshape(-1, self.d_model)
+        t, n = self.terminal.weight, self.nonterminal.weight
+        table = (t[:, None, :] + n[None, :, :]).reshape(-1, self.d_model)
         if self.deprel is not None:
             table = (self.deprel.weight[:, None, :] + table[None, :, :]).reshape(-1, self.d_model)
         return torch.cat([table.new_zeros(1, self.d_model), table], dim=0)
