@@ -344,3 +344,38 @@ def test_bad_k_and_reports_name_the_mode(tok):
     assert "conditional" in describe_scoring(CausalScorer(model, tok, likelihood="conditional"))
     assert "joint" in describe_scoring(CausalScorer(model, tok, likelihood="joint"))
     assert "k = 7" in describe_scoring(CausalScorer(model, tok, likelihood="marginal", k=7))
+
+
+class HashParser:
+    """A parser whose tree of every word depends on the whole text (seeded by the text)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def parse_text(self, texts: list[str]) -> list[TaggedSentence]:
+        self.seen.extend(texts)
+        return [random_parse(t, random.Random(sum(map(ord, t)) * 7919 + len(t))) for t in texts]
+
+
+def test_leakage_audit_causal_conditions_never_see_the_future(tok):
+    from structpe.eval.leakage import leakage_audit
+
+    model = tiny_txl(tok, "input", seed=6)
+    a, b = "the lazy dog sleeps near the river", "the lazy dog sleeps near the table"
+    parser = HashParser()
+    rep = leakage_audit(model, tok, [a, b], parser, baseline=tiny_txl(tok, "none"), per_token=True)
+    v = rep["variants"]
+    assert set(v) == {"full", "untagged", "no_eos", "prefix", "prefix_drop_last"}
+    shared = len(tok("the lazy dog sleeps near the", add_special_tokens=False)["input_ids"])
+    for name in ("prefix", "prefix_drop_last", "untagged"):
+        la, lb = v[name]["token_logprobs"]
+        assert la[:shared] == pytest.approx(lb[:shared], abs=1e-5), name
+    la, lb = v["full"]["token_logprobs"]
+    assert la[:shared] != pytest.approx(lb[:shared], abs=1e-3)  # the full parses differ and leak
+    # every text the parser saw for the causal conditions is a prefix ending inside the text
+    assert all(a.startswith(t) or b.startswith(t) for t in parser.seen)
+    assert set(rep["gain_vs_baseline"]) == set(v)
+    untagged = score(model, tok, parser.parse_text([a, b]), "conditional")
+    assert v["untagged"]["token_logprobs"][0] != pytest.approx(untagged[0].logprobs, abs=1e-3)
+    with pytest.raises(ValueError, match="causal"):
+        leakage_audit(model, tok, [a], None, parses=parser.parse_text([a]))
