@@ -379,3 +379,30 @@ def test_leakage_audit_causal_conditions_never_see_the_future(tok):
     assert v["untagged"]["token_logprobs"][0] != pytest.approx(untagged[0].logprobs, abs=1e-3)
     with pytest.raises(ValueError, match="causal"):
         leakage_audit(model, tok, [a], None, parses=parser.parse_text([a]))
+
+
+def test_pareto_figure_places_each_mode(tmp_path):
+    from structpe.eval.pareto import PUBLISHED, pareto_figure
+
+    def sg(likelihood, scoring, score):
+        return {
+            "benchmark": "syntaxgym",
+            "likelihood": likelihood,
+            "scoring": scoring,
+            "sg_score": score,
+            "n_suites": 2,
+        }
+
+    results = [
+        sg("plain", "log-likelihood p(x), BOS-conditioned (model reads no tags)", 0.5),
+        sg("conditional", "conditional log-likelihood p(x | T(x))", 0.6),
+        sg("joint", "joint log-likelihood p(x, T(x))", 0.55),
+        sg("marginal", "marginal ... over the k = 10 best well-formed tag sequences", 0.58),
+    ]
+    data = pareto_figure(results, tmp_path / "p.png", labels=["none", "position", "position", "position"])
+    assert [p["x"] for p in data["ours"]] == [0, 1, 1, 10]
+    assert [p["y"] for p in data["ours"]] == pytest.approx([50.0, 60.0, 55.0, 58.0])
+    assert (tmp_path / "p.png").stat().st_size > 1000 and (tmp_path / "p.json").exists()
+    assert len(data["published"]) == len(PUBLISHED) and all("Table 2" in p["source"] for p in PUBLISHED)
+    with pytest.raises(ValueError, match="beam width"):
+        pareto_figure([sg("marginal", "no width", 0.5)], tmp_path / "q.png")
