@@ -79,8 +79,9 @@ def register(subparsers: Any) -> None:
     )
     pt.add_argument("--config", help="recipe file or name (see --list)")
     pt.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.dataset=DIR max_steps=200")
-    pt.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
-                    help="continue the run from its newest complete checkpoint (or from CHECKPOINT)")
+    pt.add_argument("--resume", action="store_true",
+                    help="continue the run folder from its newest complete checkpoint")
+    pt.add_argument("--resume-from", metavar="CHECKPOINT", help="continue from this checkpoint folder")
     pt.add_argument("--list", action="store_true", help="list the packaged recipes and exit")
     pt.set_defaults(func=_pretrain)
 
@@ -151,7 +152,7 @@ def _pretrain(args: argparse.Namespace) -> int:
     from structpe.train.recipe import RecipeError
 
     try:
-        pretrain(args.config, args.overrides, resume=args.resume)
+        pretrain(args.config, args.overrides, resume=args.resume_from or args.resume)
     except (RecipeError, PreparedDataError, VocabularyMismatchError, FileExistsError,
             FileNotFoundError) as err:
         print(f"structpe pretrain: error: {err}", file=sys.stderr)

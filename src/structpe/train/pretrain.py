@@ -453,6 +453,15 @@ def pretrain(
         objective=objective,
         eval_batches=tc.eval_batches,
     )
+    if trainer.is_world_process_zero():
+        n_params = sum(p.numel() for p in model.parameters())
+        per_step = tc.batch_size * tc.grad_accum * args.world_size
+        print(
+            f"pretrain: {recipe.name} ({model_config.family}/{model_config.injection}, "
+            f"{n_params:,} parameters, {objective}) on {len(dd['train']):,} train / "
+            f"{len(dd['validation']):,} validation sequences; {tc.max_steps} steps x {per_step} "
+            f"sequences; run folder {run_dir}"
+        )
     t0 = time.time()
     result = trainer.train(resume_from_checkpoint=checkpoint)
     wall = time.time() - t0
