@@ -1,0 +1,449 @@
+"""GLUE fine-tuning with per-sentence hexatags (DESIGN §4; SiPE §4 "GLUE").
+
+Tasks stored locally (data/glue/PROVENANCE.md): CoLA (MCC), SST-2 (acc), MRPC (F1 and acc),
+RTE (acc), STS-B (Pearson and Spearman); QNLI has only a dev split, so it loads but cannot be
+fine-tuned here. Files are read with ``QUOTE_NONE`` tab splitting (quotes inside sentences are
+text), MRPC's UTF-8 BOM is stripped, gzip is handled.
+
+Tags: each sentence is parsed on its own (pairs: tag each separately) and its tags are placed on
+the first token of each word within that sentence's segment of the pair encoding (character
+offsets). A task's main score follows GLUE: the metric, or the mean of the two for MRPC (F1, acc)
+and STS-B (Pearson, Spearman); the macro average is the mean of the tasks' main scores, each
+averaged over seeds. Loss is computed here from the logits (CE, or MSE for STS-B), so any
+classifier works: our encoders' ``...ForSequenceClassification`` or any HF
+``AutoModelForSequenceClassification``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from structpe.eval.scoring import (
+    IGNORE,
+    Parser,
+    align_tags_by_offsets,
+    forward_logits,
+    model_device,
+    uses_tags,
+)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    folder: str
+    text_columns: tuple[str | int, ...]
+    label_column: str | int
+    num_labels: int
+    metrics: tuple[str, ...]
+    header: bool = True
+    label_map: tuple[tuple[str, int], ...] | None = None
+    splits: tuple[str, ...] = ("train", "dev")
+
+    @property
+    def regression(self) -> bool:
+        return self.num_labels == 1
+
+
+TASKS: dict[str, TaskSpec] = {
+    "cola": TaskSpec("cola", "CoLA", (3,), 1, 2, ("mcc",), header=False),
+    "sst2": TaskSpec("sst2", "SST-2", ("sentence",), "label", 2, ("accuracy",)),
+    "mrpc": TaskSpec("mrpc", "MRPC", ("#1 String", "#2 String"), "Quality", 2, ("f1", "accuracy")),
+    "rte": TaskSpec(
+        "rte",
+        "RTE",
+        ("sentence1", "sentence2"),
+        "label",
+        2,
+        ("accuracy",),
+        label_map=(("entailment", 0), ("not_entailment", 1)),
+    ),
+    "stsb": TaskSpec("stsb", "STS-B", ("sentence1", "sentence2"), "score", 1, ("pearson", "spearman")),
+    "qnli": TaskSpec(
+        "qnli",
+        "QNLI",
+        ("question", "sentence"),
+        "label",
+        2,
+        ("accuracy",),
+        label_map=(("entailment", 0), ("not_entailment", 1)),
+        splits=("dev",),
+    ),
+}
+FINETUNE_TASKS = ("cola", "sst2", "mrpc", "rte", "stsb")
+
+
+def task_spec(task: str) -> TaskSpec:
+    key = task.lower().replace("-", "").replace("_", "")
+    if key not in TASKS:
+        raise ValueError(f"unknown GLUE task {task!r}; stored here: {sorted(TASKS)}")
+    return TASKS[key]
+
+
+@dataclass(frozen=True)
+class GlueExample:
+    texts: tuple[str, ...]
+    label: float | int
+
+
+def _open_split(folder: Path, split: str) -> tuple[Path, Any]:
+    for name in (f"{split}.tsv", f"{split}.tsv.gz"):
+        p = folder / name
+        if p.is_file():
+            if name.endswith(".gz"):
+                return p, gzip.open(p, "rt", encoding="utf-8-sig", newline="")
+            return p, open(p, encoding="utf-8-sig", newline="")  # noqa: SIM115
+    raise FileNotFoundError(f"no {split}.tsv(.gz) in {folder}")
+
+
+def load_glue(
+    task: str, split: str, data_dir: str | Path | None = None, limit: int | None = None
+) -> list[GlueExample]:
+    """Examples of ``task``/``split`` from ``<data>/glue/<Task>/<split>.tsv[.gz]``."""
+    from structpe.data.paths import data_root
+
+    spec = task_spec(task)
+    if split not in spec.splits:
+        raise ValueError(f"GLUE {spec.folder} has no {split!r} split here (available: {spec.splits})")
+    if data_dir is not None and (Path(data_dir) / spec.folder).is_dir():
+        folder = Path(data_dir) / spec.folder
+    else:
+        folder = data_root(data_dir, sub=f"glue/{spec.folder}")
+    path, f = _open_split(folder, split)
+    label_map = dict(spec.label_map) if spec.label_map else None
+    out: list[GlueExample] = []
+    with f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader) if spec.header else None
+        width = len(header) if header else None
+        cols = [header.index(c) if isinstance(c, str) else c for c in (*spec.text_columns, spec.label_column)]
+        for line_no, row in enumerate(reader, start=2 if header else 1):
+            if not row:
+                continue
+            if width is not None and len(row) != width:
+                raise ValueError(f"{path}:{line_no}: {len(row)} columns, header has {width}")
+            try:
+                *texts, raw = (row[c] for c in cols)
+            except IndexError as err:
+                raise ValueError(f"{path}:{line_no}: too few columns ({len(row)})") from err
+            if spec.regression:
+                label: float | int = float(raw)
+            elif label_map is not None:
+                if raw not in label_map:
+                    raise ValueError(f"{path}:{line_no}: unknown label {raw!r}")
+                label = label_map[raw]
+            else:
+                label = int(raw)
+            out.append(GlueExample(tuple(t.strip() for t in texts), label))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# metrics
+
+
+def glue_metrics(task: str, predictions: Sequence[float], labels: Sequence[float]) -> dict[str, float]:
+    """The task's standard metrics (sklearn / scipy) and its GLUE ``main`` score."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+    spec = task_spec(task)
+    p = np.asarray(predictions)
+    y = np.asarray(labels)
+    if len(p) != len(y) or len(p) == 0:
+        raise ValueError(f"need equally many predictions and labels (got {len(p)} and {len(y)})")
+    out: dict[str, float] = {}
+    if "mcc" in spec.metrics:
+        out["mcc"] = float(matthews_corrcoef(y, p))
+    if "accuracy" in spec.metrics:
+        out["accuracy"] = float(accuracy_score(y, p))
+    if "f1" in spec.metrics:
+        out["f1"] = float(f1_score(y, p, pos_label=1))
+    if "pearson" in spec.metrics:
+        out["pearson"] = float(pearsonr(p, y)[0])
+        out["spearman"] = float(spearmanr(p, y)[0])
+    out["main"] = float(np.mean([out[m] for m in spec.metrics]))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# features
+
+
+@dataclass
+class Features:
+    input_ids: list[list[int]]
+    terminal_ids: list[list[int]]
+    nonterminal_ids: list[list[int]]
+    labels: list[float | int]
+    unaligned_words: int = 0
+
+
+def featurize(
+    examples: Sequence[GlueExample],
+    tokenizer: Any,
+    parser: Parser | None,
+    *,
+    max_length: int = 128,
+    tagged: bool = True,
+    parse_cache: dict[str, Any] | None = None,
+) -> Features:
+    """Tokenize (pairs as pairs) and put each sentence's own tags on its words' first tokens."""
+    n_seg = len(examples[0].texts) if examples else 1
+    if tagged and parser is None:
+        raise ValueError("this model reads hexatags: give a parser")
+    cache = parse_cache if parse_cache is not None else {}
+    if tagged:
+        todo = sorted({t for e in examples for t in e.texts if t not in cache})
+        if todo:
+            for t, ps in zip(todo, parser.parse_text(todo), strict=True):  # type: ignore[union-attr]
+                cache[t] = ps
+    cols = [[e.texts[i] for e in examples] for i in range(n_seg)]
+    enc = tokenizer(*cols, truncation=True, max_length=max_length, return_offsets_mapping=True)
+    feats = Features([], [], [], [e.label for e in examples])
+    for k, ex in enumerate(examples):
+        ids = list(enc["input_ids"][k])
+        offs = [tuple(o) for o in enc["offset_mapping"][k]]
+        seq = enc.sequence_ids(k)
+        t = [IGNORE] * len(ids)
+        n = [IGNORE] * len(ids)
+        if tagged:
+            for s, text in enumerate(ex.texts):
+                scorable = [sid == s for sid in seq]
+                ts, ns, missed = align_tags_by_offsets(text, offs, cache[text], scorable)
+                feats.unaligned_words += missed
+                for i in range(len(ids)):
+                    if scorable[i] and ts[i] != IGNORE:
+                        t[i], n[i] = ts[i], ns[i]
+        feats.input_ids.append(ids)
+        feats.terminal_ids.append(t)
+        feats.nonterminal_ids.append(n)
+    return feats
+
+
+def _collate(f: Features, idx: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
+    L = max(len(f.input_ids[i]) for i in idx)
+    B = len(idx)
+    ids = torch.full((B, L), pad_id, dtype=torch.long)
+    mask = torch.zeros((B, L), dtype=torch.long)
+    t = torch.full((B, L), IGNORE, dtype=torch.long)
+    n = torch.full((B, L), IGNORE, dtype=torch.long)
+    for b, i in enumerate(idx):
+        m = len(f.input_ids[i])
+        ids[b, :m] = torch.tensor(f.input_ids[i])
+        mask[b, :m] = 1
+        t[b, :m] = torch.tensor(f.terminal_ids[i])
+        n[b, :m] = torch.tensor(f.nonterminal_ids[i])
+    return {"input_ids": ids, "attention_mask": mask, "terminal_ids": t, "nonterminal_ids": n}
+
+
+def _forward(model: Any, batch: Mapping[str, torch.Tensor], tagged: bool) -> torch.Tensor:
+    dev = model_device(model)
+    out = forward_logits(
+        model,
+        batch["input_ids"].to(dev),
+        batch["attention_mask"].to(dev),
+        batch["terminal_ids"].to(dev) if tagged else None,
+        batch["nonterminal_ids"].to(dev) if tagged else None,
+    )
+    return out.logits
+
+
+@torch.no_grad()
+def predict(model: Any, feats: Features, *, regression: bool, batch_size: int = 64, pad_id: int = 0) -> list:
+    model.eval()
+    tagged = uses_tags(model)
+    preds: list = []
+    for s in range(0, len(feats.input_ids), batch_size):
+        idx = list(range(s, min(s + batch_size, len(feats.input_ids))))
+        logits = _forward(model, _collate(feats, idx, pad_id), tagged).float()
+        preds += logits.squeeze(-1).tolist() if regression else logits.argmax(-1).tolist()
+    return preds
+
+
+def load_classifier(path: str | Path, num_labels: int) -> Any:
+    """A sequence classifier from a saved folder: ours (structpe config) or any HF checkpoint."""
+    path = Path(path)
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
+    cfg = json.loads(cfg_file.read_text())
+    kw: dict[str, Any] = {"num_labels": num_labels}
+    if num_labels == 1:
+        kw["problem_type"] = "regression"
+    if cfg.get("model_type") == "structpe-sipe":
+        from structpe.models import model_class
+
+        return model_class(cfg["family"], "classification").from_pretrained(path, **kw)
+    from transformers import AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification.from_pretrained(path, **kw)
+
+
+def finetune_task(
+    model_fn: Callable[[int], Any],
+    tokenizer: Any,
+    task: str,
+    parser: Parser | None = None,
+    data_dir: str | Path | None = None,
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    epochs: int = 3,
+    lr: float = 2e-5,
+    batch_size: int = 32,
+    max_length: int = 128,
+    max_train: int | None = None,
+    max_eval: int | None = None,
+    weight_decay: float = 0.01,
+    warmup_ratio: float = 0.06,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Fine-tune ``model_fn(num_labels)`` on one task for each seed; dev metrics after the last epoch.
+
+    The model is created anew per seed (after ``torch.manual_seed(seed)``), so the classifier head
+    and the data order both depend on the seed.
+    """
+    spec = task_spec(task)
+    if "train" not in spec.splits:
+        raise ValueError(f"GLUE {spec.folder} has only {spec.splits} here; it cannot be fine-tuned")
+    train = load_glue(spec.name, "train", data_dir, max_train)
+    dev = load_glue(spec.name, "dev", data_dir, max_eval)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    cache: dict[str, Any] = {}
+    runs = []
+    feats_by_tagging: dict[bool, tuple[Features, Features]] = {}
+    for seed in seeds:
+        torch.manual_seed(seed)
+        random.seed(seed)
+        model = model_fn(spec.num_labels)
+        tagged = uses_tags(model)
+        if tagged not in feats_by_tagging:
+            feats_by_tagging[tagged] = (
+                featurize(train, tokenizer, parser, max_length=max_length, tagged=tagged, parse_cache=cache),
+                featurize(dev, tokenizer, parser, max_length=max_length, tagged=tagged, parse_cache=cache),
+            )
+        ftrain, fdev = feats_by_tagging[tagged]
+        steps = epochs * math.ceil(len(train) / batch_size)
+        decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2]
+        no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim < 2]
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=lr,
+        )
+        warm = max(1, int(warmup_ratio * steps))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s, w=warm, n=steps: min((s + 1) / w, max(0.0, (n - s) / max(1, n - w)))
+        )
+        history = []
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=steps, desc=f"{spec.name} seed {seed}", leave=False)
+        dev_model = model_device(model)
+        for epoch in range(epochs):
+            model.train()
+            order = list(range(len(train)))
+            random.Random(seed * 1000 + epoch).shuffle(order)
+            losses = []
+            for s in range(0, len(order), batch_size):
+                idx = order[s : s + batch_size]
+                batch = _collate(ftrain, idx, pad_id)
+                logits = _forward(model, batch, tagged).float()
+                y = torch.tensor([ftrain.labels[i] for i in idx], device=dev_model)
+                if spec.regression:
+                    loss = F.mse_loss(logits.squeeze(-1), y.float())
+                else:
+                    loss = F.cross_entropy(logits, y.long())
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                losses.append(loss.item())
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss.item():.3f}")
+            preds = predict(model, fdev, regression=spec.regression, batch_size=batch_size * 2, pad_id=pad_id)
+            metrics = glue_metrics(spec.name, preds, fdev.labels)
+            history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)), **metrics})
+        if bar is not None:
+            bar.close()
+        runs.append({"seed": seed, "tagged": tagged, "dev": history[-1], "history": history})
+    mains = [r["dev"]["main"] for r in runs]
+    metric_names = [k for k in runs[0]["dev"] if k not in ("epoch", "train_loss")]
+    return {
+        "task": spec.name,
+        "n_train": len(train),
+        "n_dev": len(dev),
+        "seeds": list(seeds),
+        "tagged": any(r["tagged"] for r in runs),
+        "unaligned_words": sum(f.unaligned_words for pair in feats_by_tagging.values() for f in pair),
+        "mean": {m: float(np.mean([r["dev"][m] for r in runs])) for m in metric_names},
+        "std_main": float(np.std(mains)),
+        "runs": runs,
+    }
+
+
+def finetune_glue(
+    model_fn: Callable[[int], Any],
+    tokenizer: Any,
+    tasks: Sequence[str] = FINETUNE_TASKS,
+    parser: Parser | None = None,
+    data_dir: str | Path | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Fine-tune on several tasks; ``macro`` = mean over tasks of the seed-averaged main score."""
+    per_task = {}
+    for t in tasks:
+        r = finetune_task(model_fn, tokenizer, t, parser, data_dir, **kwargs)
+        per_task[r["task"]] = r
+    return {
+        "benchmark": "glue",
+        "tasks": per_task,
+        "macro": float(np.mean([r["mean"]["main"] for r in per_task.values()])),
+    }
+
+
+def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    rows = []
+    for t, r in result["tasks"].items():
+        m = r["mean"]
+        rows.append(
+            {
+                "task": t,
+                "metrics": ", ".join(f"{k} {v:.4f}" for k, v in m.items() if k != "main"),
+                "main": m["main"],
+                "std": r["std_main"],
+                "seeds": len(r["seeds"]),
+            }
+        )
+    rows.append({"task": "**macro**", "metrics": "", "main": result["macro"], "std": "", "seeds": ""})
+    return rows, ["task", "metrics", "main", "std", "seeds"]
+
+
+__all__ = [
+    "FINETUNE_TASKS",
+    "TASKS",
+    "GlueExample",
+    "featurize",
+    "finetune_glue",
+    "finetune_task",
+    "glue_metrics",
+    "load_classifier",
+    "load_glue",
+]

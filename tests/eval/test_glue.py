@@ -1,0 +1,99 @@
+"""GLUE: loaders on the real files, metrics against sklearn/scipy and by hand, a tiny fine-tune."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import WORDS, ChainParser
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from transformers import BertConfig, BertForSequenceClassification
+
+from structpe.eval.glue import featurize, finetune_glue, glue_metrics, load_glue
+
+
+def test_metrics_match_sklearn_scipy_and_hand_values():
+    p, y = [1, 0, 1, 1], [1, 0, 0, 1]
+    # TP 2, TN 1, FP 1, FN 0
+    assert glue_metrics("cola", p, y)["mcc"] == pytest.approx(2 / math.sqrt(12))
+    assert glue_metrics("cola", p, y)["mcc"] == pytest.approx(matthews_corrcoef(y, p))
+    m = glue_metrics("mrpc", p, y)
+    assert m["f1"] == pytest.approx(0.8) and m["accuracy"] == pytest.approx(0.75)
+    assert m["f1"] == pytest.approx(f1_score(y, p)) and m["accuracy"] == pytest.approx(accuracy_score(y, p))
+    assert m["main"] == pytest.approx((0.8 + 0.75) / 2)
+    assert glue_metrics("SST-2", p, y)["main"] == pytest.approx(0.75)
+    ps, ys = [0.1, 2.0, 3.5, 4.0, 1.0], [0.0, 3.5, 3.0, 5.0, 2.0]  # one rank swap: rho = 0.9
+    s = glue_metrics("sts-b", ps, ys)
+    assert s["pearson"] == pytest.approx(pearsonr(ps, ys)[0])
+    assert s["spearman"] == pytest.approx(spearmanr(ps, ys)[0]) and s["spearman"] == pytest.approx(0.9)
+    assert s["main"] == pytest.approx((s["pearson"] + s["spearman"]) / 2)
+
+
+@pytest.mark.data
+def test_loaders_real_files(shared_data):
+    sizes = {"cola": (8551, 1043), "mrpc": (3668, 408), "rte": (2490, 277), "stsb": (5749, 1500)}
+    for task, (n_train, n_dev) in sizes.items():
+        assert len(load_glue(task, "train", shared_data)) == n_train, task
+        assert len(load_glue(task, "dev", shared_data)) == n_dev, task
+    assert len(load_glue("sst2", "dev", shared_data)) == 872
+    assert len(load_glue("sst2", "train", shared_data, limit=10)) == 10  # gzip
+    assert len(load_glue("qnli", "dev", shared_data)) == 5463
+    with pytest.raises(ValueError, match="train"):
+        load_glue("qnli", "train", shared_data)
+    rte = load_glue("rte", "dev", shared_data)
+    assert sum(e.label == 0 for e in rte) == 146  # entailment
+    mrpc = load_glue("mrpc", "dev", shared_data)
+    assert sum(e.label for e in mrpc) == 279 and len(mrpc[0].texts) == 2  # BOM-stripped header found
+    assert load_glue("cola", "dev", shared_data)[-1].texts[0]  # no trailing newline handled
+    assert sum(e.label for e in load_glue("cola", "train", shared_data)) == 6023
+
+
+def test_pair_tags_each_sentence_separately(mlm_tok):
+    from structpe.eval.glue import GlueExample
+
+    ex = [GlueExample(("the dogs run", "cat sleep"), 1)]
+    parser = ChainParser()
+    f = featurize(ex, mlm_tok, parser)
+    ids = f.input_ids[0]
+    a, b = parser.parse_text(["the dogs run", "cat sleep"])
+    # only the first token of each word, in either sentence, carries that sentence's own tags
+    tokens = [WORDS[i] for i in ids]
+    t = f.terminal_ids[0]
+    tagged = [(tok, tag) for tok, tag in zip(tokens, t, strict=True) if tag != -100]
+    assert [x for x, _ in tagged] == ["the", "dog", "run", "cat", "sleep"]
+    assert [x for _, x in tagged] == [*a.terminals, *b.terminals]
+
+
+@pytest.mark.data
+def test_tiny_finetune_runs_on_real_rte(shared_data, mlm_tok):
+    def model_fn(n):
+        cfg = BertConfig(
+            vocab_size=len(WORDS),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            num_labels=n,
+        )
+        return BertForSequenceClassification(cfg)
+
+    r = finetune_glue(
+        model_fn,
+        mlm_tok,
+        ["rte", "stsb"],
+        data_dir=shared_data,
+        seeds=(0, 1),
+        epochs=1,
+        max_train=16,
+        max_eval=16,
+        batch_size=8,
+        progress=False,
+    )
+    assert set(r["tasks"]) == {"rte", "stsb"}
+    assert len(r["tasks"]["rte"]["runs"]) == 2
+    assert 0.0 <= r["tasks"]["rte"]["mean"]["accuracy"] <= 1.0
+    mains = [r["tasks"][t]["mean"]["main"] for t in ("rte", "stsb")]
+    assert r["macro"] == pytest.approx(sum(mains) / 2)
+    assert torch.isfinite(torch.tensor(mains)).all()
