@@ -88,3 +88,36 @@ def test_shakespeare_end_to_end(tmp_path, shared_data):
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert set(res["models"]) == {"lis", "rope", "alibi", "random"}
     assert all(set(r["ppl"]) == {"64", "128"} for r in res["models"].values())
+
+
+def test_kg_eval_only_and_merge(tmp_path):
+    cfg = {
+        "n_train_names": 20,
+        "n_test_names": 8,
+        "iters": 1,
+        "batch_size": 4,
+        "d_model": 32,
+        "n_layer": 1,
+        "n_eval": 4,
+        "eval_batch": 4,
+        "device": "cpu",
+        "settings": ["single"],
+    }
+    path = tmp_path / "kg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    p = _parser()
+    for m in ("B", "J"):
+        a = p.parse_args(["lis", "kg", "--config", str(path), "--models", m, "--out", str(tmp_path / m)])
+        assert a.func(a) == 0
+    first = json.loads((tmp_path / "J" / "results.json").read_text())["models"]["J"]["scores"]
+    a = p.parse_args(
+        ["lis", "kg", "--config", str(path), "--models", "J", "--out", str(tmp_path / "J"), "--eval-only"]
+    )
+    assert a.func(a) == 0
+    again = json.loads((tmp_path / "J" / "results.json").read_text())["models"]["J"]["scores"]
+    assert again == first  # same checkpoint, same seeded evaluation set
+    a = p.parse_args(
+        ["lis", "kg", "--merge", str(tmp_path / "B"), str(tmp_path / "J"), "--out", str(tmp_path / "all")]
+    )
+    assert a.func(a) == 0
+    assert set(json.loads((tmp_path / "all" / "results.json").read_text())["models"]) == {"B", "J"}

@@ -58,23 +58,41 @@ def _common(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (0: default)")
     p.add_argument("--device", default=None, help="auto | cpu | cuda")
+    p.add_argument(
+        "--eval-only",
+        dest="eval_only",
+        action="store_true",
+        help="evaluate the safetensors checkpoints in --out/checkpoints instead of training",
+    )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="combine results.json of runs (e.g. one model per process) into --out",
+    )
 
 
 def cmd_shakespeare(args: argparse.Namespace) -> int:
-    from structpe.lis.shakespeare import ShakespeareConfig, run
+    from structpe.lis.shakespeare import ShakespeareConfig, merge, run
 
-    cfg = build_config(ShakespeareConfig, "shakespeare", args)
-    results = run(cfg, args.out, args.data)
+    if args.merge:
+        merge(args.merge, args.out)
+    else:
+        cfg = build_config(ShakespeareConfig, "shakespeare", args)
+        results = run(cfg, args.out, args.data, eval_only=args.eval_only)
+        print(json.dumps({k: v["ppl"] for k, v in results["models"].items()}, indent=1))
     print((Path(args.out) / "results.md").read_text())
-    print(json.dumps({k: v["ppl"] for k, v in results["models"].items()}, indent=1))
     return 0
 
 
 def cmd_kg(args: argparse.Namespace) -> int:
-    from structpe.lis.kg import KGConfig, run
+    from structpe.lis.kg import KGConfig, merge, run
 
-    cfg = build_config(KGConfig, "kg", args)
-    run(cfg, args.out)
+    if args.merge:
+        merge(args.merge, args.out)
+    else:
+        run(build_config(KGConfig, "kg", args), args.out, eval_only=args.eval_only)
     print((Path(args.out) / "results.md").read_text())
     return 0
 

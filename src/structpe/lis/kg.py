@@ -496,7 +496,9 @@ def eval_sets(data: KGData, cfg: KGConfig) -> dict[tuple[str, str], list[tuple[F
     return out
 
 
-def run(cfg: KGConfig, out: str | Path) -> dict:
+def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
+    """Train (or, with ``eval_only``, load ``out/checkpoints/<model>``) and evaluate every model;
+    writes results.json, results.md and hit5.png."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(out)
@@ -521,9 +523,13 @@ def run(cfg: KGConfig, out: str | Path) -> dict:
     }
     for kind in tqdm(cfg.models, desc="models"):
         torch.manual_seed(cfg.seed)
-        model = build_model(kind, cfg, vocab, data).to(dev)
         t0 = time.time()
-        losses = train_kg(model, kind, data, vocab, cfg)
+        if eval_only:
+            model = LISformer.from_pretrained(out / "checkpoints" / kind).to(dev)
+            losses = [float("nan")]
+        else:
+            model = build_model(kind, cfg, vocab, data).to(dev)
+            losses = train_kg(model, kind, data, vocab, cfg)
         res = {
             "label": MODELS[kind],
             "params": model.num_params(),
@@ -535,12 +541,28 @@ def run(cfg: KGConfig, out: str | Path) -> dict:
             exs = [sample_example(kind, data, vocab, f, random.Random(seed), d) for f, d, seed in items]
             res["scores"][f"{setting}/{split}"] = score(model, exs, vocab.pad, cfg.eval_batch)
         results["models"][kind] = res
-        if cfg.save_checkpoints:
+        if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / kind)
         (out / "results.json").write_text(json.dumps(results, indent=2))
     (out / "results.md").write_text(markdown_tables(results))
     plot(results, out / "hit5.png")
     return results
+
+
+def merge(folders: list[str | Path], out: str | Path) -> dict:
+    """Combine results.json of runs that trained different models (e.g. in parallel processes)."""
+    merged: dict = {"config": None, "data": None, "models": {}, "merged_from": [str(f) for f in folders]}
+    for f in folders:
+        res = json.loads((Path(f) / "results.json").read_text())
+        merged["config"] = merged["config"] or res["config"]
+        merged["data"] = merged["data"] or res["data"]
+        merged["models"].update(res["models"])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(merged, indent=2))
+    (out / "results.md").write_text(markdown_tables(merged))
+    plot(merged, out / "hit5.png")
+    return merged
 
 
 def markdown_tables(results: dict) -> str:

@@ -133,8 +133,13 @@ def evaluate_ppl(model: LISformer, val: torch.Tensor, ctx: int, eval_chars: int,
     return math.exp(nll / count)
 
 
-def run(cfg: ShakespeareConfig, out: str | Path, data_dir: str | Path | None = None) -> dict:
-    """Train every model in ``cfg.models`` and write results.json, results.md and ppl.png."""
+def run(
+    cfg: ShakespeareConfig, out: str | Path, data_dir: str | Path | None = None, eval_only: bool = False
+) -> dict:
+    """Train every model in ``cfg.models`` and write results.json, results.md and ppl.png.
+
+    ``eval_only``: load ``out/checkpoints/<model>`` (safetensors) instead of training.
+    """
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(out)
@@ -153,9 +158,13 @@ def run(cfg: ShakespeareConfig, out: str | Path, data_dir: str | Path | None = N
             dropout=cfg.dropout,
             pe=name,
         )
-        model = LISformer(mcfg, newline_id=data.newline_id).to(pick_device(cfg.device))
         t0 = time.time()
-        losses = train_model(model, data, cfg, desc=name)
+        if eval_only:
+            model = LISformer.from_pretrained(out / "checkpoints" / name).to(pick_device(cfg.device))
+            losses = [float("nan")]
+        else:
+            model = LISformer(mcfg, newline_id=data.newline_id).to(pick_device(cfg.device))
+            losses = train_model(model, data, cfg, desc=name)
         train_s = time.time() - t0
         torch.manual_seed(cfg.seed + 1)  # the random-address model samples at evaluation too
         ppl = {}
@@ -168,12 +177,27 @@ def run(cfg: ShakespeareConfig, out: str | Path, data_dir: str | Path | None = N
             "final_train_loss": sum(losses[-20:]) / len(losses[-20:]),
             "ppl": ppl,
         }
-        if cfg.save_checkpoints:
+        if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / name)
         (out / "results.json").write_text(json.dumps(results, indent=2))
     (out / "results.md").write_text(markdown_table(results))
     plot(results, out / "ppl.png")
     return results
+
+
+def merge(folders: list[str | Path], out: str | Path) -> dict:
+    """Combine results.json of runs that trained different models (e.g. in parallel processes)."""
+    merged: dict = {"config": None, "models": {}, "merged_from": [str(f) for f in folders]}
+    for f in folders:
+        res = json.loads((Path(f) / "results.json").read_text())
+        merged["config"] = merged["config"] or res["config"]
+        merged["models"].update(res["models"])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(merged, indent=2))
+    (out / "results.md").write_text(markdown_table(merged))
+    plot(merged, out / "ppl.png")
+    return merged
 
 
 def markdown_table(results: dict) -> str:
