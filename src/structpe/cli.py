@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "structpe.syntax.parser_commands",
     "structpe.train.commands",
     "structpe.lis.commands",
+    "structpe.eval.commands",
     "structpe.quickstart",
 ]
 

@@ -92,3 +92,43 @@ def mlm_tok() -> PreTrainedTokenizerFast:
 def random_table() -> torch.Tensor:
     g = torch.Generator().manual_seed(0)
     return torch.randn(len(WORDS), len(WORDS), generator=g)
+
+
+class ObjectParser(ChainParser):
+    """Test double with labels: "<subj> <verb> the <obj> ." -> nsubj, ROOT, det, dobj, punct."""
+
+    def parse_text(self, texts: list[str], split_sentences: bool = False) -> list[TaggedSentence]:
+        out = []
+        for t in texts:
+            words = t.replace(".", " .").split()
+            if len(words) != 5:
+                raise ValueError(f"ObjectParser takes '<subj> <verb> the <obj> .', got {t!r}")
+            out.append(
+                TaggedSentence.from_heads(words, [2, 0, 4, 2, 2], ["nsubj", "ROOT", "det", "dobj", "punct"])
+            )
+        return out
+
+
+class RampAttentionMLM(BigramLM):
+    """Masked toy whose every head attends to key j with weight (j+1) / sum, or uniformly (flat)."""
+
+    def __init__(self, table: torch.Tensor, flat: bool, n_layers: int = 2) -> None:
+        super().__init__(table, family="roberta", injection="none" if flat else "input")
+        self.flat = flat
+        self.n_layers = n_layers
+
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        terminal_ids=None,
+        nonterminal_ids=None,
+        labels=None,
+        output_attentions=False,
+    ):
+        B, L = input_ids.shape
+        w = torch.ones(L) if self.flat else torch.arange(1, L + 1, dtype=torch.float)
+        att = (w / w.sum()).expand(B, 2, L, L)
+        return SimpleNamespace(
+            logits=self.table[input_ids], attentions=tuple(att for _ in range(self.n_layers))
+        )

@@ -36,6 +36,7 @@ from structpe.eval.scoring import (
     align_tags_by_offsets,
     forward_logits,
     model_device,
+    parse_texts,
     uses_tags,
 )
 
@@ -210,7 +211,7 @@ def featurize(
     if tagged:
         todo = sorted({t for e in examples for t in e.texts if t not in cache})
         if todo:
-            for t, ps in zip(todo, parser.parse_text(todo), strict=True):  # type: ignore[union-attr]
+            for t, ps in zip(todo, parse_texts(parser, todo) or [], strict=True):
                 cache[t] = ps
     cols = [[e.texts[i] for e in examples] for i in range(n_seg)]
     enc = tokenizer(*cols, truncation=True, max_length=max_length, return_offsets_mapping=True)

@@ -27,6 +27,7 @@ p(x), beam width ``k``) live in :mod:`structpe.eval.likelihood`; callers only ev
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -42,9 +43,9 @@ LN2 = math.log(2.0)
 
 
 class Parser(Protocol):
-    """What the scorers need from ``structpe.syntax.parsers`` (DESIGN §6)."""
+    """What the scorers need from ``structpe.syntax.parsers.Parser`` (DESIGN §6)."""
 
-    def parse_text(self, texts: list[str]) -> list[Any]: ...
+    def parse_text(self, texts: list[str], *args: Any, **kwargs: Any) -> list[Any]: ...
 
 
 @dataclass
@@ -228,9 +229,17 @@ def parse_texts(parser: Parser | None, texts: list[str]) -> list[Any] | None:
     """Parse texts (None when no parser is given)."""
     if parser is None:
         return None
-    parses = parser.parse_text(list(texts))
+    # one tree per text (a text that looks like two sentences is joined into one tree), since the
+    # tags are aligned to that text's characters
+    if "split_sentences" in inspect.signature(parser.parse_text).parameters:
+        parses = parser.parse_text(list(texts), split_sentences=False)
+    else:
+        parses = parser.parse_text(list(texts))
     if len(parses) != len(texts):
-        raise ValueError(f"parser returned {len(parses)} parses for {len(texts)} texts")
+        raise ValueError(
+            f"parser returned {len(parses)} parses for {len(texts)} texts (a 'skip' non-projective "
+            "policy drops sentences; use 'lift')"
+        )
     return parses
 
 

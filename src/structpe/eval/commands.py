@@ -1,0 +1,430 @@
+"""CLI: ``structpe eval ppl|blimp|syntaxgym|attention|glue`` and ``structpe finetune glue``.
+
+Thin wrappers (see cli.py): parse arguments, load model/tokenizer/parser, call the library
+function, write JSON + Markdown (+ PNG) with :mod:`structpe.eval.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from structpe.eval.scoring import PLL_METRICS, CausalScorer, uses_tags
+
+# the causal scorer's registry: modes added there (issue 9: joint, marginal) appear here too
+LIKELIHOOD_CHOICES = tuple(CausalScorer.LIKELIHOODS)
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+
+
+def find_tokenizer_dir(model_path: Path, tokenizer: str | None) -> Path:
+    """The tokenizer folder: ``--tokenizer``, else the model folder, ``<model>/tokenizer``, or a
+    ``tokenizer`` folder next to the model."""
+    if tokenizer:
+        return Path(tokenizer)
+    for cand in (model_path, model_path / "tokenizer", model_path.parent / "tokenizer"):
+        if (cand / "tokenizer.json").is_file() or (cand / "tokenizer_config.json").is_file():
+            return cand
+    raise FileNotFoundError(
+        f"no tokenizer found in {model_path}, {model_path / 'tokenizer'} or "
+        f"{model_path.parent / 'tokenizer'}; pass --tokenizer"
+    )
+
+
+def load_model_and_tokenizer(
+    path: str | Path,
+    tokenizer: str | None = None,
+    *,
+    kind: str | None = None,
+    device: str = "cpu",
+    eager_attention: bool = False,
+) -> tuple[Any, Any]:
+    """A saved structpe model (any family) or a Hugging Face causal / masked LM, plus its tokenizer."""
+    from transformers import AutoTokenizer
+
+    path = Path(path)
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
+    cfg = json.loads(cfg_file.read_text())
+    if cfg.get("model_type") == "structpe-sipe":
+        from structpe.models import load
+
+        model = load(path)
+    else:
+        from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+        archs = cfg.get("architectures") or []
+        if kind is None:
+            kind = "masked" if any("MaskedLM" in a for a in archs) else "causal"
+        cls = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
+        kw = {"attn_implementation": "eager"} if eager_attention else {}
+        model = cls.from_pretrained(path, **kw)
+    tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(path, tokenizer))
+    return model.to(device).eval(), tok
+
+
+def make_parser(name: str | None, model: Any, parser_model: str | None = None) -> Any:
+    """``--parser`` (default: spacy when the model reads tags, none otherwise)."""
+    if name is None:
+        name = "spacy" if uses_tags(model) else "none"
+    if name == "none":
+        if uses_tags(model):
+            raise SystemExit("this model reads hexatags; choose a parser with --parser (e.g. spacy)")
+        return None
+    from structpe.syntax.parsers import get_parser
+
+    kw = {"model": parser_model} if parser_model else {}
+    return get_parser(name, **kw)
+
+
+def _out_dir(args: argparse.Namespace, name: str) -> Path:
+    out = Path(args.out) if args.out else Path("eval_reports") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _common(p: argparse.ArgumentParser, *, model: bool = True) -> None:
+    if model:
+        p.add_argument("--model", required=True, help="saved structpe model folder or HF checkpoint folder")
+        p.add_argument("--tokenizer", help="tokenizer folder (default: next to the model)")
+        p.add_argument(
+            "--kind", choices=("causal", "masked"), help="HF models: override causal/masked detection"
+        )
+    p.add_argument(
+        "--parser", help="spacy | hexatagger | gold | none (default: spacy if the model reads tags)"
+    )
+    p.add_argument("--parser-model", help="parser model (spaCy package or hexatagger folder)")
+    p.add_argument("--data-dir", help="data root (default: $STRUCTPE_DATA or ../shared/data)")
+    p.add_argument("--out", help="output folder (default: eval_reports/<name>-<time>)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="cpu")
+
+
+def _scoring_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--likelihood",
+        choices=LIKELIHOOD_CHOICES,
+        default="conditional",
+        help="decoders with tags: conditional = p(x | T(x)), the paper's convention",
+    )
+    p.add_argument(
+        "--pll-metric", choices=PLL_METRICS, default="within_word_l2r", help="encoders: PLL variant"
+    )
+
+
+def _print_table(paths: dict[str, Path]) -> None:
+    print(paths["markdown"].read_text())
+    print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------
+# commands
+
+
+def cmd_ppl(args: argparse.Namespace) -> int:
+    from structpe.eval import ppl, report
+
+    model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
+    if args.text:
+        parser = make_parser(args.parser or "spacy", model, args.parser_model)
+        lines = [ln.strip() for ln in Path(args.text).read_text().splitlines() if ln.strip()]
+        if args.limit:
+            lines = lines[: args.limit]
+        from structpe.eval.scoring import parse_texts
+
+        sents = parse_texts(parser, lines) or []
+        for s, text in zip(sents, lines, strict=True):
+            s.meta["text"] = text
+    else:
+        sents = ppl.read_tagged_jsonl(args.data, args.limit)
+    res = ppl.evaluate_ppl(
+        model,
+        tok,
+        sents,
+        kind=args.kind,
+        likelihood=args.likelihood,
+        pll_metric=args.pll_metric,
+        append_eos=args.append_eos,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+    )
+    res["model"] = args.model
+    rows, cols = ppl.format_results(res)
+    out = _out_dir(args, "ppl")
+    notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}"]
+    if res["pseudo_perplexity"]:
+        notes.append("masked LM: these are pseudo-perplexities (PLL), not comparable with causal perplexity")
+    _print_table(report.write_report(out, "ppl", res, rows, cols, title="Perplexity", notes=notes))
+    return 0
+
+
+def cmd_blimp(args: argparse.Namespace) -> int:
+    from structpe.eval import blimp, report
+
+    model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
+    parser = make_parser(args.parser, model, args.parser_model)
+    res = blimp.evaluate_blimp(
+        model,
+        tok,
+        parser,
+        args.data_dir,
+        args.paradigms,
+        limit=args.limit,
+        kind=args.kind,
+        likelihood=args.likelihood,
+        pll_metric=args.pll_metric,
+        batch_size=args.batch_size,
+        keep_pairs=args.keep_pairs,
+    )
+    res["model"] = args.model
+    rows, cols = blimp.format_results(res)
+    out = _out_dir(args, "blimp")
+    plots = [
+        report.bar_plot(
+            out / "blimp_paradigms.png",
+            list(res["per_paradigm"]),
+            {"accuracy": list(res["per_paradigm"].values())},
+            title=f"BLiMP accuracy per paradigm (overall {res['overall']:.3f})",
+            ylabel="accuracy",
+            hline=0.5,
+        )
+    ]
+    notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}", f"pairs: {res['n_pairs']}"]
+    _print_table(report.write_report(out, "blimp", res, rows, cols, title="BLiMP", notes=notes, plots=plots))
+    return 0
+
+
+def cmd_syntaxgym(args: argparse.Namespace) -> int:
+    from structpe.eval import report, syntaxgym
+
+    model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
+    parser = make_parser(args.parser, model, args.parser_model)
+    res = syntaxgym.evaluate_syntaxgym(
+        model,
+        tok,
+        parser,
+        args.data_dir,
+        args.suites,
+        kind=args.kind,
+        likelihood=args.likelihood,
+        pll_metric=args.pll_metric,
+        protocol=args.protocol,
+        append_eos=args.append_eos,
+        batch_size=args.batch_size,
+        max_items=args.max_items,
+    )
+    res["model"] = args.model
+    rows, cols = syntaxgym.format_results(res)
+    out = _out_dir(args, "syntaxgym")
+    plots = [
+        report.bar_plot(
+            out / "syntaxgym_suites.png",
+            list(res["suite_accuracy"]),
+            {"accuracy": list(res["suite_accuracy"].values())},
+            title=f"SyntaxGym suite accuracy (SG score {res['sg_score']:.3f}, {res['n_suites']} suites)",
+            ylabel="accuracy",
+        )
+    ]
+    notes = [
+        f"model: `{args.model}`",
+        f"scoring: {res['scoring']}",
+        f"protocol: {res['protocol']} (paper: prediction 0); SG score = unweighted mean over suites",
+    ]
+    if not res["complete_31"]:
+        notes.append(f"only {res['n_suites']} of the paper's 31 suites were run: not the paper's SG score")
+    paths = report.write_report(
+        out, "syntaxgym", res, rows, cols, title="SyntaxGym", notes=notes, plots=plots
+    )
+    _print_table(paths)
+    return 0
+
+
+def cmd_attention(args: argparse.Namespace) -> int:
+    from structpe.eval import attention, report
+
+    base, tok = load_model_and_tokenizer(args.base, args.tokenizer, device=args.device, eager_attention=True)
+    sipe, sipe_tok = load_model_and_tokenizer(
+        args.sipe, args.sipe_tokenizer, device=args.device, eager_attention=True
+    )
+    parser = make_parser(args.parser or "spacy", sipe, args.parser_model)
+    res = attention.evaluate_attention(
+        base,
+        sipe,
+        tok,
+        parser,
+        args.data_dir,
+        sipe_tokenizer=sipe_tok,
+        limit=args.limit,
+        direction=args.direction,
+        batch_size=args.batch_size,
+    )
+    res.update(base_model=args.base, sipe_model=args.sipe)
+    rows, cols = attention.format_results(res)
+    out = _out_dir(args, "attention")
+    plots = attention.plot(res, out)
+    notes = [
+        f"base: `{args.base}`; SiPE: `{args.sipe}`",
+        f"direction: {res['direction']}; "
+        f"{res['n_with_object']} of {res['n_sentences']} sentences have an object",
+        f"share of sentences where SiPE attends more: {res['share_sipe_higher']:.3f}",
+    ]
+    paths = report.write_report(
+        out,
+        "attention",
+        res,
+        rows,
+        cols,
+        title="Verb/object attention (BLiMP causative)",
+        notes=notes,
+        plots=plots,
+    )
+    _print_table(paths)
+    return 0
+
+
+def cmd_glue(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
+    from structpe.eval import glue, report
+
+    model_path = Path(args.model)
+    tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(model_path, args.tokenizer))
+    probe = glue.load_classifier(model_path, 2)
+    parser = make_parser(args.parser, probe, args.parser_model)
+    del probe
+
+    def model_fn(num_labels: int) -> Any:
+        return glue.load_classifier(model_path, num_labels).to(args.device)
+
+    res = glue.finetune_glue(
+        model_fn,
+        tok,
+        args.task,
+        parser,
+        args.data_dir,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        max_train=args.max_train,
+        max_eval=args.max_eval,
+    )
+    res["model"] = args.model
+    rows, cols = glue.format_results(res)
+    out = _out_dir(args, "glue")
+    plots = [
+        report.bar_plot(
+            out / "glue_tasks.png",
+            list(res["tasks"]),
+            {"main": [r["mean"]["main"] for r in res["tasks"].values()]},
+            title=f"GLUE dev (macro {res['macro']:.3f})",
+            ylabel="main metric",
+        )
+    ]
+    notes = [
+        f"model: `{args.model}`; seeds {list(args.seeds)}, {args.epochs} epochs, lr {args.lr}",
+        "main = MCC (CoLA), acc (SST-2, RTE), mean(F1, acc) (MRPC), mean(Pearson, Spearman) (STS-B); "
+        "dev split",
+    ]
+    if args.max_train or args.max_eval:
+        notes.append(f"subsampled: max_train={args.max_train}, max_eval={args.max_eval}")
+    _print_table(
+        report.write_report(out, "glue", res, rows, cols, title="GLUE fine-tuning", notes=notes, plots=plots)
+    )
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# registration
+
+
+def _area(sub: argparse._SubParsersAction, name: str, help: str) -> argparse._SubParsersAction:
+    """The sub-command group ``name`` (shared with other modules that register under it)."""
+    if name in sub.choices:
+        parent = sub.choices[name]
+        for action in parent._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action
+        return parent.add_subparsers(dest=f"{name}_command", metavar="TARGET", required=True)
+    parent = sub.add_parser(name, help=help, description=help)
+    return parent.add_subparsers(dest=f"{name}_command", metavar="TARGET", required=True)
+
+
+def _glue_args(p: argparse.ArgumentParser) -> None:
+    from structpe.eval.glue import FINETUNE_TASKS
+
+    _common(p)
+    p.add_argument(
+        "--task", nargs="+", default=list(FINETUNE_TASKS), help=f"GLUE tasks ({', '.join(FINETUNE_TASKS)})"
+    )
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-train", type=int, help="use only the first N training examples per task")
+    p.add_argument("--max-eval", type=int, help="use only the first N dev examples per task")
+    p.set_defaults(func=cmd_glue)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    ev = _area(sub, "eval", "Evaluate a model: perplexity, BLiMP, SyntaxGym, attention, GLUE (DESIGN §4).")
+
+    p = ev.add_parser("ppl", help="token/word perplexity on tagged text, conditioned on its parse")
+    _common(p)
+    _scoring_args(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", help="tagged JSON lines (from `structpe tag`)")
+    src.add_argument("--text", help="plain text, one sentence per line (tagged with --parser, default spacy)")
+    p.add_argument("--limit", type=int, help="first N sentences")
+    p.add_argument("--append-eos", action="store_true", help="also score an end-of-sentence token")
+    p.add_argument("--max-length", type=int, help="skip sentences longer than this many tokens")
+    p.set_defaults(func=cmd_ppl)
+
+    p = ev.add_parser("blimp", help="BLiMP minimal pairs: accuracy per paradigm, field, phenomenon, overall")
+    _common(p)
+    _scoring_args(p)
+    p.add_argument("--paradigms", nargs="+", help="subset of the 67 paradigms (default: all)")
+    p.add_argument("--limit", type=int, help="first N pairs of each paradigm")
+    p.add_argument("--keep-pairs", action="store_true", help="store per-pair log-probs in the JSON")
+    p.set_defaults(func=cmd_blimp)
+
+    p = ev.add_parser(
+        "syntaxgym", help="SyntaxGym suites: region surprisal, suite accuracy, circuits, SG score"
+    )
+    _common(p)
+    _scoring_args(p)
+    p.add_argument(
+        "--suites", nargs="+", help="suite names (default: all 34; the SG score uses the paper's 31)"
+    )
+    p.add_argument("--protocol", choices=("prediction0", "conjunction"), default="prediction0")
+    p.add_argument(
+        "--append-eos", action="store_true", help="score an EOS into the last region (LM-Zoo GPT-2)"
+    )
+    p.add_argument("--max-items", type=int, help="first N items of each suite")
+    p.set_defaults(func=cmd_syntaxgym)
+
+    p = ev.add_parser("attention", help="verb/object attention on BLiMP causative, base vs SiPE")
+    _common(p, model=False)
+    p.add_argument("--base", required=True, help="base model folder")
+    p.add_argument("--sipe", required=True, help="SiPE model folder")
+    p.add_argument("--tokenizer", help="base tokenizer folder (default: next to the model)")
+    p.add_argument("--sipe-tokenizer", help="SiPE tokenizer folder (default: next to the model)")
+    p.add_argument("--limit", type=int, help="first N sentences")
+    p.add_argument("--direction", choices=("auto", "verb_to_object", "object_to_verb"), default="auto")
+    p.set_defaults(func=cmd_attention)
+
+    _glue_args(
+        ev.add_parser("glue", help="fine-tune and evaluate on GLUE (same as `structpe finetune glue`)")
+    )
+    ft = _area(sub, "finetune", "Fine-tune a model on a downstream task.")
+    _glue_args(
+        ft.add_parser("glue", help="GLUE fine-tuning with per-sentence tags, several seeds, macro average")
+    )

@@ -1,0 +1,134 @@
+"""`structpe eval ...` / `structpe finetune glue` end to end on tiny saved models (no downloads)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import WORDS, ChainParser, make_tokenizer
+from transformers import BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel
+
+from structpe.cli import main
+from structpe.models import SiPEConfig, build_model
+from structpe.syntax.parsers import register_parser
+
+register_parser("chain-test", lambda **kw: ChainParser())
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    torch.manual_seed(0)
+    txl = build_model(
+        SiPEConfig(
+            family="txl", injection="position", vocab_size=len(WORDS), d_model=32, n_layers=2, n_heads=2
+        )
+    )
+    txl.save_pretrained(root / "txl")
+    make_tokenizer().save_pretrained(root / "txl")
+    gpt = GPT2LMHeadModel(GPT2Config(vocab_size=len(WORDS), n_layer=1, n_head=2, n_embd=16, n_positions=64))
+    gpt.save_pretrained(root / "gpt2")
+    make_tokenizer().save_pretrained(root / "gpt2" / "tokenizer")
+    bert = BertForSequenceClassification(
+        BertConfig(
+            vocab_size=len(WORDS),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+        )
+    )
+    bert.save_pretrained(root / "bert")
+    make_tokenizer(with_cls=True).save_pretrained(root / "bert")
+    return root
+
+
+@pytest.mark.data
+def test_eval_blimp_and_syntaxgym_cli(saved, shared_data, tmp_path, capsys):
+    out = tmp_path / "blimp"
+    rc = main(
+        [
+            "eval",
+            "blimp",
+            "--model",
+            str(saved / "txl"),
+            "--parser",
+            "chain-test",
+            "--data-dir",
+            str(shared_data),
+            "--paradigms",
+            "causative",
+            "--limit",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    res = json.loads((out / "blimp.json").read_text())
+    assert res["n_pairs"] == 3 and res["scoring"].startswith("conditional")
+    assert (out / "blimp.md").read_text().startswith("# BLiMP") and (out / "blimp_paradigms.png").is_file()
+    out = tmp_path / "sg"
+    rc = main(
+        [
+            "eval",
+            "syntaxgym",
+            "--model",
+            str(saved / "gpt2"),
+            "--data-dir",
+            str(shared_data),
+            "--suites",
+            "number_src",
+            "--max-items",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    res = json.loads((out / "syntaxgym.json").read_text())
+    assert res["n_suites"] == 1 and res["suites"]["number_src"]["n_items"] == 2
+    assert "not the paper's SG score" in (out / "syntaxgym.md").read_text()
+
+
+def test_eval_ppl_cli(saved, tmp_path):
+    data = tmp_path / "tagged.jsonl"
+    sents = ChainParser().parse_text(["the dogs run .", "cat sleep"])
+    data.write_text("\n".join(s.to_json() for s in sents) + "\n")
+    out = tmp_path / "ppl"
+    assert main(["eval", "ppl", "--model", str(saved / "txl"), "--data", str(data), "--out", str(out)]) == 0
+    res = json.loads((out / "ppl.json").read_text())
+    assert res["n_words"] == 6 and res["n_tokens"] == 7 and res["token_ppl"] > 1
+
+
+@pytest.mark.data
+def test_finetune_glue_cli(saved, shared_data, tmp_path):
+    out = tmp_path / "glue"
+    rc = main(
+        [
+            "finetune",
+            "glue",
+            "--model",
+            str(saved / "bert"),
+            "--task",
+            "rte",
+            "--seeds",
+            "0",
+            "--epochs",
+            "1",
+            "--max-train",
+            "8",
+            "--max-eval",
+            "8",
+            "--batch-size",
+            "4",
+            "--data-dir",
+            str(shared_data),
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    res = json.loads((out / "glue.json").read_text())
+    assert set(res["tasks"]) == {"rte"} and 0 <= res["macro"] <= 1
