@@ -19,8 +19,8 @@ For a query i, key j and head n of layer l (SiPE eq. 3, 5-9; Dai et al. 2019):
 How the score reaches the fused kernel (``F.scaled_dot_product_attention``):
 * BD is not bilinear in (q_i, something of j) -- it depends on i - j -- so it is materialised once
   as [B, H, L, L] (TXL's own cost) and passed as the additive float mask, together with the causal
-  and padding -inf. `position` multiplies that mask by (1 + c): one [B, H, L, L] gather + fma,
-  in ``TagGate``, which re-gathers c in backward instead of keeping it.
+  and padding -inf. `position` multiplies that mask by (1 + c) in ``TagGate``: c is read out of the
+  [L x P] table by a product with one-hot(pair_j), and recomputed in backward instead of kept.
   (On CPU a mask that needs a gradient -- BD always does -- sends SDPA to its math path in
   training; on CUDA the memory-efficient kernel takes the bias and returns its gradient.)
 * prior_j takes one of P <= 11 values (``HexatagPrior.pair_table``), so any term <q_i, f(prior_j)>
@@ -137,9 +137,10 @@ class RelPartialLearnableAttention(nn.Module):
         bias = bd * self.scale
         q_parts, k_parts, v_parts = [q_u], [k], [val]
         if prior is not None:
+            onehot = _pair_onehot(prior.pair_ids, self.n_heads, _pad8(prior.n_pairs()), q.dtype)
             if prior.alignment is not None and self.multiplicative:
-                per_pair = torch.einsum("bhid,hpd->bhip", q_v, prior.alignment) * self.scale  # c per tag pair
-                bias = TagGate.apply(bias, per_pair, prior.pair_ids)  # (1 + c) * BD / sqrt(d_head)
+                per_pair = torch.einsum("bhid,hpd->bhip", q_v, _pad_pairs(prior.alignment)) * self.scale
+                bias = TagGate.apply(bias, per_pair, onehot[:, :1])  # (1 + c) * BD / sqrt(d_head)
             # per-pair query table [B, H, L, P]; SDPA's scale turns it into c / the key bias
             table = None
             if prior.alignment is not None and not self.multiplicative:
@@ -147,9 +148,6 @@ class RelPartialLearnableAttention(nn.Module):
             if prior.key_bias is not None:
                 kb = torch.einsum("bhid,hpd->bhip", q, _pad_pairs(prior.key_bias))
                 table = kb if table is None else table + kb
-            if table is not None or prior.value_bias is not None:
-                width = _pad8(prior.n_pairs())
-                onehot = _pair_onehot(prior.pair_ids, self.n_heads, width, q.dtype)
             if table is not None:
                 q_parts.append(table)
                 k_parts.append(onehot)
@@ -189,25 +187,25 @@ class RelPartialLearnableAttention(nn.Module):
 class TagGate(torch.autograd.Function):
     """(1 + c) * bd with c_ij = per_pair[i, pair_j], saving only bd and the small [.., L, P] table.
 
-    ``addcmul(bd, bd, gather(per_pair))`` under autograd would keep the gathered c, one more
-    [B, H, L, L] tensor per layer; here c is re-gathered in backward (cheap) and the gradient of
-    the table is a scatter-add of g * bd over each key's pair id.
+    c is read out of the per-pair table with a product by one-hot(pair_j) ([.., L, P] @ [P, L]:
+    exact, since every other term is x * 0, and ~3x faster than ``gather`` on CPU). Plain autograd
+    of ``addcmul(bd, bd, c)`` would keep c, one more [B, H, L, L] tensor per layer; here c is
+    recomputed in backward, and the table's gradient is (g * bd) @ one-hot.
     """
 
     @staticmethod
-    def forward(ctx, bd: torch.Tensor, per_pair: torch.Tensor, pair_ids: torch.Tensor) -> torch.Tensor:
-        index = pair_ids[:, None, None, :].expand(*bd.shape)
-        ctx.save_for_backward(bd, per_pair, pair_ids)
-        return torch.addcmul(bd, bd, per_pair.gather(-1, index))
+    def forward(ctx, bd: torch.Tensor, per_pair: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(bd, per_pair, onehot)
+        return torch.addcmul(bd, bd, per_pair @ onehot.transpose(-1, -2))
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        bd, per_pair, pair_ids = ctx.saved_tensors
-        index = pair_ids[:, None, None, :].expand(*bd.shape)
-        grad_bd = torch.addcmul(grad, grad, per_pair.gather(-1, index)) if ctx.needs_input_grad[0] else None
-        grad_table = None
+        bd, per_pair, onehot = ctx.saved_tensors
+        grad_bd = grad_table = None
+        if ctx.needs_input_grad[0]:
+            grad_bd = torch.addcmul(grad, grad, per_pair @ onehot.transpose(-1, -2))
         if ctx.needs_input_grad[1]:
-            grad_table = torch.zeros_like(per_pair).scatter_add_(-1, index, grad * bd)
+            grad_table = (grad * bd) @ onehot
         return grad_bd, grad_table, None
 
 
