@@ -377,6 +377,8 @@ def test_bad_tag_ids_raise(injection):
     bad[0, 2] = 5
     with pytest.raises(TagIdError, match="nonterminal_ids"):
         model(ids, terminal_ids=t, nonterminal_ids=bad)
+    with pytest.raises(TagIdError, match="same positions|disagree"):
+        model(ids, terminal_ids=torch.where(t == 1, -100, t), nonterminal_ids=n)
     with pytest.raises(ValueError, match="both"):
         model(ids, terminal_ids=t)
     with pytest.raises(ValueError, match="must match input_ids"):

@@ -52,6 +52,7 @@ from structpe.modules.prior import (
     N_TERMINALS,
     HexatagPrior,
     TagHeads,
+    TagIdError,
     causal_tag_targets,
     check_tag_ids,
     tag_losses,
@@ -350,6 +351,8 @@ class TransfoXLSiPEModel(PreTrainedModel):
         if self.prior is None:  # `none`: tags only feed the auxiliary loss, but must still be valid
             check_tag_ids("terminal_ids", terminal_ids, N_TERMINALS)
             check_tag_ids("nonterminal_ids", nonterminal_ids, N_NONTERMINALS)
+            if not torch.equal(terminal_ids != IGNORE_INDEX, nonterminal_ids != IGNORE_INDEX):
+                raise TagIdError("terminal_ids and nonterminal_ids must be -100 at the same positions")
             return None, no_prior
         pair_ids = self.prior.pair_ids(terminal_ids.to(device), nonterminal_ids.to(device), deprel_ids)
         table = self.prior.pair_table()  # [P, D], row 0 = no tag
@@ -459,6 +462,7 @@ class TransfoXLSiPEModel(PreTrainedModel):
         """Greedy (temperature 0) or sampled continuation, without tags (new tokens have no parse).
 
         No cache: TXL here has no memory, so each step re-runs the window (fine for short demos).
+        Call ``model.eval()`` first, or dropout stays on.
         """
         if max_new_tokens < 0 or temperature < 0:
             raise ValueError("max_new_tokens and temperature must be >= 0")
