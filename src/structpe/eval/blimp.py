@@ -110,6 +110,7 @@ def evaluate_blimp(
     limit: int | None = None,
     kind: str | None = None,
     likelihood: str = "conditional",
+    k: int = 10,
     pll_metric: str = "within_word_l2r",
     leading_space: bool | None = None,
     batch_size: int = 32,
@@ -130,6 +131,7 @@ def evaluate_blimp(
         parser,
         kind=kind,
         likelihood=likelihood,
+        k=k,
         pll_metric=pll_metric,
         batch_size=batch_size,
     )

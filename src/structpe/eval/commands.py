@@ -112,8 +112,10 @@ def _scoring_args(p: argparse.ArgumentParser) -> None:
         "--likelihood",
         choices=LIKELIHOOD_CHOICES,
         default="conditional",
-        help="decoders with tags: conditional = p(x | T(x)), the paper's convention",
+        help="decoders with tags: conditional = p(x | T(x)) (the paper's convention), joint = p(x, T), "
+        "marginal = k-best lower bound on p(x)",
     )
+    p.add_argument("--k", type=int, default=10, help="beam width of the marginal likelihood")
     p.add_argument(
         "--pll-metric", choices=PLL_METRICS, default="within_word_l2r", help="encoders: PLL variant"
     )
@@ -150,6 +152,7 @@ def cmd_ppl(args: argparse.Namespace) -> int:
         sents,
         kind=args.kind,
         likelihood=args.likelihood,
+        k=args.k,
         pll_metric=args.pll_metric,
         append_eos=args.append_eos,
         batch_size=args.batch_size,
@@ -179,6 +182,7 @@ def cmd_blimp(args: argparse.Namespace) -> int:
         limit=args.limit,
         kind=args.kind,
         likelihood=args.likelihood,
+        k=args.k,
         pll_metric=args.pll_metric,
         batch_size=args.batch_size,
         keep_pairs=args.keep_pairs,
@@ -214,6 +218,7 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
         args.suites,
         kind=args.kind,
         likelihood=args.likelihood,
+        k=args.k,
         pll_metric=args.pll_metric,
         protocol=args.protocol,
         append_eos=args.append_eos,
