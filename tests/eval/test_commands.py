@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import WORDS, ChainParser, make_tokenizer
+from conftest import WORDS, ChainParser, ObjectParser, make_tokenizer
 from transformers import BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel
 
 from structpe.cli import main
@@ -14,6 +14,7 @@ from structpe.models import SiPEConfig, build_model
 from structpe.syntax.parsers import register_parser
 
 register_parser("chain-test", lambda **kw: ChainParser())
+register_parser("object-test", lambda **kw: ObjectParser())
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,11 @@ def saved(tmp_path_factory):
     )
     txl.save_pretrained(root / "txl")
     make_tokenizer().save_pretrained(root / "txl")
+    base = build_model(
+        SiPEConfig(family="txl", injection="none", vocab_size=len(WORDS), d_model=32, n_layers=2, n_heads=2)
+    )
+    base.save_pretrained(root / "txl-none")
+    make_tokenizer().save_pretrained(root / "txl-none")
     gpt = GPT2LMHeadModel(GPT2Config(vocab_size=len(WORDS), n_layer=1, n_head=2, n_embd=16, n_positions=64))
     gpt.save_pretrained(root / "gpt2")
     make_tokenizer().save_pretrained(root / "gpt2" / "tokenizer")
@@ -132,3 +138,31 @@ def test_finetune_glue_cli(saved, shared_data, tmp_path):
     assert rc == 0
     res = json.loads((out / "glue.json").read_text())
     assert set(res["tasks"]) == {"rte"} and 0 <= res["macro"] <= 1
+
+
+@pytest.mark.data
+def test_eval_attention_cli(saved, shared_data, tmp_path):
+    out = tmp_path / "att"
+    # the first causative pair is "Aaron breaks the glass." (the shape ObjectParser handles)
+    rc = main(
+        [
+            "eval",
+            "attention",
+            "--base",
+            str(saved / "txl-none"),
+            "--sipe",
+            str(saved / "txl"),
+            "--parser",
+            "object-test",
+            "--data-dir",
+            str(shared_data),
+            "--limit",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    res = json.loads((out / "attention.json").read_text())
+    assert res["direction"] == "object_to_verb" and res["n_with_object"] == 1
+    assert len(res["per_layer_base"]) == 2 and (out / "attention_per_layer.png").is_file()

@@ -97,3 +97,36 @@ def test_tiny_finetune_runs_on_real_rte(shared_data, mlm_tok):
     mains = [r["tasks"][t]["mean"]["main"] for t in ("rte", "stsb")]
     assert r["macro"] == pytest.approx(sum(mains) / 2)
     assert torch.isfinite(torch.tensor(mains)).all()
+
+
+@pytest.mark.data
+def test_finetune_our_encoder_with_tags(shared_data, mlm_tok, tmp_path):
+    from structpe.eval.glue import load_classifier
+    from structpe.models import SiPEConfig, build_model
+
+    cfg = SiPEConfig(
+        family="roberta",
+        injection="input",
+        vocab_size=len(WORDS),
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        pad_token_id=0,
+        max_position_embeddings=64,
+    )
+    build_model(cfg).save_pretrained(tmp_path / "rob")
+    r = finetune_glue(
+        lambda n: load_classifier(tmp_path / "rob", n),
+        mlm_tok,
+        ["cola"],
+        ChainParser(),
+        shared_data,
+        seeds=(0,),
+        epochs=1,
+        max_train=8,
+        max_eval=8,
+        batch_size=4,
+        max_length=48,
+        progress=False,
+    )
+    assert r["tasks"]["cola"]["tagged"] and -1 <= r["macro"] <= 1
