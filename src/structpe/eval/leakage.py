@@ -144,7 +144,7 @@ def leakage_audit(
                     terms[1:t], nts[1:t] = pt, pn
                 for v in causal:
                     tv, nv = (terms, nts) if v == "prefix" else _drop_last(terms, nts)
-                    rows[v].append(Row(ids, tv, nv))
+                    rows[v].append(Row(ids, tv, nv, logits_from=t - 1))  # only token t
         for v in causal:
             outs = run_rows(scorer, rows[v])
             lps = [o.token_lp[-1] for o in outs]

@@ -50,8 +50,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -94,11 +96,17 @@ MARGINAL_LADDER = (1, 10, 100)
 
 @dataclass
 class Row:
-    """One model input: token ids (BOS first) and per-position tag ids (-100 = none)."""
+    """One model input: token ids (BOS first) and per-position tag ids (-100 = none).
+
+    ``logits_from``: the first position whose next-token logits are needed (earlier token
+    log-probs come back as NaN). The beam only needs the newest segment of each prefix, and the
+    output projection over the vocabulary is most of a tiny model's cost.
+    """
 
     ids: list[int]
     terminals: list[int]
     nonterminals: list[int]
+    logits_from: int = 0
 
 
 @dataclass
@@ -110,6 +118,26 @@ class RowOutput:
     nonterminal_lp: torch.Tensor  # [L, 5]
 
 
+@contextmanager
+def _output_positions_from(model: Any, first: int) -> Iterator[None]:
+    """Feed only positions >= ``first`` to the model's output projection (a forward pre-hook).
+
+    Applies to models whose ``get_output_embeddings()`` is the module that maps the final hidden
+    states to vocabulary logits (ours and Hugging Face causal LMs); the tag heads read the hidden
+    states separately and are untouched. A no-op when ``first`` is 0 or there is no such module.
+    """
+    getter = getattr(model, "get_output_embeddings", None)
+    head = getter() if callable(getter) else None
+    if first <= 0 or not isinstance(head, torch.nn.Module):
+        yield
+        return
+    handle = head.register_forward_pre_hook(lambda _m, args: (args[0][:, first:], *args[1:]))
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
 @torch.no_grad()
 def run_rows(scorer: CausalScorer, rows: Sequence[Row], tagged: bool = True) -> list[RowOutput]:
     """Run the scorer's model on rows, ``scorer.batch_size`` rows per forward, longest first.
@@ -119,10 +147,11 @@ def run_rows(scorer: CausalScorer, rows: Sequence[Row], tagged: bool = True) -> 
     """
     device = model_device(scorer.model)
     out: list[RowOutput | None] = [None] * len(rows)
-    order = sorted(range(len(rows)), key=lambda i: -len(rows[i].ids))
+    order = sorted(range(len(rows)), key=lambda i: (-len(rows[i].ids), -rows[i].logits_from))
     size = max(1, scorer.batch_size)
     for start in range(0, len(order), size):
         idx = order[start : start + size]
+        first = min(rows[i].logits_from for i in idx)
         L = max(len(rows[i].ids) for i in idx)
         B = len(idx)
         input_ids = torch.full((B, L), scorer.pad_id, dtype=torch.long)
@@ -136,15 +165,19 @@ def run_rows(scorer: CausalScorer, rows: Sequence[Row], tagged: bool = True) -> 
             mask[b, :n] = 1
             term[b, :n] = torch.tensor(r.terminals)
             nonterm[b, :n] = torch.tensor(r.nonterminals)
-        res = forward_logits(
-            scorer.model,
-            input_ids.to(device),
-            mask.to(device),
-            term.to(device) if tagged else None,
-            nonterm.to(device) if tagged else None,
-        )
-        logp = torch.log_softmax(res.logits[:, :-1].float(), dim=-1)
-        tok_lp = logp.gather(-1, input_ids[:, 1:].to(logp.device).unsqueeze(-1)).squeeze(-1).cpu()
+        with _output_positions_from(scorer.model, first):
+            res = forward_logits(
+                scorer.model,
+                input_ids.to(device),
+                mask.to(device),
+                term.to(device) if tagged else None,
+                nonterm.to(device) if tagged else None,
+            )
+        logits = res.logits[:, -(L - first) :]  # positions first..L-1 (all of them without the hook)
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        target = input_ids[:, first + 1 :].to(logp.device)
+        tok_lp = torch.full((B, L - 1), math.nan)
+        tok_lp[:, first:] = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
         t_lp = n_lp = None
         if tagged:
             t_lp = torch.log_softmax(res.terminal_logits.float(), dim=-1).cpu()
@@ -327,7 +360,8 @@ def _segment_rows(scorer: CausalScorer, s: _Sentence, step: int) -> list[Row]:
         n = [IGNORE] * (stop + 1)
         for pos, tt, nn in zip(s.positions, h.terminals, h.nonterminals, strict=False):
             t[pos], n[pos] = tt, nn
-        rows.append(Row(full.ids[: stop + 1], t[: stop + 1], n[: stop + 1]))
+        src = s.positions[step - 1] if step > 0 else 0  # logits needed from here on
+        rows.append(Row(full.ids[: stop + 1], t[: stop + 1], n[: stop + 1], logits_from=src))
     return rows
 
 
