@@ -208,6 +208,8 @@ def test_blimp_loader_real_files(shared_data):
     assert fields["syntax_semantics"] == 14_000  # 13 paradigms + principle_A_case_2's "syntax/semantics"
     assert {k: len(v) for k, v in phen.items()}["argument_structure"] == 9
     assert len(phen) == 12
+    sub = load_blimp(shared_data, limit=2, phenomena=["island_effects"], fields=["syntax"])
+    assert len({p.paradigm for p in sub}) == 8 and len(sub) == 16
 
 
 @pytest.mark.data

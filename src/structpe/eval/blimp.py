@@ -81,9 +81,18 @@ def load_paradigm(path: str | Path, limit: int | None = None) -> list[BlimpPair]
 
 
 def load_blimp(
-    data_dir: str | Path | None = None, paradigms: Sequence[str] | None = None, limit: int | None = None
+    data_dir: str | Path | None = None,
+    paradigms: Sequence[str] | None = None,
+    limit: int | None = None,
+    *,
+    fields: Sequence[str] | None = None,
+    phenomena: Sequence[str] | None = None,
 ) -> list[BlimpPair]:
-    """Pairs of the chosen paradigms (all 67 by default), at most ``limit`` per paradigm."""
+    """Pairs of the chosen paradigms (all 67 by default), at most ``limit`` per paradigm.
+
+    ``fields`` / ``phenomena`` keep only paradigms of those fields (after the ``syntax/semantics``
+    fix) or phenomena (the paper's 12, after the ``s-selection`` fix).
+    """
     d = blimp_dir(data_dir)
     available = list_paradigms(d)
     chosen = list(paradigms) if paradigms else available
@@ -92,7 +101,16 @@ def load_blimp(
         raise ValueError(f"unknown BLiMP paradigms {unknown}; {len(available)} available in {d}")
     out: list[BlimpPair] = []
     for p in chosen:
-        out.extend(load_paradigm(d / f"{p}.jsonl.gz", limit))
+        pairs = load_paradigm(d / f"{p}.jsonl.gz", limit)
+        if fields and pairs[0].field not in fields:
+            continue
+        if phenomena and pairs[0].phenomenon not in phenomena:
+            continue
+        out.extend(pairs)
+    if not out:
+        raise ValueError(
+            f"no BLiMP paradigm matches paradigms={paradigms} fields={fields} phenomena={phenomena}"
+        )
     return out
 
 
@@ -108,6 +126,8 @@ def evaluate_blimp(
     paradigms: Sequence[str] | None = None,
     *,
     limit: int | None = None,
+    fields: Sequence[str] | None = None,
+    phenomena: Sequence[str] | None = None,
     kind: str | None = None,
     likelihood: str = "conditional",
     k: int = 10,
@@ -121,7 +141,8 @@ def evaluate_blimp(
 ) -> dict[str, Any]:
     """BLiMP accuracy per paradigm, field, phenomenon and overall.
 
-    ``limit`` takes the first pairs of each paradigm (subset selection, with ``paradigms``).
+    Subset selection: ``paradigms``, ``fields``, ``phenomena``; ``limit`` takes the first pairs of
+    each paradigm.
     ``leading_space`` (default: True for decoders, False for encoders) prefixes each sentence with
     a space as lm-eval-harness does. ``pairs`` overrides loading (tests, custom sets).
     """
@@ -137,7 +158,9 @@ def evaluate_blimp(
     )
     if leading_space is None:
         leading_space = isinstance(scorer, CausalScorer)
-    pairs = list(pairs) if pairs is not None else load_blimp(data_dir, paradigms, limit)
+    if pairs is None:
+        pairs = load_blimp(data_dir, paradigms, limit, fields=fields, phenomena=phenomena)
+    pairs = list(pairs)
     if not pairs:
         raise ValueError("no BLiMP pairs selected")
     prefix = " " if leading_space else ""

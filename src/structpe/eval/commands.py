@@ -180,6 +180,8 @@ def cmd_blimp(args: argparse.Namespace) -> int:
         args.data_dir,
         args.paradigms,
         limit=args.limit,
+        fields=args.fields,
+        phenomena=args.phenomena,
         kind=args.kind,
         likelihood=args.likelihood,
         k=args.k,
@@ -397,6 +399,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(p)
     _scoring_args(p)
     p.add_argument("--paradigms", nargs="+", help="subset of the 67 paradigms (default: all)")
+    p.add_argument("--fields", nargs="+", help="only paradigms of these fields (syntax, morphology, ...)")
+    p.add_argument("--phenomena", nargs="+", help="only paradigms of these phenomena (the paper's 12)")
     p.add_argument("--limit", type=int, help="first N pairs of each paradigm")
     p.add_argument("--keep-pairs", action="store_true", help="store per-pair log-probs in the JSON")
     p.set_defaults(func=cmd_blimp)
