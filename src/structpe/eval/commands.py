@@ -381,6 +381,35 @@ def _glue_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_glue)
 
 
+def cmd_leakage(args: argparse.Namespace) -> int:
+    """Issue 9 leakage audit: how much of the conditional-perplexity gain needs future tag information."""
+    from structpe.eval import leakage, ppl, report
+
+    model, tok = load_model_and_tokenizer(args.model, args.tokenizer, device=args.device)
+    parser = make_parser(args.parser or "spacy", model, args.parser_model)
+    if args.text:
+        texts = [ln.strip() for ln in Path(args.text).read_text().splitlines() if ln.strip()][: args.limit]
+    else:
+        texts = [ppl.sentence_text(s) for s in ppl.read_tagged_jsonl(args.data, args.limit)]
+    baseline = None
+    if args.baseline:
+        baseline, _ = load_model_and_tokenizer(args.baseline, args.tokenizer, device=args.device)
+    res = leakage.leakage_audit(
+        model, tok, texts, parser, baseline=baseline, variants=args.variants, batch_size=args.batch_size
+    )
+    res["model"] = args.model
+    rows, cols = leakage.format_results(res)
+    notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}", f"{len(texts)} texts re-parsed"]
+    if "leaked_share_upper" in res:
+        notes.append(f"at most {100 * res['leaked_share_upper']:.1f}% of the full-parse gain is leakage")
+    title = "Leakage audit (conditional perplexity under tag conditions)"
+    paths = report.write_report(
+        _out_dir(args, "leakage"), "leakage", res, rows, cols, title=title, notes=notes
+    )
+    _print_table(paths)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     ev = _area(sub, "eval", "Evaluate a model: perplexity, BLiMP, SyntaxGym, attention, GLUE (DESIGN §4).")
 
@@ -394,6 +423,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--append-eos", action="store_true", help="also score an end-of-sentence token")
     p.add_argument("--max-length", type=int, help="skip sentences longer than this many tokens")
     p.set_defaults(func=cmd_ppl)
+
+    from structpe.eval.leakage import VARIANTS as LEAKAGE_VARIANTS
+
+    p = ev.add_parser("leakage", help="how much of a conditional-perplexity gain is future tag leakage")
+    _common(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", help="JSON lines (from `structpe tag`): their text is re-parsed with --parser")
+    src.add_argument("--text", help="plain text, one sentence per line")
+    p.add_argument("--limit", type=int, help="first N sentences")
+    p.add_argument("--baseline", help="a model reading no tags, trained on the same data (reference p(x))")
+    p.add_argument("--variants", nargs="+", default=list(LEAKAGE_VARIANTS), choices=LEAKAGE_VARIANTS)
+    p.set_defaults(func=cmd_leakage)
 
     p = ev.add_parser("blimp", help="BLiMP minimal pairs: accuracy per paradigm, field, phenomenon, overall")
     _common(p)
