@@ -35,6 +35,7 @@ from structpe.eval.scoring import (
     Parser,
     align_tags_by_offsets,
     forward_logits,
+    is_structpe_model,
     model_device,
     parse_texts,
     uses_tags,
@@ -192,6 +193,7 @@ class Features:
     nonterminal_ids: list[list[int]]
     labels: list[float | int]
     unaligned_words: int = 0
+    token_type_ids: list[list[int]] | None = None  # segment ids, for HF models that use them (BERT)
 
 
 def featurize(
@@ -216,6 +218,8 @@ def featurize(
     cols = [[e.texts[i] for e in examples] for i in range(n_seg)]
     enc = tokenizer(*cols, truncation=True, max_length=max_length, return_offsets_mapping=True)
     feats = Features([], [], [], [e.label for e in examples])
+    if "token_type_ids" in enc:
+        feats.token_type_ids = [list(x) for x in enc["token_type_ids"]]
     for k, ex in enumerate(examples):
         ids = list(enc["input_ids"][k])
         offs = [tuple(o) for o in enc["offset_mapping"][k]]
@@ -249,17 +253,28 @@ def _collate(f: Features, idx: Sequence[int], pad_id: int) -> dict[str, torch.Te
         mask[b, :m] = 1
         t[b, :m] = torch.tensor(f.terminal_ids[i])
         n[b, :m] = torch.tensor(f.nonterminal_ids[i])
-    return {"input_ids": ids, "attention_mask": mask, "terminal_ids": t, "nonterminal_ids": n}
+    batch = {"input_ids": ids, "attention_mask": mask, "terminal_ids": t, "nonterminal_ids": n}
+    if f.token_type_ids is not None:
+        tt = torch.zeros((B, L), dtype=torch.long)
+        for b, i in enumerate(idx):
+            tt[b, : len(f.token_type_ids[i])] = torch.tensor(f.token_type_ids[i])
+        batch["token_type_ids"] = tt
+    return batch
 
 
 def _forward(model: Any, batch: Mapping[str, torch.Tensor], tagged: bool) -> torch.Tensor:
     dev = model_device(model)
+    extra = {}
+    # segment ids only for HF models (ours are configured with one segment type unless trained otherwise)
+    if "token_type_ids" in batch and not is_structpe_model(model):
+        extra["token_type_ids"] = batch["token_type_ids"].to(dev)
     out = forward_logits(
         model,
         batch["input_ids"].to(dev),
         batch["attention_mask"].to(dev),
         batch["terminal_ids"].to(dev) if tagged else None,
         batch["nonterminal_ids"].to(dev) if tagged else None,
+        **extra,
     )
     return out.logits
 

@@ -306,10 +306,7 @@ class CausalScorer:
         self.append_eos = append_eos
         self.max_length = max_length
         self.progress = progress
-        self.tagged = uses_tags(model)
-        if self.tagged and parser is None:
-            # parses may still come through score(parses=...); checked there
-            pass
+        self.tagged = uses_tags(model)  # without a parser, score() needs parses=
         bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
         if bos is None:
             raise ValueError("tokenizer has neither a BOS nor an EOS token to condition the first word on")
