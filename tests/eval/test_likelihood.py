@@ -406,3 +406,29 @@ def test_pareto_figure_places_each_mode(tmp_path):
     assert len(data["published"]) == len(PUBLISHED) and all("Table 2" in p["source"] for p in PUBLISHED)
     with pytest.raises(ValueError, match="beam width"):
         pareto_figure([sg("marginal", "no width", 0.5)], tmp_path / "q.png")
+
+
+def test_cli_likelihood_modes_and_leakage(tok, parses, tmp_path, capsys):
+    import json
+
+    from structpe.cli import main
+
+    model = tiny_txl(tok, "input", seed=8)
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in parses))
+    totals = {}
+    for mode in ("conditional", "joint", "marginal"):
+        out = tmp_path / mode
+        argv = ["eval", "ppl", "--model", str(tmp_path / "m"), "--data", str(data), "--out", str(out)]
+        assert main([*argv, "--likelihood", mode, "--k", "5"]) == 0
+        res = json.loads((out / "ppl.json").read_text())
+        assert res["likelihood"] == mode and mode in res["scoring"]
+        totals[mode] = res["nll_sum"]
+    assert totals["joint"] > totals["conditional"]  # the tags are paid for
+    out = tmp_path / "leak"
+    argv = ["eval", "leakage", "--model", str(tmp_path / "m"), "--data", str(data), "--out", str(out)]
+    assert main([*argv, "--parser", "spacy", "--variants", "full", "prefix"]) == 0
+    res = json.loads((out / "leakage.json").read_text())
+    assert set(res["variants"]) == {"full", "prefix"}
