@@ -1,7 +1,8 @@
 """Transformer-XL-style causal decoder with every SiPE injection site (SiPE §3.3, App. A.2-A.4).
 
 No cross-segment memory (mem_len = 0, purely causal), sinusoidal relative positions, a per-layer
-W_R and per-layer u/v biases, a tied output projection (no adaptive softmax), pre- or post-LN.
+W_R and per-layer u/v biases (HF's ``untie_r``), token embeddings scaled by sqrt(d_model) as in
+TXL, a tied output projection (no adaptive softmax), pre- or post-LN, ReLU MLP.
 For a query i, key j and head n of layer l (SiPE eq. 3, 5-9; Dai et al. 2019):
 
     AC_ij = <q_i + u, k_j>                               content
@@ -288,6 +289,7 @@ class TransfoXLSiPEModel(PreTrainedModel):
             raise ValueError(f"TransfoXLSiPEModel needs family='txl', got {config.family!r}")
         super().__init__(config)
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.embed_scale = math.sqrt(config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_norm else None
@@ -396,7 +398,9 @@ class TransfoXLSiPEModel(PreTrainedModel):
         h = self.embed(input_ids)
         if input_prior is not None:
             h = h + input_prior  # h_p = e_tok + m_p (E_T[tau_p] + E_N[nu_p])   (eq. 4)
-        h = self.dropout(h)
+        # TXL scales the (tied) embedding by sqrt(d_model); the prior shares the token's units. Under
+        # post-LN layer 1 sees this input un-normalised: unscaled, its q is ~0 and so are BD and c.
+        h = self.dropout(h * self.embed_scale)
         pos_seq = torch.arange(length - 1, -1, -1, device=device)
         if self.config.clamp_len > 0:
             pos_seq = pos_seq.clamp_max(self.config.clamp_len)
