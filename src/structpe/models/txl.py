@@ -356,6 +356,7 @@ class TransfoXLSiPEModel(PreTrainedModel):
             if not torch.equal(terminal_ids != IGNORE_INDEX, nonterminal_ids != IGNORE_INDEX):
                 raise TagIdError("terminal_ids and nonterminal_ids must be -100 at the same positions")
             return None, no_prior
+        deprel_ids = deprel_ids.to(device) if deprel_ids is not None else None
         pair_ids = self.prior.pair_ids(terminal_ids.to(device), nonterminal_ids.to(device), deprel_ids)
         table = self.prior.pair_table()  # [P, D], row 0 = no tag
         input_prior = table[pair_ids] if self.config.uses_input_prior else None
