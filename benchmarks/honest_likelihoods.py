@@ -156,5 +156,51 @@ def main() -> None:
     print(f"wrote {out / (args.label + '.json')}")
 
 
+def summarize(out_dir: str) -> None:
+    """Print the closing table (Markdown) from OUT/<label>.json files and draw the Pareto figure."""
+    from structpe.eval.pareto import pareto_figure
+
+    out = Path(out_dir)
+    loaded = [json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if "_" not in p.stem]
+    reports = [r for r in loaded if "ppl" in r and "label" in r]
+    cols = ["model", "mode", "token PPL", "word PPL", "sentences", "BLiMP", "SyntaxGym"]
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in reports:
+        rows = [(m, v, "all dev") for m, v in r["ppl"].items()]
+        sub = r["ppl_subset"]
+        rows += [(m, v, f"first {sub['n_sentences']}") for m, v in sub.items() if isinstance(v, dict)]
+        for mode, v, which in rows:
+            label = mode if r["reads_tags"] else "plain p(x) (all modes)"
+            blimp = r["blimp"].get(mode, {}).get("overall", "") if which == "all dev" else ""
+            sg = r["syntaxgym"].get(mode, {}).get("sg_score", "") if which == "all dev" else ""
+            fmt = lambda x: f"{100 * x:.2f}" if isinstance(x, float) else x  # noqa: E731
+            print(
+                f"| {r['label']} | {label} | {v['token_ppl']:.3f} | {v['word_ppl']:.3f} | {which} "
+                f"| {fmt(blimp)} | {fmt(sg)} |"
+            )
+    for r in reports:
+        if "leakage" in r:
+            lk = r["leakage"]
+            print(f"\nleakage ({r['label']}, {lk['n_sentences']} sentences, word PPL):")
+            for k, v in lk["variants"].items():
+                gain = lk.get("gain_vs_baseline", {}).get(k, "n/a")
+                print(f"  {k}: {v['word_ppl']:.3f}  gain vs baseline {gain}")
+            if "baseline" in lk:
+                print(
+                    f"  baseline p(x): {lk['baseline']['word_ppl']:.3f}; "
+                    f"leaked_share_upper {lk.get('leaked_share_upper')}"
+                )
+    sg_files = sorted(out.glob("*_syntaxgym_*.json"))
+    labels = [p.stem.split("_syntaxgym_")[0] for p in sg_files]
+    if sg_files:
+        pareto_figure(sg_files, out / "pareto.png", labels=labels)
+        print(f"\nwrote {out / 'pareto.png'} and {out / 'pareto.json'}")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--summarize":
+        summarize(sys.argv[2])
+    else:
+        main()

@@ -39,7 +39,7 @@ PUBLISHED: tuple[dict[str, Any], ...] = (
         "note": "Figure 1 does not name the TPT variant; [dep.] is the best TPT row of Table 2",
     },
     {
-        "label": "TreeReg PLM (paper)",
+        "label": "TreeReg (paper)",
         "x": 0,
         "y": 80.00,
         "source": f"{PAPER}, Table 2 'TreeReg (GPT-2)' SyntaxGym; Fig. 1 x = 0",
@@ -148,20 +148,21 @@ def pareto_figure(
     refs = [dict(p) for p in PUBLISHED] if published else []
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for p in refs:
+    placed: dict[float, int] = {}  # labels already at this x: stagger them vertically
+
+    def label(x: float, y: float, text: str, **kw: Any) -> None:
+        n = placed.get(x, 0)
+        placed[x] = n + 1
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(6, 4 - 10 * n), **kw)
+
+    for p in sorted(refs, key=lambda p: -p["y"]):
         ax.scatter(p["x"], p["y"], marker="x", color="0.45", zorder=2)
-        ax.annotate(
-            p["label"], (p["x"], p["y"]), textcoords="offset points", xytext=(5, 3), fontsize=7, color="0.35"
-        )
+        label(p["x"], p["y"], p["label"], fontsize=7, color="0.35")
     for p in ours:
         ax.scatter(p["x"], p["y"], marker=_MARKERS.get(p["likelihood"], "o"), s=45, zorder=3)
-        ax.annotate(
-            f"{p['label']} [{p['likelihood']}]",
-            (p["x"], p["y"]),
-            textcoords="offset points",
-            xytext=(5, -10),
-            fontsize=8,
-        )
+    placed.clear()
+    for p in sorted(ours, key=lambda p: -p["y"]):
+        label(p["x"], p["y"], f"{p['label']} [{p['likelihood']}] {p['y']:.1f}", fontsize=8)
     ax.set_xscale("symlog", linthresh=1.0)
     ticks = sorted({0, 1, 10, 100, 300, *(int(p["x"]) for p in ours)})
     ax.set_xticks(ticks)
