@@ -527,7 +527,10 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
         if eval_only:
             model = LISformer.from_pretrained(out / "checkpoints" / kind).to(dev)
             losses = [float("nan")]
+            prev = out / "results.json"
+            trained = json.loads(prev.read_text())["models"].get(kind, {}) if prev.is_file() else {}
         else:
+            trained = {}
             model = build_model(kind, cfg, vocab, data).to(dev)
             losses = train_kg(model, kind, data, vocab, cfg)
         res = {
@@ -537,6 +540,8 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
             "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
             "scores": {},
         }
+        # eval-only keeps the training record of the run that made the checkpoint
+        res.update({k: trained[k] for k in ("train_seconds", "final_train_loss") if k in trained})
         for (setting, split), items in sets.items():
             exs = [sample_example(kind, data, vocab, f, random.Random(seed), d) for f, d, seed in items]
             res["scores"][f"{setting}/{split}"] = score(model, exs, vocab.pad, cfg.eval_batch)

@@ -162,7 +162,10 @@ def run(
         if eval_only:
             model = LISformer.from_pretrained(out / "checkpoints" / name).to(pick_device(cfg.device))
             losses = [float("nan")]
+            prev = out / "results.json"
+            trained = json.loads(prev.read_text())["models"].get(name, {}) if prev.is_file() else {}
         else:
+            trained = {}
             model = LISformer(mcfg, newline_id=data.newline_id).to(pick_device(cfg.device))
             losses = train_model(model, data, cfg, desc=name)
         train_s = time.time() - t0
@@ -177,6 +180,10 @@ def run(
             "final_train_loss": sum(losses[-20:]) / len(losses[-20:]),
             "ppl": ppl,
         }
+        # eval-only keeps the training record of the run that made the checkpoint
+        results["models"][name].update(
+            {k: trained[k] for k in ("train_seconds", "final_train_loss") if k in trained}
+        )
         if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / name)
         (out / "results.json").write_text(json.dumps(results, indent=2))
