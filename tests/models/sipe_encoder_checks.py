@@ -61,6 +61,27 @@ def assert_hf_parity(hf_model, ours, batch: dict, atol: float = 1e-5) -> None:
     torch.testing.assert_close(out.logits, ref.logits, atol=atol, rtol=0)
 
 
+def assert_hf_grad_parity(hf_model, ours, batch: dict, pairs: dict[str, str], atol: float = 1e-5) -> None:
+    """Same MLM loss and the same gradients (ours name -> transformers name) after one backward."""
+    hf_model.train()
+    ours.train()
+    hf_model.zero_grad()
+    ours.zero_grad()
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "labels")}
+    ref = hf_model(**inputs).loss
+    out = ours(**inputs).loss
+    ref.backward()
+    out.backward()
+    torch.testing.assert_close(out, ref, atol=atol, rtol=0)
+    theirs = dict(hf_model.named_parameters())
+    for mine, name in pairs.items():
+        got = ours.get_parameter(mine).grad
+        assert got is not None and bool(got.abs().sum() > 0), f"{mine} got no gradient"
+        torch.testing.assert_close(
+            got, theirs[name].grad, atol=atol, rtol=1e-4, msg=lambda m, n=mine: f"{n}: {m}"
+        )
+
+
 def zero_prior_tables(model: nn.Module) -> None:
     """E_T, E_N, E_D = 0 everywhere; alpha fusions get a = 1 (a*x alone would rescale x)."""
     with torch.no_grad():

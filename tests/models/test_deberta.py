@@ -9,6 +9,7 @@ import torch
 from sipe_encoder_checks import (
     N_DEPRELS,
     assert_attention_weights_consistent,
+    assert_hf_grad_parity,
     assert_hf_parity,
     assert_masked_positions_blind,
     assert_roundtrip,
@@ -91,6 +92,18 @@ def test_parity_with_transformers(batch, legacy):
     torch.manual_seed(0)
     hf = DebertaV2ForMaskedLM(hf_config(legacy=legacy)).eval()
     assert_hf_parity(hf, from_hf(hf), batch)
+
+
+def test_gradients_match_transformers(batch):
+    """The relative table gets its gradient through the SDPA bias exactly as through eager DeBERTa."""
+    torch.manual_seed(5)
+    hf = DebertaV2ForMaskedLM(hf_config())
+    pairs = {
+        "backbone.embeddings.word.weight": "deberta.embeddings.word_embeddings.weight",
+        "backbone.rel.table.weight": "deberta.encoder.rel_embeddings.weight",
+        "backbone.rel.norm.weight": "deberta.encoder.LayerNorm.weight",
+    }
+    assert_hf_grad_parity(hf, from_hf(hf), batch, pairs)
 
 
 def test_parity_without_buckets_and_with_segments(batch):

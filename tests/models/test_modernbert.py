@@ -9,6 +9,7 @@ import torch
 from sipe_encoder_checks import (
     N_DEPRELS,
     assert_attention_weights_consistent,
+    assert_hf_grad_parity,
     assert_hf_parity,
     assert_masked_positions_blind,
     assert_roundtrip,
@@ -81,6 +82,17 @@ def randomize_w_delta(model, std: float = 0.5) -> None:
 
 def test_parity_with_transformers(hf_mlm, batch):
     assert_hf_parity(hf_mlm, from_hf(hf_mlm), batch)
+
+
+def test_gradients_match_transformers(batch):
+    torch.manual_seed(5)
+    hf = ModernBertForMaskedLM(hf_config())
+    pairs = {
+        "backbone.embeddings.word.weight": "model.embeddings.tok_embeddings.weight",
+        "backbone.layers.1.qkv.weight": "model.layers.1.attn.Wqkv.weight",
+        "backbone.layers.0.mlp_in.weight": "model.layers.0.mlp.Wi.weight",
+    }
+    assert_hf_grad_parity(hf, from_hf(hf), batch, pairs)
 
 
 def test_parity_with_rows_that_see_only_padding(hf_mlm):

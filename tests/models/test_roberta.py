@@ -7,6 +7,7 @@ import torch
 from sipe_encoder_checks import (
     N_DEPRELS,
     assert_attention_weights_consistent,
+    assert_hf_grad_parity,
     assert_hf_parity,
     assert_masked_positions_blind,
     assert_roundtrip,
@@ -69,6 +70,17 @@ VARIANTS = ["none", *INPUT_VARIANTS]
 
 def test_parity_with_transformers(hf_mlm, batch):
     assert_hf_parity(hf_mlm, from_hf(hf_mlm), batch)
+
+
+def test_gradients_match_transformers(batch):
+    torch.manual_seed(5)
+    hf = RobertaForMaskedLM(hf_config())
+    pairs = {
+        "backbone.embeddings.word.weight": "roberta.embeddings.word_embeddings.weight",
+        "backbone.embeddings.position.weight": "roberta.embeddings.position_embeddings.weight",
+        "backbone.layers.0.attn_out.weight": "roberta.encoder.layer.0.attention.output.dense.weight",
+    }
+    assert_hf_grad_parity(hf, from_hf(hf), batch, pairs)
 
 
 def test_segment_ids_and_classification_head_parity(batch):

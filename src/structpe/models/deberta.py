@@ -152,7 +152,7 @@ class DebertaLayer(nn.Module):
         p2c = torch.matmul(k, pos_q.transpose(-1, -2)).gather(-1, index.transpose(-1, -2))
         s_pos = (c2p + p2c.transpose(-1, -2)) * self.scale  # K^c_j . Q^r_delta(i,j), transposed to [i, j]
         if tag_keys is not None:  # PP-SiPE: S~ = S^con + (1 + c) S^pos
-            s_pos = s_pos * (1.0 + tag_alignment(q, tag_keys, pair_ids))
+            s_pos = torch.addcmul(s_pos, s_pos, tag_alignment(q, tag_keys, pair_ids))
         if pair_mask is not None:
             s_pos = s_pos.masked_fill(~pair_mask, torch.finfo(s_pos.dtype).min)
         dropout = self.attn_dropout if self.training else 0.0

@@ -209,24 +209,20 @@ class MaskedLMHead(nn.Module):
     def __init__(self, config: SiPEConfig, act: str, bias: bool = True, norm_bias: bool = True):
         super().__init__()
         self.dense = nn.Linear(config.d_model, config.d_model, bias=bias)
-        self.act = act
+        self.act = activation(act)
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=norm_bias)
         self.decoder = nn.Linear(config.d_model, config.vocab_size, bias=True)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.norm(ACTIVATIONS[self.act](self.dense(hidden))))
-
-
-def _gelu(x: torch.Tensor) -> torch.Tensor:
-    return F.gelu(x)
+        return self.decoder(self.norm(self.act(self.dense(hidden))))
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-ACTIVATIONS = {
-    "gelu": _gelu,
+ACTIVATIONS = {  # the transformers ACT2FN names our checkpoints use, as plain functions
+    "gelu": F.gelu,
     "gelu_new": _gelu_tanh,
     "gelu_pytorch_tanh": _gelu_tanh,
     "relu": F.relu,
@@ -235,6 +231,7 @@ ACTIVATIONS = {
 
 
 def activation(name: str):
+    """The activation function called ``name`` (transformers' spelling)."""
     if name not in ACTIVATIONS:
         raise ValueError(f"unsupported activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
     return ACTIVATIONS[name]

@@ -37,7 +37,6 @@ from structpe.models.encoder_common import (
     set_init,
 )
 from structpe.modules.prior import HexatagPrior
-from structpe.modules.prior_projection import gather_per_key
 from structpe.modules.rotary import rope_angles
 
 
@@ -54,13 +53,15 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 def shifted_cos_sin(
     cos: torch.Tensor, sin: torch.Tensor, shift_table: torch.Tensor, pair_ids: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos / sin of theta_{p,t} + dtheta_{p,t} by angle addition.
+    """cos / sin of theta_{p,t} + dtheta_{p,t} [B, H, L, d/2] by angle addition.
 
     dtheta depends on p only through its tag pair, so cos/sin of the [H, P, d/2] shift table are
-    computed once and gathered: no transcendental over [B, H, L, d/2].
+    computed once and gathered (one contiguous index_select): no transcendental over [B, H, L, d/2].
     """
-    cos_d = gather_per_key(shift_table.cos(), pair_ids)  # [B, H, L, d/2]
-    sin_d = gather_per_key(shift_table.sin(), pair_ids)
+    n_heads, n_pairs, half = shift_table.shape
+    table = torch.cat((shift_table.cos(), shift_table.sin()), dim=-1).reshape(n_heads * n_pairs, 2 * half)
+    flat = pair_ids[:, None, :] + torch.arange(n_heads, device=pair_ids.device)[None, :, None] * n_pairs
+    cos_d, sin_d = table[flat].chunk(2, dim=-1)  # [B, H, L, d/2] each
     return cos * cos_d - sin * sin_d, sin * cos_d + cos * sin_d
 
 
@@ -110,10 +111,10 @@ class ModernBertLayer(nn.Module):
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         bsz, length, d = x.shape
-        q, k, v = (
-            self.qkv(self.attn_norm(x)).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
-        )
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        qkv = self.qkv(self.attn_norm(x)).view(bsz, length, 3, self.n_heads, self.d_head)
+        qkv = qkv.permute(2, 0, 3, 1, 4)  # [3, B, H, L, dh]
+        q, k = rotate(qkv[:2], cos, sin).unbind(0)  # q and k in one rotation
+        v = qkv[2]
         dropout = self.attn_dropout if self.training else 0.0
         ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, need_weights)
         x = x + self.out_drop(self.attn_out(ctx.transpose(1, 2).reshape(bsz, length, d)))
