@@ -182,10 +182,10 @@ def test_ddp_two_processes_match_single(tiny_recipe: Path, gold_dataset: Path, t
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     # same examples per step; the only difference is per-rank token-mean weighting of the loss
     for step in a:
-        assert b[step] == pytest.approx(a[step], rel=2e-2), (step, a, b)
+        assert b[step] == pytest.approx(a[step], rel=2e-3), (step, a, b)
     ea = [r["eval_lm_loss"] for r in read_metrics(single / "metrics.csv") if "eval_lm_loss" in r]
     eb = [r["eval_lm_loss"] for r in read_metrics(ddp / "metrics.csv") if "eval_lm_loss" in r]
-    assert eb == pytest.approx(ea, rel=2e-2)
+    assert eb == pytest.approx(ea, rel=2e-3)
 
 
 def test_mlm_encoder_pretrains(ewt_slices: dict, wordpiece_tokenizer: Path, tmp_path: Path) -> None:
