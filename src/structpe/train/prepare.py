@@ -390,6 +390,13 @@ def prepare(
         for p in ps:
             if not p.is_file():
                 raise FileNotFoundError(f"split {k!r}: input file not found: {p}")
+    if settings.parser == "gold":
+        for k, ps in paths.items():
+            fmt = settings.input_format or guess_format(ps[0])
+            if fmt != "conllu":
+                raise ValueError(
+                    f"the gold parser needs CoNLL-U input, but split {k!r} ({ps[0]}) is read as {fmt!r} text"
+                )
     tok_dir = str(Path(tokenizer).resolve())
     tok = _get_tokenizer(tok_dir)
     bos_id = tok.bos_token_id if tok.bos_token_id is not None else tok.cls_token_id
