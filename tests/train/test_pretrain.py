@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,13 @@ def _run(args: list[str], env: dict | None = None, check: bool = True) -> subpro
     if check and p.returncode != 0:
         raise AssertionError(f"{args} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return p
+
+
+def _free_port() -> int:
+    """A free TCP port, so concurrent test sessions do not collide on torchrun's rendezvous."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _losses(run: Path) -> dict[int, float]:
@@ -168,7 +176,7 @@ def test_ddp_two_processes_match_single(tiny_recipe: Path, gold_dataset: Path, t
             "--nproc_per_node",
             "2",
             "--master_port",
-            "29517",
+            str(_free_port()),
             "-m",
             "structpe.cli",
             "pretrain",
