@@ -15,8 +15,8 @@ SiPE sites: ``input`` (eq. 11: h^(0)_p = LN(e^tok_p + e^seg_p + prior_p)) and ``
 
     S~_ij = S^con_ij + (1 + c_ij) S^pos_ij
 
-c_ij is computed per query against the <= 11 distinct prior values and gathered
-(``tag_alignment``), never as an [L, L, d] product. With ``injection="none"`` the numbers equal
+c_ij is computed per query against the <= 11 distinct prior values and spread over the keys
+(``pos_scale``), never as an [L, L, d] product. With ``injection="none"`` the numbers equal
 ``transformers``' ``DebertaV2ForMaskedLM`` (v3 layout) given the same weights; ``from_hf`` converts.
 """
 
@@ -41,7 +41,6 @@ from structpe.models.encoder_common import (
     prior_projection,
 )
 from structpe.modules.prior import HexatagPrior
-from structpe.modules.prior_projection import tag_alignment
 
 
 def log_bucket(rel: torch.Tensor, buckets: int, max_position: int) -> torch.Tensor:
@@ -109,6 +108,23 @@ class DebertaEmbeddings(nn.Module):
         return self.drop(x)
 
 
+def pos_scale(
+    query: torch.Tensor, tag_keys: torch.Tensor, pair_ids: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """scale * (1 + c_ij) as [B, H, Lq, Lk], with c_ij = <Q^c_i, W_E prior_j> / sqrt(d_head) (eq. 12).
+
+    c_ij depends on key j only through its tag pair (<= 11 values), so it is an [Lq x P] table per
+    query, spread over the keys by a one-hot matmul (a BLAS product in both directions; cheaper
+    than gather/scatter). Folding (1 + c) into the scale S^pos needs anyway saves an [L x L] pass.
+    """
+    n_pairs = tag_keys.shape[1]
+    per_pair = torch.matmul(query, tag_keys.transpose(-1, -2)) * (scale / math.sqrt(query.shape[-1])) + scale
+    one_hot = (
+        nn.functional.one_hot(pair_ids, n_pairs).to(query.dtype).transpose(1, 2)[:, None]
+    )  # [B, 1, P, Lk]
+    return torch.matmul(per_pair, one_hot)
+
+
 class DebertaLayer(nn.Module):
     """Post-LN block with disentangled attention; ``tag_keys`` switches on PP-SiPE's (1 + c)."""
 
@@ -150,9 +166,11 @@ class DebertaLayer(nn.Module):
         index = rel_idx.expand(bsz, self.n_heads, length, length)
         c2p = torch.matmul(q, pos_k.transpose(-1, -2)).gather(-1, index)  # Q^c_i . K^r_delta(i,j)
         p2c = torch.matmul(k, pos_q.transpose(-1, -2)).gather(-1, index.transpose(-1, -2))
-        s_pos = (c2p + p2c.transpose(-1, -2)) * self.scale  # K^c_j . Q^r_delta(i,j), transposed to [i, j]
-        if tag_keys is not None:  # PP-SiPE: S~ = S^con + (1 + c) S^pos
-            s_pos = torch.addcmul(s_pos, s_pos, tag_alignment(q, tag_keys, pair_ids))
+        s_pos = c2p + p2c.transpose(-1, -2)  # K^c_j . Q^r_delta(i,j), transposed to [i, j]
+        if tag_keys is None:
+            s_pos = s_pos * self.scale
+        else:  # PP-SiPE: S~ = S^con + (1 + c) S^pos, the (1 + c) folded into S^pos's scale
+            s_pos = s_pos * pos_scale(q, tag_keys, pair_ids, self.scale)
         if pair_mask is not None:
             s_pos = s_pos.masked_fill(~pair_mask, torch.finfo(s_pos.dtype).min)
         dropout = self.attn_dropout if self.training else 0.0
