@@ -113,12 +113,13 @@ def our_points(
             raise ValueError(f"{stem}: not a SyntaxGym result (needs benchmark='syntaxgym' and 'sg_score')")
         sg = float(res["sg_score"])
         y = 100.0 * sg if sg <= 1.0 else sg
-        likelihood = res.get("likelihood", "")
+        x = parses_per_sentence(res)
+        likelihood = "plain" if x == 0 else res.get("likelihood", "")  # a tagless model: p(x) in any mode
         label = labels[i] if labels is not None else str(res.get("model", stem))
         points.append(
             {
                 "label": label,
-                "x": parses_per_sentence(res),
+                "x": x,
                 "y": y,
                 "likelihood": likelihood,
                 "scoring": res.get("scoring", ""),
