@@ -137,7 +137,7 @@ class Addresses(nn.Module):
         role = self.roles(st.role) if (self.roles is not None and st.role is not None) else None
         if role is not None:
             local = local + role  # R_pos^p R_s
-        if cfg.pe in ("rope",):
+        if cfg.pe == "rope":
             return local[:, None], local[:, None], None
         if cfg.pe == "alibi":
             return None, None, None
