@@ -16,7 +16,7 @@ SiPE sites: ``input`` (eq. 11: h^(0)_p = LN(e^tok_p + e^seg_p + prior_p)) and ``
     S~_ij = S^con_ij + (1 + c_ij) S^pos_ij
 
 c_ij is computed per query against the <= 11 distinct prior values and spread over the keys
-(``pos_scale``), never as an [L, L, d] product. With ``injection="none"`` the numbers equal
+(``one_plus_c``), never as an [L, L, d] product. With ``injection="none"`` the numbers equal
 ``transformers``' ``DebertaV2ForMaskedLM`` (v3 layout) given the same weights; ``from_hf`` converts.
 """
 
@@ -108,17 +108,15 @@ class DebertaEmbeddings(nn.Module):
         return self.drop(x)
 
 
-def pos_scale(
-    query: torch.Tensor, tag_keys: torch.Tensor, pair_ids: torch.Tensor, scale: float
-) -> torch.Tensor:
-    """scale * (1 + c_ij) as [B, H, Lq, Lk], with c_ij = <Q^c_i, W_E prior_j> / sqrt(d_head) (eq. 12).
+def one_plus_c(query: torch.Tensor, tag_keys: torch.Tensor, pair_ids: torch.Tensor) -> torch.Tensor:
+    """1 + c_ij as [B, H, Lq, Lk], with c_ij = <Q^c_i, W_E prior_j> / sqrt(d_head) (eq. 12).
 
     c_ij depends on key j only through its tag pair (<= 11 values), so it is an [Lq x P] table per
     query, spread over the keys by a one-hot matmul (a BLAS product in both directions; cheaper
-    than gather/scatter). Folding (1 + c) into the scale S^pos needs anyway saves an [L x L] pass.
+    than gather/scatter).
     """
     n_pairs = tag_keys.shape[1]
-    per_pair = torch.matmul(query, tag_keys.transpose(-1, -2)) * (scale / math.sqrt(query.shape[-1])) + scale
+    per_pair = torch.matmul(query, tag_keys.transpose(-1, -2)) / math.sqrt(query.shape[-1]) + 1.0
     one_hot = (
         nn.functional.one_hot(pair_ids, n_pairs).to(query.dtype).transpose(1, 2)[:, None]
     )  # [B, 1, P, Lk]
@@ -161,16 +159,15 @@ class DebertaLayer(nn.Module):
         q, k, v = self.qkv(x).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
         w_q, w_k, _ = self.qkv.weight.split(d)
         b_q, b_k, _ = self.qkv.bias.split(d)
-        pos_q = self._heads(nn.functional.linear(rel_rows, w_q, b_q))  # Q^r [H, R, dh]
-        pos_k = self._heads(nn.functional.linear(rel_rows, w_k, b_k))  # K^r [H, R, dh]
+        # Q^r, K^r [H, R, dh], with the 1/sqrt(3 d_head) of S^pos applied to these few rows
+        pos_q = self._heads(nn.functional.linear(rel_rows, w_q, b_q)) * self.scale
+        pos_k = self._heads(nn.functional.linear(rel_rows, w_k, b_k)) * self.scale
         index = rel_idx.expand(bsz, self.n_heads, length, length)
         c2p = torch.matmul(q, pos_k.transpose(-1, -2)).gather(-1, index)  # Q^c_i . K^r_delta(i,j)
         p2c = torch.matmul(k, pos_q.transpose(-1, -2)).gather(-1, index.transpose(-1, -2))
         s_pos = c2p + p2c.transpose(-1, -2)  # K^c_j . Q^r_delta(i,j), transposed to [i, j]
-        if tag_keys is None:
-            s_pos = s_pos * self.scale
-        else:  # PP-SiPE: S~ = S^con + (1 + c) S^pos, the (1 + c) folded into S^pos's scale
-            s_pos = s_pos * pos_scale(q, tag_keys, pair_ids, self.scale)
+        if tag_keys is not None:  # PP-SiPE: S~ = S^con + (1 + c) S^pos
+            s_pos = s_pos * one_plus_c(q, tag_keys, pair_ids)
         if pair_mask is not None:
             s_pos = s_pos.masked_fill(~pair_mask, torch.finfo(s_pos.dtype).min)
         dropout = self.attn_dropout if self.training else 0.0
