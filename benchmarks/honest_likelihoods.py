@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--sg-marginal-k", type=int, default=0, help="also SyntaxGym with marginal k (0: skip)")
     ap.add_argument("--leakage-limit", type=int, default=100)
     ap.add_argument("--baseline", default=None, help="a model reading no tags (for the leakage gains)")
+    ap.add_argument("--only-leakage", action="store_true", help="run only the leakage audit")
     ap.add_argument("--batch-size", type=int, default=32)
     args = ap.parse_args()
 
@@ -86,6 +87,9 @@ def main() -> None:
     sents = read_tagged_jsonl(args.ppl_data, limit=args.ppl_limit)
     texts = [sentence_text(s) for s in sents]
     words = [len(s.words) for s in sents]
+    if args.only_leakage:
+        modes = []
+        report["reads_tags"] = tagged
     report["ppl"] = {}
     for mode in modes:
         sc = make_scorer(model, tok, None, likelihood=mode, batch_size=args.batch_size)
@@ -97,13 +101,15 @@ def main() -> None:
         report["ppl"][mode] = r
         print(f"[{time.time() - t0:.0f}s] ppl {mode}: {r['token_ppl']:.3f} tok / {r['word_ppl']:.3f} word")
 
+    if args.only_leakage:
+        args.marginal_limit, args.sg_marginal_k = 0, 0
     m = args.marginal_limit
     sub, sub_texts, sub_words = sents[:m], texts[:m], words[:m]
     report["ppl_subset"] = {"n_sentences": len(sub)}
     for mode in modes:
         sc = make_scorer(model, tok, None, likelihood=mode, batch_size=args.batch_size)
         report["ppl_subset"][mode] = ppl_from_scores(sc.score(sub_texts, sub), sub_words)
-    if tagged:
+    if tagged and m:
         sc = make_scorer(model, tok, None, likelihood="marginal", k=args.k, batch_size=args.batch_size)
         t1 = time.time()
         marg = sc.score(sub_texts, sub)
@@ -144,15 +150,17 @@ def main() -> None:
 
     if tagged and args.leakage_limit:
         base = load(args.baseline).eval() if args.baseline else None
-        lt = texts[: args.leakage_limit]
+        # keep the texts the parser reads as one sentence (the audit aligns one tree per text)
+        lt = [t for t in texts[: args.leakage_limit] if len(parser.parse_text([t])) == 1]
         r = leakage_audit(model, tok, lt, parser, baseline=base, batch_size=args.batch_size)
+        r["texts_dropped_as_multi_sentence"] = min(args.leakage_limit, len(texts)) - len(lt)
         report["leakage"] = r
         print(
             f"[{time.time() - t0:.0f}s] leakage: "
             + json.dumps({k: round(v["word_ppl"], 3) for k, v in r["variants"].items()})
         )
     report["seconds"] = time.time() - t0
-    write_json(out / f"{args.label}.json", report)
+    write_json(out / f"{args.label}{'_leakage' if args.only_leakage else ''}.json", report)
     print(f"wrote {out / (args.label + '.json')}")
 
 
