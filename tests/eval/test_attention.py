@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import WORDS, BigramLM, ObjectParser, RampAttentionMLM
+from eval_toys import WORDS, BigramLM, ObjectParser, RampAttentionMLM
 
 from structpe.eval.attention import attention_between, evaluate_attention, plot, verb_object
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 import torch
-from conftest import VOCAB, WORDS, BigramLM, ChainParser
+from eval_toys import VOCAB, WORDS, BigramLM, ChainParser
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from structpe.eval.blimp import BlimpPair, evaluate_blimp, list_paradigms, load_blimp

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import WORDS, ChainParser
+from eval_toys import WORDS, ChainParser
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from transformers import BertConfig, BertForSequenceClassification

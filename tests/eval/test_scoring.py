@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import VOCAB, WORDS, BigramLM, ChainParser, RightNeighbourMLM
+from eval_toys import VOCAB, WORDS, BigramLM, ChainParser, RightNeighbourMLM
 from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 
 from structpe.eval.ppl import evaluate_ppl

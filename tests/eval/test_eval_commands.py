@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import WORDS, ChainParser, ObjectParser, make_tokenizer
+from eval_toys import WORDS, ChainParser, ObjectParser, make_tokenizer
 from transformers import BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel
 
 from structpe.cli import main
