@@ -104,7 +104,7 @@ def test_parser_eval_cli(trained, tmp_path):
 
 
 def test_recipes_parse():
-    for name in ("tiny", "small"):
+    for name in ("tiny", "fast", "small"):
         cfg = TrainConfig.from_yaml(name)
         assert cfg.data.dev == "ewt" and "atis" not in cfg.data.train
     with pytest.raises(ValueError, match="unknown"):
