@@ -109,3 +109,20 @@ def test_recipes_parse():
         assert cfg.data.dev == "ewt" and "atis" not in cfg.data.train
     with pytest.raises(ValueError, match="unknown"):
         TrainConfig.from_dict({"optim": {"lrr": 1}})
+
+
+def test_parse_text_one_tree_per_text_when_asked(trained):
+    """Scorers align tags to a text's characters, so they need exactly one tree per text."""
+    from structpe.syntax.parsers import get_parser
+
+    out, _ = trained
+    parser = get_parser("hexatagger", model=str(out))
+    texts = ["The dog barked. Then it slept.", "Cats sleep."]
+    split = parser.parse_text(texts)
+    assert [s.sent_id for s in split] == ["1.1", "1.2", "2.1"]
+    joined = parser.parse_text(texts, split_sentences=False)
+    assert len(joined) == 2
+    assert joined[0].words == ["The", "dog", "barked", ".", "Then", "it", "slept", "."]
+    for s in joined:
+        check_tree(s.heads)
+        assert decode(s.terminals, s.nonterminals) == s.heads

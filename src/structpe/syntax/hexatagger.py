@@ -547,8 +547,14 @@ class HexatagParser(Parser):
             out.append([s for s in sents if s])
         return out
 
-    def predict_text(self, texts: Sequence[str]) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
+    def predict_text(
+        self, texts: Sequence[str], split_sentences: bool = True
+    ) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
+        """Sentences of each text (spaCy's rule-based sentencizer); with ``split_sentences=False``
+        each text is tagged as one sentence, which the scorers' character alignment needs."""
         split = self._split(texts)
+        if not split_sentences:
+            split = [[[w for sent in sents for w in sent]] if sents else [] for sents in split]
         flat = [s for sents in split for s in sents]
         trees = self.predict_words(flat) if flat else []
         out, k = [], 0
@@ -556,16 +562,3 @@ class HexatagParser(Parser):
             out.append([(w, *trees[k + j]) for j, w in enumerate(sents)])
             k += len(sents)
         return out
-
-    def parse_text(self, texts: Sequence[str], ids: Sequence[str] | None = None) -> list[TaggedSentence]:
-        """Split raw texts into sentences and words, then tag them; ``sent_id`` is ``"<id>.<k>"``."""
-        if isinstance(texts, str):
-            raise ValueError("parse_text takes a list of texts, not one string")
-        split = self._split(texts)
-        flat = [s for sents in split for s in sents]
-        sids = [
-            f"{ids[i] if ids is not None else i + 1}.{k}"
-            for i, sents in enumerate(split)
-            for k in range(1, len(sents) + 1)
-        ]
-        return self.parse_words(flat, sids) if flat else []
