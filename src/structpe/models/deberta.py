@@ -35,6 +35,7 @@ from structpe.models.encoder_common import (
     SiPEEncoderForSequenceClassification,
     activation,
     attend,
+    bert_layer_weights,
     check_tags,
     hf_sipe_config,
     load_converted,
@@ -325,18 +326,7 @@ def _backbone_weights(hf_base, n_layers: int) -> dict[str, torch.Tensor]:
     }
     if "embeddings.token_type_embeddings.weight" in sd:
         out["embeddings.token_type.weight"] = sd["embeddings.token_type_embeddings.weight"]
-    for i in range(n_layers):
-        src, dst = f"encoder.layer.{i}.", f"layers.{i}."
-        att = src + "attention."
-        for kind in ("weight", "bias"):
-            out[dst + f"qkv.{kind}"] = torch.cat(
-                [sd[att + f"self.{n}_proj.{kind}"] for n in ("query", "key", "value")]
-            )
-            out[dst + f"attn_out.{kind}"] = sd[att + f"output.dense.{kind}"]
-            out[dst + f"attn_norm.{kind}"] = sd[att + f"output.LayerNorm.{kind}"]
-            out[dst + f"ff_in.{kind}"] = sd[src + f"intermediate.dense.{kind}"]
-            out[dst + f"ff_out.{kind}"] = sd[src + f"output.dense.{kind}"]
-            out[dst + f"ff_norm.{kind}"] = sd[src + f"output.LayerNorm.{kind}"]
+    out.update(bert_layer_weights(sd, n_layers, qkv="self.{n}_proj"))
     return out
 
 

@@ -326,6 +326,28 @@ def make_tag_heads(config: SiPEConfig) -> TagHeads | None:
     return TagHeads(config.d_model) if config.uses_prior else None
 
 
+def bert_layer_weights(sd: Mapping[str, torch.Tensor], n_layers: int, qkv: str) -> dict[str, torch.Tensor]:
+    """Map Hugging Face's BERT-style layer weights (RoBERTa, DeBERTa) onto ours, layer by layer.
+
+    ``qkv`` names the self-attention projections, e.g. ``"self.{n}"`` (RoBERTa) or
+    ``"self.{n}_proj"`` (DeBERTa), with ``{n}`` in query / key / value; ours are one fused ``qkv``.
+    """
+    out = {}
+    for i in range(n_layers):
+        src, dst = f"encoder.layer.{i}.", f"layers.{i}."
+        att = src + "attention."
+        for kind in ("weight", "bias"):
+            out[dst + f"qkv.{kind}"] = torch.cat(
+                [sd[att + qkv.format(n=n) + f".{kind}"] for n in ("query", "key", "value")]
+            )
+            out[dst + f"attn_out.{kind}"] = sd[att + f"output.dense.{kind}"]
+            out[dst + f"attn_norm.{kind}"] = sd[att + f"output.LayerNorm.{kind}"]
+            out[dst + f"ff_in.{kind}"] = sd[src + f"intermediate.dense.{kind}"]
+            out[dst + f"ff_out.{kind}"] = sd[src + f"output.dense.{kind}"]
+            out[dst + f"ff_norm.{kind}"] = sd[src + f"output.LayerNorm.{kind}"]
+    return out
+
+
 def load_converted(model: nn.Module, weights: Mapping[str, torch.Tensor], source: str) -> None:
     """Copy ``weights`` (our parameter names) into ``model``; every non-SiPE tensor must be covered.
 
