@@ -463,10 +463,12 @@ class SiPEEncoderForSequenceClassification(SiPEEncoderPreTrainedModel):
         self.post_init()
 
     def build_classifier(self, config: SiPEConfig) -> None:
-        raise NotImplementedError
+        """Abstract: each family builds its own head (RoBERTa/DeBERTa pooler + dense, ModernBERT cls/mean)."""
+        raise NotImplementedError(f"{type(self).__name__} must define build_classifier")
 
     def classify(self, last: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        raise NotImplementedError
+        """Abstract: pool the last hidden states [B, L, d] into class logits [B, n_labels]."""
+        raise NotImplementedError(f"{type(self).__name__} must define classify")
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.backbone.embeddings.word
