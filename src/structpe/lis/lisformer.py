@@ -53,6 +53,9 @@ class LISformerConfig:
     role_init_std: float = 0.5
     bias: bool = True
     attn_chunk: int = 256  # query chunk of the two-term score (exact for any value; speed only)
+    # instance addresses in R^(d_model/2): every head gets its own angles (LIS App. F.1 maps a line
+    # to an angle vector in R^{d/2}); False: one d_head/2 vector shared by all heads
+    head_addresses: bool = True
 
     def __post_init__(self) -> None:
         if self.pe not in PE_SCHEMES:
@@ -119,7 +122,8 @@ def alibi_slopes(n_head: int) -> torch.Tensor:
 class Addresses(nn.Module):
     """Computes, once per forward, the rotary angles every layer uses.
 
-    Returns (q_angles, k_angles_local, k_angles_addressed or None) as [B, 1, L, d_head/2].
+    Returns (q_angles, k_angles_local, k_angles_addressed or None): [B, 1, L, d_head/2], the
+    addressed keys' angles [B, H, L, d_head/2] (one address per head) or [B, 1, L, d_head/2].
     A(p, s, e) = R_pos^p R_s R_e (LIS Prop. 4.7): angles = p * w + phi_s + phi_e.
     """
 
@@ -127,9 +131,11 @@ class Addresses(nn.Module):
         super().__init__()
         self.cfg = cfg
         n_pairs = cfg.head_dim // 2
+        self.address_heads = cfg.n_head if cfg.head_addresses else 1
         self.register_buffer("freqs", rope_frequencies(cfg.head_dim, cfg.theta), persistent=False)
         self.roles = RoleAngles(cfg.n_roles, n_pairs, cfg.role_init_std) if cfg.n_roles else None
-        self.content = ContentInstanceAddress(cfg.d_model, n_pairs) if cfg.pe == "lis" else None
+        n_addr = self.address_heads * n_pairs
+        self.content = ContentInstanceAddress(cfg.d_model, n_addr) if cfg.pe == "lis" else None
 
     def forward(self, x: torch.Tensor, st: TokenStructure):
         cfg = self.cfg
@@ -151,19 +157,26 @@ class Addresses(nn.Module):
         else:  # random line addresses, fresh every pass
             # one draw per possible instance index (L of them), so a line's draw never depends on
             # how many lines follow it
-            xi = torch.randn(x.shape[0], x.shape[1], local.shape[-1], device=x.device)
-            inst = torch.gather(xi, 1, st.address.clamp(min=0)[..., None].expand(-1, -1, xi.shape[-1]))
+            n_addr = self.address_heads * local.shape[-1]
+            xi = torch.randn(x.shape[0], x.shape[1], n_addr, device=x.device)
+            inst = torch.gather(xi, 1, st.address.clamp(min=0)[..., None].expand(-1, -1, n_addr))
             inst = inst * (st.address >= 0)[..., None]
-        return local[:, None], local[:, None], (local + inst)[:, None]  # ... R_e for keys of done lines
+        B, L, _ = inst.shape  # [B, L, heads * pairs] -> [B, heads, L, pairs]
+        inst = inst.view(B, L, self.address_heads, -1).transpose(1, 2)
+        local = local[:, None]
+        return local, local, local + inst  # ... R_e for keys of completed instances
 
 
-def two_term_plan(instance: torch.Tensor, chunk: int) -> list[tuple[int, int, int, torch.Tensor]]:
+def two_term_plan(
+    instance: torch.Tensor, chunk: int, dtype: torch.dtype | None = None
+) -> list[tuple[int, int, int, torch.Tensor]]:
     """Query chunks [s, e) with their key ranges, built once per forward and shared by all layers.
 
     Chunk [s, e) needs addressed keys [0, e) (earlier instances only) and local keys [s0, e), where
     s0 is the first position of the instance that holds query s -- so the work is ~L^2/2 plus a
     band, instead of L x 2L for one dense [addressed | local] mask.
-    Each entry: (s, e, s0, mask [B, 1, e - s, e + e - s0]).
+    Each entry: (s, e, s0, mask [B, 1, e - s, e + e - s0]); boolean (True = keep), or additive
+    (0 / -inf) in ``dtype`` when one is given.
     """
     B, L = instance.shape
     dev = instance.device
@@ -178,7 +191,10 @@ def two_term_plan(instance: torch.Tensor, chunk: int) -> list[tuple[int, int, in
         qi = instance[:, s:e, None]
         earlier = instance[:, None, :e] < qi
         same = (instance[:, None, s0:e] == qi) & (t[None, s0:e] <= t[s:e, None])
-        plan.append((s, e, s0, torch.cat([earlier, same], dim=-1)[:, None]))
+        keep = torch.cat([earlier, same], dim=-1)[:, None]
+        if dtype is not None:  # additive form, built once instead of by SDPA in every layer
+            keep = torch.zeros(keep.shape, dtype=dtype, device=dev).masked_fill_(~keep, float("-inf"))
+        plan.append((s, e, s0, keep))
     return plan
 
 
@@ -276,7 +292,7 @@ class LISformer(nn.Module):
         q_ang, k_ang, k_addr = self.addresses(x, st)
         mask = None
         if k_addr is not None:
-            mask = two_term_plan(st.instance, self.cfg.attn_chunk)
+            mask = two_term_plan(st.instance, self.cfg.attn_chunk, x.dtype)
         elif self.cfg.pe == "alibi":
             t = torch.arange(L, device=idx.device)
             dist = (t[:, None] - t[None, :]).float()
