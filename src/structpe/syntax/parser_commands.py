@@ -67,6 +67,10 @@ def register(subparsers: Any) -> None:
     e.add_argument("--split", default="test", help="split when --data is a treebank name (default: test)")
     e.add_argument("--parser", default="hexatagger", choices=("hexatagger", "spacy"), help="parser to score")
     e.add_argument("--batch-tokens", type=int, default=8192, help="hexatagger batch size in subwords")
+    e.add_argument(
+        "--quantize", choices=("none", "int8"), default="none",
+        help="hexatagger: int8 dynamic quantization of the Linear layers for CPU inference",
+    )
     e.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     e.add_argument("--output", default=None, help="also write the metrics JSON here")
     e.set_defaults(func=run_eval)
@@ -125,6 +129,7 @@ def evaluate_parser(
             preds.append(SimpleNamespace(heads=heads, terminals=t, nonterminals=nt, deprels=None))
     res = evaluate(preds, gold)
     res.update(
+        quantize=kwargs.get("quantize", "none"),
         parser=parser_name, seconds=round(seconds, 3), sentences_per_second=round(len(gold) / seconds, 1)
     )
     return res
@@ -141,7 +146,9 @@ def run_eval(args: argparse.Namespace) -> int:
     data = Path(args.data)
     path = data if data.is_file() else treebank_file(data_root(), args.data, args.split)
     gold = load_sentences(path)
-    kwargs = {"batch_tokens": args.batch_tokens} if args.parser == "hexatagger" else {}
+    kwargs: dict = {}
+    if args.parser == "hexatagger":
+        kwargs = {"batch_tokens": args.batch_tokens, "quantize": args.quantize}
     res = evaluate_parser(args.parser, gold, args.model, **kwargs)
     res["data"] = str(path)
     text = json.dumps(res, indent=2)
