@@ -30,18 +30,21 @@ from torch import nn
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
     InputPrior,
-    MaskedLMHead,
+    LayerOutputs,
     SiPEEncoderForMaskedLM,
     SiPEEncoderForSequenceClassification,
     activation,
+    add_segment_embedding,
+    apply_input_prior,
     attend,
+    bert_embedding_weights,
     bert_layer_weights,
-    check_tags,
     hf_sipe_config,
+    layer_pair_projection,
     load_converted,
-    prior_projection,
+    position_prior,
+    tag_pairs,
 )
-from structpe.modules.prior import HexatagPrior
 
 
 def log_bucket(rel: torch.Tensor, buckets: int, max_position: int) -> torch.Tensor:
@@ -93,14 +96,7 @@ class DebertaEmbeddings(nn.Module):
         self.drop = nn.Dropout(config.dropout)
 
     def raw(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
-        x = self.word(input_ids)
-        if self.token_type is not None:
-            x = x + (self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids))
-        elif token_type_ids is not None and bool(token_type_ids.any()):
-            raise ValueError(
-                "token_type_ids given but the model has no segment embeddings (type_vocab_size=0)"
-            )
-        return x
+        return add_segment_embedding(self.word(input_ids), self.token_type, token_type_ids)
 
     def finish(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         x = self.norm(x)
@@ -189,11 +185,7 @@ class DebertaSiPEModel(nn.Module):
         self.rel = RelativePositions(config)
         self.layers = nn.ModuleList(DebertaLayer(config) for _ in range(config.n_layers))
         self.input_prior = InputPrior(config) if config.uses_input_prior else None
-        if config.uses_position_prior:
-            self.prior = HexatagPrior(config.d_model, config.n_deprels, init_std=config.initializer_range)
-            self.prior_proj = prior_projection(config, d_out=config.d_head)  # W_E^(l)
-        else:
-            self.prior = self.prior_proj = None
+        self.prior, self.prior_proj = position_prior(config, d_out=config.d_head)  # E_T, E_N; W_E^(l)
 
     def forward(
         self,
@@ -208,10 +200,8 @@ class DebertaSiPEModel(nn.Module):
         output_hidden_states: bool = False,
     ):
         bsz, length = input_ids.shape
-        tagged = check_tags(terminal_ids, nonterminal_ids)
         x = self.embeddings.raw(input_ids, token_type_ids)
-        if tagged and self.input_prior is not None:
-            x, _ = self.input_prior(x, terminal_ids, nonterminal_ids, deprel_ids, keep)
+        x, _ = apply_input_prior(self.input_prior, x, terminal_ids, nonterminal_ids, deprel_ids, keep)
         x = self.embeddings.finish(x, attention_mask)
 
         pair_mask = None
@@ -223,27 +213,14 @@ class DebertaSiPEModel(nn.Module):
         lo, hi, rel_idx = self.rel.index(length, input_ids.device)
         rel_rows = self.rel.rows(lo, hi)
 
-        pair_ids = table = None
-        if tagged and self.prior is not None:
-            pair_ids = self.prior.pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep)
-            table = self.prior.pair_table()
+        pair_ids, table = tag_pairs(self.prior, terminal_ids, nonterminal_ids, deprel_ids, keep)
 
-        hidden_states = [x] if output_hidden_states else None
-        attentions = [] if output_attentions else None
+        outputs = LayerOutputs(x, output_hidden_states, output_attentions)
         for i, layer in enumerate(self.layers):
-            tag_keys = (
-                self.prior_proj(table, i) if table is not None and self.prior_proj.has_layer(i) else None
-            )
+            tag_keys = layer_pair_projection(self.prior_proj, table, i)  # W_E^(i) prior per tag pair
             x, probs = layer(x, rel_rows, rel_idx, pair_mask, tag_keys, pair_ids, output_attentions)
-            if hidden_states is not None:
-                hidden_states.append(x)
-            if attentions is not None:
-                attentions.append(probs)
-        return (
-            x,
-            tuple(hidden_states) if hidden_states is not None else None,
-            tuple(attentions) if attentions is not None else None,
-        )
+            outputs.add(x, probs)
+        return outputs.result(x)
 
 
 class DebertaSiPEForMaskedLM(SiPEEncoderForMaskedLM):
@@ -251,9 +228,6 @@ class DebertaSiPEForMaskedLM(SiPEEncoderForMaskedLM):
 
     family = "deberta"
     backbone_class = DebertaSiPEModel
-
-    def make_lm_head(self, config: SiPEConfig) -> MaskedLMHead:
-        return MaskedLMHead(config, act=config.hidden_act)
 
 
 class DebertaSiPEForSequenceClassification(SiPEEncoderForSequenceClassification):
@@ -316,16 +290,10 @@ def _config_from_hf(hf_config, sipe_kwargs: dict) -> SiPEConfig:
 
 def _backbone_weights(hf_base, n_layers: int) -> dict[str, torch.Tensor]:
     sd = hf_base.state_dict()
-    out = {
-        "embeddings.word.weight": sd["embeddings.word_embeddings.weight"],
-        "embeddings.norm.weight": sd["embeddings.LayerNorm.weight"],
-        "embeddings.norm.bias": sd["embeddings.LayerNorm.bias"],
-        "rel.table.weight": sd["encoder.rel_embeddings.weight"],
-        "rel.norm.weight": sd["encoder.LayerNorm.weight"],
-        "rel.norm.bias": sd["encoder.LayerNorm.bias"],
-    }
-    if "embeddings.token_type_embeddings.weight" in sd:
-        out["embeddings.token_type.weight"] = sd["embeddings.token_type_embeddings.weight"]
+    out = bert_embedding_weights(sd)
+    out["rel.table.weight"] = sd["encoder.rel_embeddings.weight"]
+    out["rel.norm.weight"] = sd["encoder.LayerNorm.weight"]
+    out["rel.norm.bias"] = sd["encoder.LayerNorm.bias"]
     out.update(bert_layer_weights(sd, n_layers, qkv="self.{n}_proj"))
     return out
 

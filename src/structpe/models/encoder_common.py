@@ -9,12 +9,16 @@
       residual  h^(1) = LN(x + prior + Attn(x))              (prior on the first skip branch)
   where x_p is the raw embedding sum before the embedding LayerNorm and prior_p =
   m_p (E_T[tau_p] + E_N[nu_p]) (or with E_D[deprel_p], see ``SiPEConfig.prior_parts``).
+* ``apply_input_prior``, ``position_prior`` / ``tag_pairs`` / ``layer_pair_projection``,
+  ``add_segment_embedding``, ``key_padding_mask``, ``LayerOutputs`` -- the plumbing every backbone runs
+  around its own layers (the family files keep the architecture itself).
 * ``attend`` -- one attention call: ``F.scaled_dot_product_attention`` unless the caller asks for
   the attention weights.
 * ``MaskedLMHead`` + ``masked_lm_output`` -- the tied MLM head and the MLM rule of App. A.1: at
   masked positions (labels != -100) the prior is zeroed and the tag heads predict the position's
   own tags; loss = MLM + tag_loss_weight * (CE_T + CE_N).
 * ``classification_output`` -- the GLUE loss (regression / single- / multi-label).
+* ``SiPEEncoderWithHead`` -- the forward shared by the MLM and the classification model.
 * ``load_converted`` -- copy a converted Hugging Face state dict into one of our models and
   refuse silently-missing or left-over weights.
 """
@@ -173,6 +177,113 @@ class InputPrior(nn.Module):
         return x + prior, None
 
 
+def apply_input_prior(
+    input_prior: InputPrior | None,
+    x: torch.Tensor,
+    terminal_ids: torch.Tensor | None,
+    nonterminal_ids: torch.Tensor | None,
+    deprel_ids: torch.Tensor | None,
+    keep: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``InputPrior``'s (x', skip_prior), or (x, None) when no tags are given or the model has no input prior.
+
+    The tags are checked (both or neither) even when the model ignores them, so a wrong call fails on
+    every configuration alike.
+    """
+    if not check_tags(terminal_ids, nonterminal_ids) or input_prior is None:
+        return x, None
+    return input_prior(x, terminal_ids, nonterminal_ids, deprel_ids, keep)
+
+
+def prior_projection(config: SiPEConfig, d_out: int) -> PriorProjection:
+    """W_E^(l) / W_delta^(l) with its near-zero init rule (SiPE fn. 4, App. A.6)."""
+    proj = PriorProjection(config, d_out=d_out)
+    for lin in proj.proj.values():
+        set_init(lin, "normal", config.prior_proj_init_std)
+    return proj
+
+
+def position_prior(config: SiPEConfig, d_out: int) -> tuple[HexatagPrior | None, PriorProjection | None]:
+    """PP-SiPE's tag tables and per-layer projection W^(l) [d_model -> d_out], or (None, None) without."""
+    if not config.uses_position_prior:
+        return None, None
+    prior = HexatagPrior(config.d_model, config.n_deprels, init_std=config.initializer_range)
+    return prior, prior_projection(config, d_out=d_out)
+
+
+def tag_pairs(
+    prior: HexatagPrior | None,
+    terminal_ids: torch.Tensor | None,
+    nonterminal_ids: torch.Tensor | None,
+    deprel_ids: torch.Tensor | None,
+    keep: torch.Tensor | None,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(pair_ids [B, L], pair table [P, d]) of the position prior; (None, None) without tags or prior.
+
+    The prior takes one of P <= 11 values per position, so layers project the small table, not [B, L, d].
+    """
+    if prior is None or not check_tags(terminal_ids, nonterminal_ids):
+        return None, None
+    return prior.pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep), prior.pair_table()
+
+
+def layer_pair_projection(
+    prior_proj: PriorProjection | None, table: torch.Tensor | None, layer: int
+) -> torch.Tensor | None:
+    """W^(layer) applied to the pair table ([H, P, d_out]), or None where that layer gets no prior."""
+    if table is None or not prior_proj.has_layer(layer):
+        return None
+    return prior_proj(table, layer)
+
+
+def add_segment_embedding(
+    x: torch.Tensor, token_type: nn.Embedding | None, token_type_ids: torch.Tensor | None
+) -> torch.Tensor:
+    """x + e^seg (segment 0 when no ids are given), as BERT-style embeddings do.
+
+    A model built without segment embeddings (type_vocab_size=0) refuses non-zero ids rather than
+    silently dropping them.
+    """
+    if token_type is not None:
+        return x + (token_type.weight[0] if token_type_ids is None else token_type(token_type_ids))
+    if token_type_ids is not None and bool(token_type_ids.any()):
+        raise ValueError("token_type_ids given but the model has no segment embeddings (type_vocab_size=0)")
+    return x
+
+
+def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """[B, 1, 1, L] bool (True = attend) over keys only, as transformers does.
+
+    None when nothing is padded, so that attention can take the unmasked kernel.
+    """
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+class LayerOutputs:
+    """The per-layer outputs transformers returns on request: hidden states (the embedding output
+    first, then one per layer) and attention weights; nothing is kept unless asked for."""
+
+    def __init__(self, x: torch.Tensor, output_hidden_states: bool, output_attentions: bool):
+        self.hidden_states: list[torch.Tensor] | None = [x] if output_hidden_states else None
+        self.attentions: list[torch.Tensor | None] | None = [] if output_attentions else None
+
+    def add(self, x: torch.Tensor, probs: torch.Tensor | None) -> None:
+        if self.hidden_states is not None:
+            self.hidden_states.append(x)
+        if self.attentions is not None:
+            self.attentions.append(probs)
+
+    def result(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple | None, tuple | None]:
+        """(last, hidden_states, attentions): what every backbone's forward returns."""
+        return (
+            x,
+            tuple(self.hidden_states) if self.hidden_states is not None else None,
+            tuple(self.attentions) if self.attentions is not None else None,
+        )
+
+
 def attend(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -252,14 +363,6 @@ class SiPEEncoderPreTrainedModel(PreTrainedModel):
             module.reset_sipe_parameters()
 
 
-def prior_projection(config: SiPEConfig, d_out: int) -> PriorProjection:
-    """W_E^(l) / W_delta^(l) with its near-zero init rule (SiPE fn. 4, App. A.6)."""
-    proj = PriorProjection(config, d_out=d_out)
-    for lin in proj.proj.values():
-        set_init(lin, "normal", config.prior_proj_init_std)
-    return proj
-
-
 def masked_lm_output(
     config: SiPEConfig,
     logits: torch.Tensor,
@@ -326,6 +429,19 @@ def make_tag_heads(config: SiPEConfig) -> TagHeads | None:
     return TagHeads(config.d_model) if config.uses_prior else None
 
 
+def bert_embedding_weights(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Map Hugging Face's BERT-style embedding weights (RoBERTa, DeBERTa): words, LayerNorm and,
+    where the checkpoint has them, segments; positions are the family's own business."""
+    out = {
+        "embeddings.word.weight": sd["embeddings.word_embeddings.weight"],
+        "embeddings.norm.weight": sd["embeddings.LayerNorm.weight"],
+        "embeddings.norm.bias": sd["embeddings.LayerNorm.bias"],
+    }
+    if "embeddings.token_type_embeddings.weight" in sd:
+        out["embeddings.token_type.weight"] = sd["embeddings.token_type_embeddings.weight"]
+    return out
+
+
 def bert_layer_weights(sd: Mapping[str, torch.Tensor], n_layers: int, qkv: str) -> dict[str, torch.Tensor]:
     """Map Hugging Face's BERT-style layer weights (RoBERTa, DeBERTa) onto ours, layer by layer.
 
@@ -377,39 +493,50 @@ def load_converted(model: nn.Module, weights: Mapping[str, torch.Tensor], source
             own[name].copy_(tensor)
 
 
-class SiPEEncoderForMaskedLM(SiPEEncoderPreTrainedModel):
-    """backbone -> tied MLM head, plus the tag heads; the calling convention of DESIGN §6.
+class SiPEEncoderWithHead(SiPEEncoderPreTrainedModel):
+    """backbone -> task head, with the calling convention of DESIGN §6 (MLM and GLUE models alike).
 
-    A family subclass sets ``family`` and ``backbone_class`` and says how its MLM head looks.
+    A family subclass sets ``family`` and ``backbone_class``; the task classes below build their heads
+    (``build_heads``), say where the prior survives (``prior_keep``) and read the output (``head_output``).
     """
 
     family: str = ""
     backbone_class: type[nn.Module]
-    _tied_weights_keys = {"lm_head.decoder.weight": "backbone.embeddings.word.weight"}
 
     def __init__(self, config: SiPEConfig):
         if config.family != self.family:
             raise ValueError(f"{type(self).__name__} needs family={self.family!r}, got {config.family!r}")
         super().__init__(config)
         self.backbone = self.backbone_class(config)
-        self.lm_head = self.make_lm_head(config)
-        self.tag_heads = make_tag_heads(config)
+        self.build_heads(config)
         self.post_init()
 
-    def make_lm_head(self, config: SiPEConfig) -> MaskedLMHead:
-        return MaskedLMHead(config, act=config.hidden_act)
+    def build_heads(self, config: SiPEConfig) -> None:
+        """Abstract: create the task head(s) on top of ``self.backbone``."""
+        raise NotImplementedError(f"{type(self).__name__} must define build_heads")
+
+    def prior_keep(self, labels: torch.Tensor | None) -> torch.Tensor | None:
+        """Abstract: the positions whose prior survives (None: all of them)."""
+        raise NotImplementedError(f"{type(self).__name__} must define prior_keep")
+
+    def head_output(
+        self,
+        last: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        labels: torch.Tensor | None,
+        terminal_ids: torch.Tensor | None,
+        nonterminal_ids: torch.Tensor | None,
+        hidden_states: tuple[torch.Tensor, ...] | None,
+        attentions: tuple[torch.Tensor, ...] | None,
+    ) -> SiPEOutput:
+        """Abstract: logits and losses from the last hidden states [B, L, d]."""
+        raise NotImplementedError(f"{type(self).__name__} must define head_output")
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.backbone.embeddings.word
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.backbone.embeddings.word = value
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head.decoder
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head.decoder = value
 
     def forward(
         self,
@@ -423,7 +550,7 @@ class SiPEEncoderForMaskedLM(SiPEEncoderPreTrainedModel):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> SiPEOutput:
-        """MLM labels are -100 at unmasked positions; the prior is zeroed where labels != -100."""
+        """``labels``: MLM targets (-100 at unmasked positions) or class ids / float targets for GLUE."""
         last, hidden_states, attentions = self.backbone(
             input_ids,
             attention_mask=attention_mask,
@@ -431,10 +558,47 @@ class SiPEEncoderForMaskedLM(SiPEEncoderPreTrainedModel):
             terminal_ids=terminal_ids,
             nonterminal_ids=nonterminal_ids,
             deprel_ids=deprel_ids,
-            keep=keep_mask(labels),
+            keep=self.prior_keep(labels),
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+        return self.head_output(
+            last, attention_mask, labels, terminal_ids, nonterminal_ids, hidden_states, attentions
+        )
+
+
+class SiPEEncoderForMaskedLM(SiPEEncoderWithHead):
+    """backbone -> tied MLM head, plus the tag heads; a family says how its MLM head looks."""
+
+    _tied_weights_keys = {"lm_head.decoder.weight": "backbone.embeddings.word.weight"}
+
+    def build_heads(self, config: SiPEConfig) -> None:
+        self.lm_head = self.make_lm_head(config)
+        self.tag_heads = make_tag_heads(config)
+
+    def make_lm_head(self, config: SiPEConfig) -> MaskedLMHead:
+        return MaskedLMHead(config, act=config.hidden_act)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head.decoder = value
+
+    def prior_keep(self, labels: torch.Tensor | None) -> torch.Tensor | None:
+        """The prior is zeroed where labels != -100 (App. A.1): a masked token must not see its own tags."""
+        return keep_mask(labels)
+
+    def head_output(
+        self,
+        last: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        labels: torch.Tensor | None,
+        terminal_ids: torch.Tensor | None,
+        nonterminal_ids: torch.Tensor | None,
+        hidden_states: tuple[torch.Tensor, ...] | None,
+        attentions: tuple[torch.Tensor, ...] | None,
+    ) -> SiPEOutput:
         return masked_lm_output(
             self.config,
             self.lm_head(last),
@@ -448,19 +612,11 @@ class SiPEEncoderForMaskedLM(SiPEEncoderPreTrainedModel):
         )
 
 
-class SiPEEncoderForSequenceClassification(SiPEEncoderPreTrainedModel):
+class SiPEEncoderForSequenceClassification(SiPEEncoderWithHead):
     """backbone -> pooled classifier (GLUE). Tags enter unmasked; there is no auxiliary loss."""
 
-    family: str = ""
-    backbone_class: type[nn.Module]
-
-    def __init__(self, config: SiPEConfig):
-        if config.family != self.family:
-            raise ValueError(f"{type(self).__name__} needs family={self.family!r}, got {config.family!r}")
-        super().__init__(config)
-        self.backbone = self.backbone_class(config)
+    def build_heads(self, config: SiPEConfig) -> None:
         self.build_classifier(config)
-        self.post_init()
 
     def build_classifier(self, config: SiPEConfig) -> None:
         """Abstract: each family builds its own head (RoBERTa/DeBERTa pooler + dense, ModernBERT cls/mean)."""
@@ -470,36 +626,21 @@ class SiPEEncoderForSequenceClassification(SiPEEncoderPreTrainedModel):
         """Abstract: pool the last hidden states [B, L, d] into class logits [B, n_labels]."""
         raise NotImplementedError(f"{type(self).__name__} must define classify")
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.backbone.embeddings.word
+    def prior_keep(self, labels: torch.Tensor | None) -> None:
+        """Class labels say nothing about positions: every tag enters."""
+        return None
 
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.backbone.embeddings.word = value
-
-    def forward(
+    def head_output(
         self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.Tensor | None = None,
-        nonterminal_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        deprel_ids: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
+        last: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        labels: torch.Tensor | None,
+        terminal_ids: torch.Tensor | None,
+        nonterminal_ids: torch.Tensor | None,
+        hidden_states: tuple[torch.Tensor, ...] | None,
+        attentions: tuple[torch.Tensor, ...] | None,
     ) -> SiPEOutput:
         """``labels`` are class ids [B] (or float targets for regression / multi-label)."""
-        last, hidden_states, attentions = self.backbone(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            terminal_ids=terminal_ids,
-            nonterminal_ids=nonterminal_ids,
-            deprel_ids=deprel_ids,
-            keep=None,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
         logits = self.classify(last, attention_mask)
         return classification_output(self.config, logits, labels, hidden_states, attentions)
 

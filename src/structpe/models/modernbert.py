@@ -25,18 +25,21 @@ from torch import nn
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
     InputPrior,
+    LayerOutputs,
     MaskedLMHead,
     SiPEEncoderForMaskedLM,
     SiPEEncoderForSequenceClassification,
     activation,
+    apply_input_prior,
     attend,
-    check_tags,
     hf_sipe_config,
+    key_padding_mask,
+    layer_pair_projection,
     load_converted,
-    prior_projection,
+    position_prior,
     set_init,
+    tag_pairs,
 )
-from structpe.modules.prior import HexatagPrior
 from structpe.modules.rotary import rope_angles
 
 
@@ -133,18 +136,12 @@ class ModernBertSiPEModel(nn.Module):
         self.layers = nn.ModuleList(ModernBertLayer(config, i) for i in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=False)
         self.input_prior = InputPrior(config) if config.uses_input_prior else None
-        if config.uses_position_prior:
-            self.prior = HexatagPrior(config.d_model, config.n_deprels, init_std=config.initializer_range)
-            # W_delta^(l): one angle per frequency pair
-            self.prior_proj = prior_projection(config, d_out=config.d_head // 2)
-        else:
-            self.prior = self.prior_proj = None
+        # E_T, E_N and W_delta^(l): one angle per frequency pair
+        self.prior, self.prior_proj = position_prior(config, d_out=config.d_head // 2)
 
     def _masks(self, attention_mask: torch.Tensor | None, length: int, device) -> tuple:
         """(global, local) boolean masks, True = attend; None where nothing is masked."""
-        keys = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            keys = attention_mask.bool()[:, None, None, :]
+        keys = key_padding_mask(attention_mask)
         half = self.config.local_attention // 2
         if length <= half + 1:
             return keys, keys  # the window covers the whole sequence
@@ -168,10 +165,8 @@ class ModernBertSiPEModel(nn.Module):
             raise ValueError("ModernBERT has no segment embeddings; token_type_ids must be None or all zero")
         bsz, length = input_ids.shape
         cfg = self.config
-        tagged = check_tags(terminal_ids, nonterminal_ids)
         x = self.embeddings.word(input_ids)
-        if tagged and self.input_prior is not None:
-            x, _ = self.input_prior(x, terminal_ids, nonterminal_ids, deprel_ids, keep)
+        x, _ = apply_input_prior(self.input_prior, x, terminal_ids, nonterminal_ids, deprel_ids, keep)
         x = self.embeddings.drop(self.embeddings.norm(x))
 
         global_mask, local_mask = self._masks(attention_mask, length, input_ids.device)
@@ -181,33 +176,23 @@ class ModernBertSiPEModel(nn.Module):
             False: rope_angles(positions, cfg.d_head, cfg.local_rope_theta),
         }
         cos_sin = {kind: (angles.cos(), angles.sin()) for kind, angles in base.items()}
-        pair_ids = table = None
-        if tagged and self.prior is not None:
-            pair_ids = self.prior.pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep)
-            table = self.prior.pair_table()
+        pair_ids, table = tag_pairs(self.prior, terminal_ids, nonterminal_ids, deprel_ids, keep)
 
-        hidden_states = [x] if output_hidden_states else None
-        attentions = [] if output_attentions else None
+        outputs = LayerOutputs(x, output_hidden_states, output_attentions)
         for i, layer in enumerate(self.layers):
-            if table is not None and self.prior_proj.has_layer(i):
-                shifts = self.prior_proj(table, i).float()  # dtheta per head and tag pair [H, P, d_head/2]
-                cos, sin = shifted_cos_sin(*cos_sin[layer.is_global], shifts, pair_ids)
-            else:
-                cos, sin = cos_sin[layer.is_global]
+            cos, sin = cos_sin[layer.is_global]
+            shifts = layer_pair_projection(
+                self.prior_proj, table, i
+            )  # dtheta per head, tag pair [H, P, dh/2]
+            if shifts is not None:
+                cos, sin = shifted_cos_sin(cos, sin, shifts.float(), pair_ids)
             mask = global_mask if layer.is_global else local_mask
             x, probs = layer(x, mask, cos, sin, output_attentions)
-            if hidden_states is not None:
-                hidden_states.append(x)
-            if attentions is not None:
-                attentions.append(probs)
+            outputs.add(x, probs)
         x = self.final_norm(x)
-        if hidden_states is not None:
-            hidden_states[-1] = x  # as transformers: the last entry is the final-normed output
-        return (
-            x,
-            tuple(hidden_states) if hidden_states is not None else None,
-            tuple(attentions) if attentions is not None else None,
-        )
+        if outputs.hidden_states is not None:
+            outputs.hidden_states[-1] = x  # as transformers: the last entry is the final-normed output
+        return outputs.result(x)
 
 
 class ModernBertSiPEForMaskedLM(SiPEEncoderForMaskedLM):

@@ -18,13 +18,17 @@ from torch import nn
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
     InputPrior,
+    LayerOutputs,
     SiPEEncoderForMaskedLM,
     SiPEEncoderForSequenceClassification,
     activation,
+    add_segment_embedding,
+    apply_input_prior,
     attend,
+    bert_embedding_weights,
     bert_layer_weights,
-    check_tags,
     hf_sipe_config,
+    key_padding_mask,
     load_converted,
 )
 
@@ -59,16 +63,7 @@ class RobertaEmbeddings(nn.Module):
     def raw(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
         """x_p = e^tok + p + e^seg, before the LayerNorm (where the prior joins)."""
         x = self.word(input_ids) + self.position(self.position_ids(input_ids))
-        if self.token_type is not None:
-            if token_type_ids is None:
-                x = x + self.token_type.weight[0]
-            else:
-                x = x + self.token_type(token_type_ids)
-        elif token_type_ids is not None and bool(token_type_ids.any()):
-            raise ValueError(
-                "token_type_ids given but the model has no segment embeddings (type_vocab_size=0)"
-            )
-        return x
+        return add_segment_embedding(x, self.token_type, token_type_ids)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.norm(x))
@@ -132,26 +127,16 @@ class RobertaSiPEModel(nn.Module):
         output_hidden_states: bool = False,
     ):
         x = self.embeddings.raw(input_ids, token_type_ids)
-        skip_prior = None
-        if check_tags(terminal_ids, nonterminal_ids) and self.input_prior is not None:
-            x, skip_prior = self.input_prior(x, terminal_ids, nonterminal_ids, deprel_ids, keep)
+        x, skip_prior = apply_input_prior(
+            self.input_prior, x, terminal_ids, nonterminal_ids, deprel_ids, keep
+        )
         x = self.embeddings.finish(x)
-        mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            mask = attention_mask.bool()[:, None, None, :]  # keys only, as transformers does
-        hidden_states = [x] if output_hidden_states else None
-        attentions = [] if output_attentions else None
+        mask = key_padding_mask(attention_mask)
+        outputs = LayerOutputs(x, output_hidden_states, output_attentions)
         for i, layer in enumerate(self.layers):
             x, probs = layer(x, mask, skip_prior if i == 0 else None, output_attentions)
-            if hidden_states is not None:
-                hidden_states.append(x)
-            if attentions is not None:
-                attentions.append(probs)
-        return (
-            x,
-            tuple(hidden_states) if hidden_states is not None else None,
-            tuple(attentions) if attentions is not None else None,
-        )
+            outputs.add(x, probs)
+        return outputs.result(x)
 
 
 class RobertaSiPEForMaskedLM(SiPEEncoderForMaskedLM):
@@ -183,14 +168,8 @@ class RobertaSiPEForSequenceClassification(SiPEEncoderForSequenceClassification)
 
 def _backbone_weights(hf_base, n_layers: int) -> dict[str, torch.Tensor]:
     sd = hf_base.state_dict()
-    out = {
-        "embeddings.word.weight": sd["embeddings.word_embeddings.weight"],
-        "embeddings.position.weight": sd["embeddings.position_embeddings.weight"],
-        "embeddings.norm.weight": sd["embeddings.LayerNorm.weight"],
-        "embeddings.norm.bias": sd["embeddings.LayerNorm.bias"],
-    }
-    if "embeddings.token_type_embeddings.weight" in sd:
-        out["embeddings.token_type.weight"] = sd["embeddings.token_type_embeddings.weight"]
+    out = bert_embedding_weights(sd)
+    out["embeddings.position.weight"] = sd["embeddings.position_embeddings.weight"]
     out.update(bert_layer_weights(sd, n_layers, qkv="self.{n}"))
     return out
 
