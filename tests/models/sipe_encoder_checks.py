@@ -1,15 +1,49 @@
-"""Checks shared by the three encoder test files (parity, zero-prior, MLM rule, training, save/load)."""
+"""Checks shared by the three encoder test files (parity, zero-prior, MLM rule, training, save/load).
+
+Each family's test file keeps what is particular to it (its transformers config, its variants and the
+equations of its SiPE site) and calls these for the checks every encoder must pass alike.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from structpe.models import load
+from structpe.models import SiPEConfig, build_model, from_hf_pretrained, load
 from structpe.modules.prior import IGNORE_INDEX, HexatagPrior
 
 MASK_ID = 3
 N_DEPRELS = 6
+
+# the tiny size every encoder test uses, as transformers config fields and as ours
+TINY_HF = dict(
+    vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48
+)
+TINY_SIPE = dict(
+    vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=48, dropout=0.0, attention_dropout=0.0
+)
+
+# the SiPE variants of the families with both an input and a position site (DeBERTa, ModernBERT)
+INPUT_AND_POSITION_VARIANTS = {
+    "none": {"injection": "none"},
+    "input": {"injection": "input"},
+    "input_dr": {"injection": "input", "n_deprels": N_DEPRELS},
+    "position": {"injection": "position"},
+    "position_shared_head_k2": {
+        "injection": "position",
+        "projection": "shared",
+        "projection_target": "head",
+        "entry_layer": 2,
+    },
+    "position_dr": {"injection": "position", "n_deprels": N_DEPRELS},
+}
+
+
+def tiny_model(family: str, **fields) -> nn.Module:
+    """A freshly built TINY_SIPE MLM of ``family`` (``fields`` add or override config fields), seeded so
+    that every run trains the same weights."""
+    torch.manual_seed(0)
+    return build_model(SiPEConfig(**{**TINY_SIPE, "family": family, **fields}))
 
 
 def tiny_batch(vocab: int, pad_id: int, length: int = 12, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -92,6 +126,19 @@ def zero_prior_tables(model: nn.Module) -> None:
                         emb.weight.zero_()
             if hasattr(module, "alpha") and isinstance(module.alpha, nn.Parameter):
                 module.alpha.fill_(1.0)
+
+
+def randomize_position_prior(model, std: float, tables: bool = True) -> None:
+    """W_E / W_delta ~ N(0, std) (and, with ``tables``, E_T, E_N ~ N(0, 1)).
+
+    Their near-zero init keeps the position prior's effect below what a test can see.
+    """
+    with torch.no_grad():
+        for lin in model.backbone.prior_proj.proj.values():
+            lin.weight.normal_(std=std)
+        if tables:
+            model.backbone.prior.terminal.weight.normal_()
+            model.backbone.prior.nonterminal.weight.normal_()
 
 
 def logits_of(model, batch: dict) -> torch.Tensor:
@@ -177,3 +224,39 @@ def assert_attention_weights_consistent(model, batch: dict) -> None:
     assert len(explicit.attentions) == model.config.n_layers
     for probs in explicit.attentions:
         torch.testing.assert_close(probs.sum(-1), torch.ones_like(probs.sum(-1)), atol=1e-5, rtol=0)
+
+
+def assert_zeroed_prior_is_baseline(model, baseline, batch: dict) -> None:
+    """With every tag table at zero, ``model`` computes what the encoder without SiPE computes."""
+    zero_prior_tables(model)
+    torch.testing.assert_close(logits_of(model, batch), logits_of(baseline, batch), atol=1e-5, rtol=0)
+
+
+def assert_classification_parity(hf_model, ours, batch: dict, **inputs) -> None:
+    """Same GLUE logits as the transformers classifier; ``inputs`` are passed to both (e.g. segments)."""
+    hf_model.eval()
+    ours.eval()
+    with torch.no_grad():
+        ref = hf_model(batch["input_ids"], attention_mask=batch["attention_mask"], **inputs)
+        out = ours(batch["input_ids"], attention_mask=batch["attention_mask"], **inputs)
+    torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=0)
+
+
+def assert_classification_roundtrip_and_attentions(
+    from_hf, hf_mlm, injection: str, batch: dict, tmp_path
+) -> None:
+    """A converted 2-label classifier survives save/load; the MLM's attention weights are consistent."""
+    model = from_hf(hf_mlm, head="classification", injection=injection, num_labels=2)
+    assert_roundtrip(model, {**batch, "labels": None}, tmp_path)
+    assert_attention_weights_consistent(from_hf(hf_mlm, injection=injection), batch)
+
+
+def assert_checkpoint_directory_loads(
+    from_hf, hf_mlm, model_class: type, injection: str, batch: dict, tmp_path
+) -> None:
+    """A transformers checkpoint folder loads through ``from_hf_pretrained`` as ``model_class``, with the
+    numbers of the converted model once the prior is zeroed."""
+    hf_mlm.save_pretrained(tmp_path)
+    ours = from_hf_pretrained(tmp_path, injection=injection)
+    assert isinstance(ours, model_class)
+    assert_zeroed_prior_is_baseline(ours, from_hf(hf_mlm), batch)

@@ -7,21 +7,24 @@ import math
 import pytest
 import torch
 from sipe_encoder_checks import (
-    N_DEPRELS,
-    assert_attention_weights_consistent,
+    INPUT_AND_POSITION_VARIANTS,
+    TINY_HF,
+    assert_checkpoint_directory_loads,
+    assert_classification_parity,
+    assert_classification_roundtrip_and_attentions,
     assert_hf_grad_parity,
     assert_hf_parity,
     assert_masked_positions_blind,
     assert_roundtrip,
     assert_training_lowers_loss,
-    logits_of,
+    assert_zeroed_prior_is_baseline,
+    randomize_position_prior,
     tiny_batch,
-    zero_prior_tables,
+    tiny_model,
 )
 from transformers import DebertaV2Config, DebertaV2ForMaskedLM, DebertaV2ForSequenceClassification
 from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
 
-from structpe.models import SiPEConfig, build_model, from_hf_pretrained
 from structpe.models.deberta import DebertaSiPEForMaskedLM, from_hf, log_bucket
 
 PAD = 0
@@ -30,11 +33,7 @@ LENGTH = 20  # > position_buckets / 2, so the log buckets are exercised
 
 def hf_config(**kw) -> DebertaV2Config:
     base = dict(
-        vocab_size=64,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
+        TINY_HF,
         max_position_embeddings=64,
         relative_attention=True,
         position_buckets=8,
@@ -64,19 +63,7 @@ def batch() -> dict:
     return tiny_batch(64, PAD, length=LENGTH)
 
 
-VARIANTS = {
-    "none": {"injection": "none"},
-    "input": {"injection": "input"},
-    "input_dr": {"injection": "input", "n_deprels": N_DEPRELS},
-    "position": {"injection": "position"},
-    "position_shared_head_k2": {
-        "injection": "position",
-        "projection": "shared",
-        "projection_target": "head",
-        "entry_layer": 2,
-    },
-    "position_dr": {"injection": "position", "n_deprels": N_DEPRELS},
-}
+VARIANTS = INPUT_AND_POSITION_VARIANTS
 
 
 def test_log_buckets_match_transformers():
@@ -117,28 +104,19 @@ def test_parity_without_buckets_and_with_segments(batch):
 def test_classification_head_parity(batch):
     torch.manual_seed(1)
     hf = DebertaV2ForSequenceClassification(hf_config(num_labels=3)).eval()
-    ours = from_hf(hf, head="classification").eval()
-    with torch.no_grad():
-        ref = hf(batch["input_ids"], attention_mask=batch["attention_mask"])
-        out = ours(batch["input_ids"], attention_mask=batch["attention_mask"])
-    torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=0)
+    assert_classification_parity(hf, from_hf(hf, head="classification"), batch)
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_zeroed_prior_equals_baseline(hf_mlm, batch, name):
-    model = from_hf(hf_mlm, **VARIANTS[name])
-    zero_prior_tables(model)
-    torch.testing.assert_close(logits_of(model, batch), logits_of(from_hf(hf_mlm), batch), atol=1e-5, rtol=0)
+    assert_zeroed_prior_is_baseline(from_hf(hf_mlm, **VARIANTS[name]), from_hf(hf_mlm), batch)
 
 
 def test_position_pathway_follows_eq_12_13(hf_mlm, batch):
     """Layer-1 attention = softmax([Q K^T + (1 + c)(c2p + p2c)] / sqrt(3 d)), computed naively here."""
     model = from_hf(hf_mlm, injection="position").eval()
+    randomize_position_prior(model, std=0.3)  # make c large enough to matter
     with torch.no_grad():
-        for lin in model.backbone.prior_proj.proj.values():
-            lin.weight.normal_(std=0.3)  # make c large enough to matter
-        model.backbone.prior.terminal.weight.normal_()
-        model.backbone.prior.nonterminal.weight.normal_()
         inputs = {
             k: batch[k] for k in ("input_ids", "attention_mask", "terminal_ids", "nonterminal_ids", "labels")
         }
@@ -179,31 +157,22 @@ def test_position_pathway_follows_eq_12_13(hf_mlm, batch):
 @pytest.mark.parametrize("name", [v for v in VARIANTS if v != "none"])
 def test_masked_positions_never_see_their_prior(hf_mlm, batch, name):
     model = from_hf(hf_mlm, **VARIANTS[name])
-    with torch.no_grad():  # a visible effect at unmasked positions needs W_E well away from zero
-        for lin in getattr(model.backbone.prior_proj, "proj", {}).values():
-            lin.weight.normal_(std=0.3)
+    if model.config.uses_position_prior:  # a visible effect at unmasked positions needs W_E away from 0
+        randomize_position_prior(model, std=0.3, tables=False)
     assert_masked_positions_blind(model, batch)
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_training_steps_lower_the_loss(batch, name):
-    torch.manual_seed(0)
-    config = SiPEConfig(
-        family="deberta",
-        vocab_size=64,
-        d_model=32,
-        n_layers=2,
-        n_heads=4,
-        d_ff=48,
+    model = tiny_model(
+        "deberta",
         type_vocab_size=0,
         position_buckets=8,
         max_relative_positions=32,
         pad_token_id=PAD,
-        dropout=0.0,
-        attention_dropout=0.0,
         **VARIANTS[name],
     )
-    assert_training_lowers_loss(build_model(config), batch)
+    assert_training_lowers_loss(model, batch)
 
 
 @pytest.mark.parametrize("name", ["none", "input", "position"])
@@ -212,17 +181,11 @@ def test_save_load_roundtrip(hf_mlm, batch, tmp_path, name):
 
 
 def test_classification_roundtrip_and_attentions(hf_mlm, batch, tmp_path):
-    model = from_hf(hf_mlm, head="classification", injection="position", num_labels=2)
-    assert_roundtrip(model, {**batch, "labels": None}, tmp_path)
-    assert_attention_weights_consistent(from_hf(hf_mlm, injection="position"), batch)
+    assert_classification_roundtrip_and_attentions(from_hf, hf_mlm, "position", batch, tmp_path)
 
 
 def test_checkpoint_directory_loads(hf_mlm, batch, tmp_path):
-    hf_mlm.save_pretrained(tmp_path)
-    ours = from_hf_pretrained(tmp_path, injection="position")
-    assert isinstance(ours, DebertaSiPEForMaskedLM)
-    zero_prior_tables(ours)
-    torch.testing.assert_close(logits_of(ours, batch), logits_of(from_hf(hf_mlm), batch), atol=1e-5, rtol=0)
+    assert_checkpoint_directory_loads(from_hf, hf_mlm, DebertaSiPEForMaskedLM, "position", batch, tmp_path)
 
 
 def test_non_v3_layouts_are_refused():

@@ -7,20 +7,24 @@ import math
 import pytest
 import torch
 from sipe_encoder_checks import (
-    N_DEPRELS,
-    assert_attention_weights_consistent,
+    INPUT_AND_POSITION_VARIANTS,
+    TINY_HF,
+    assert_checkpoint_directory_loads,
+    assert_classification_parity,
+    assert_classification_roundtrip_and_attentions,
     assert_hf_grad_parity,
     assert_hf_parity,
     assert_masked_positions_blind,
     assert_roundtrip,
     assert_training_lowers_loss,
+    assert_zeroed_prior_is_baseline,
     logits_of,
+    randomize_position_prior,
     tiny_batch,
-    zero_prior_tables,
+    tiny_model,
 )
 from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification
 
-from structpe.models import SiPEConfig, build_model, from_hf_pretrained
 from structpe.models.modernbert import ModernBertSiPEForMaskedLM, from_hf
 from structpe.modules.rotary import rope_angles, rotate_half
 
@@ -30,11 +34,8 @@ LENGTH = 20  # > local_attention / 2, so the sliding window is exercised
 
 def hf_config(**kw) -> ModernBertConfig:
     base = dict(
-        vocab_size=64,
-        hidden_size=32,
+        TINY_HF,
         num_hidden_layers=4,  # layers 0 and 3 global, 1 and 2 sliding
-        num_attention_heads=4,
-        intermediate_size=48,
         local_attention=8,
         pad_token_id=PAD,
         bos_token_id=1,
@@ -57,27 +58,12 @@ def batch() -> dict:
     return tiny_batch(64, PAD, length=LENGTH)
 
 
-VARIANTS = {
-    "none": {"injection": "none"},
-    "input": {"injection": "input"},
-    "input_dr": {"injection": "input", "n_deprels": N_DEPRELS},
-    "position": {"injection": "position"},
-    "position_shared_head_k2": {
-        "injection": "position",
-        "projection": "shared",
-        "projection_target": "head",
-        "entry_layer": 2,
-    },
-    "position_dr": {"injection": "position", "n_deprels": N_DEPRELS},
-}
+VARIANTS = INPUT_AND_POSITION_VARIANTS
 
 
-def randomize_w_delta(model, std: float = 0.5) -> None:
-    with torch.no_grad():
-        for lin in model.backbone.prior_proj.proj.values():
-            lin.weight.normal_(std=std)
-        model.backbone.prior.terminal.weight.normal_()
-        model.backbone.prior.nonterminal.weight.normal_()
+def randomize_w_delta(model) -> None:
+    """W_delta ~ N(0, 0.5), E_T, E_N ~ N(0, 1): phase offsets large enough to move attention."""
+    randomize_position_prior(model, std=0.5)
 
 
 def test_parity_with_transformers(hf_mlm, batch):
@@ -107,18 +93,12 @@ def test_parity_with_rows_that_see_only_padding(hf_mlm):
 def test_classification_head_parity(batch, pooling):
     torch.manual_seed(1)
     hf = ModernBertForSequenceClassification(hf_config(num_labels=3, classifier_pooling=pooling)).eval()
-    ours = from_hf(hf, head="classification").eval()
-    with torch.no_grad():
-        ref = hf(batch["input_ids"], attention_mask=batch["attention_mask"])
-        out = ours(batch["input_ids"], attention_mask=batch["attention_mask"])
-    torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=0)
+    assert_classification_parity(hf, from_hf(hf, head="classification"), batch)
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_zeroed_prior_equals_baseline(hf_mlm, batch, name):
-    model = from_hf(hf_mlm, **VARIANTS[name])
-    zero_prior_tables(model)
-    torch.testing.assert_close(logits_of(model, batch), logits_of(from_hf(hf_mlm), batch), atol=1e-5, rtol=0)
+    assert_zeroed_prior_is_baseline(from_hf(hf_mlm, **VARIANTS[name]), from_hf(hf_mlm), batch)
 
 
 def test_zero_w_delta_is_plain_rope(hf_mlm, batch):
@@ -186,22 +166,10 @@ def test_masked_positions_never_see_their_prior(hf_mlm, batch, name):
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_training_steps_lower_the_loss(batch, name):
-    torch.manual_seed(0)
-    config = SiPEConfig(
-        family="modernbert",
-        vocab_size=64,
-        d_model=32,
-        n_layers=4,
-        n_heads=4,
-        d_ff=48,
-        local_attention=8,
-        type_vocab_size=0,
-        pad_token_id=PAD,
-        dropout=0.0,
-        attention_dropout=0.0,
-        **VARIANTS[name],
+    model = tiny_model(
+        "modernbert", n_layers=4, local_attention=8, type_vocab_size=0, pad_token_id=PAD, **VARIANTS[name]
     )
-    assert_training_lowers_loss(build_model(config), batch)
+    assert_training_lowers_loss(model, batch)
 
 
 @pytest.mark.parametrize("name", ["none", "input", "position"])
@@ -210,14 +178,8 @@ def test_save_load_roundtrip(hf_mlm, batch, tmp_path, name):
 
 
 def test_classification_roundtrip_and_attentions(hf_mlm, batch, tmp_path):
-    model = from_hf(hf_mlm, head="classification", injection="position", num_labels=2)
-    assert_roundtrip(model, {**batch, "labels": None}, tmp_path)
-    assert_attention_weights_consistent(from_hf(hf_mlm, injection="position"), batch)
+    assert_classification_roundtrip_and_attentions(from_hf, hf_mlm, "position", batch, tmp_path)
 
 
 def test_checkpoint_directory_loads(hf_mlm, batch, tmp_path):
-    hf_mlm.save_pretrained(tmp_path)
-    ours = from_hf_pretrained(tmp_path, injection="input")
-    assert isinstance(ours, ModernBertSiPEForMaskedLM)
-    zero_prior_tables(ours)
-    torch.testing.assert_close(logits_of(ours, batch), logits_of(from_hf(hf_mlm), batch), atol=1e-5, rtol=0)
+    assert_checkpoint_directory_loads(from_hf, hf_mlm, ModernBertSiPEForMaskedLM, "input", batch, tmp_path)

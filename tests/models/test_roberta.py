@@ -6,19 +6,22 @@ import pytest
 import torch
 from sipe_encoder_checks import (
     N_DEPRELS,
-    assert_attention_weights_consistent,
+    TINY_HF,
+    assert_checkpoint_directory_loads,
+    assert_classification_parity,
+    assert_classification_roundtrip_and_attentions,
     assert_hf_grad_parity,
     assert_hf_parity,
     assert_masked_positions_blind,
     assert_roundtrip,
     assert_training_lowers_loss,
-    logits_of,
+    assert_zeroed_prior_is_baseline,
     tiny_batch,
-    zero_prior_tables,
+    tiny_model,
 )
 from transformers import RobertaConfig, RobertaForMaskedLM, RobertaForSequenceClassification
 
-from structpe.models import SiPEConfig, build_model, from_hf_pretrained
+from structpe.models import SiPEConfig
 from structpe.models.config import INPUT_VARIANTS
 from structpe.models.roberta import RobertaSiPEForMaskedLM, from_hf
 
@@ -27,11 +30,7 @@ PAD = 1
 
 def hf_config(**kw) -> RobertaConfig:
     base = dict(
-        vocab_size=64,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
+        TINY_HF,
         max_position_embeddings=40,
         type_vocab_size=2,
         pad_token_id=PAD,
@@ -89,10 +88,7 @@ def test_segment_ids_and_classification_head_parity(batch):
     ours = from_hf(hf, head="classification").eval()
     segments = torch.zeros_like(batch["input_ids"])
     segments[:, 6:] = 1
-    with torch.no_grad():
-        ref = hf(batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=segments)
-        out = ours(batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=segments)
-    torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=0)
+    assert_classification_parity(hf, ours, batch, token_type_ids=segments)
     labels = torch.tensor([0, 2, 1])
     out = ours(batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels)
     assert out.loss is not None and out.logits.shape == (3, 3)
@@ -100,10 +96,7 @@ def test_segment_ids_and_classification_head_parity(batch):
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_zeroed_prior_equals_baseline(hf_mlm, batch, name):
-    model = from_hf(hf_mlm, **variant_kwargs(name))
-    zero_prior_tables(model)
-    ref = logits_of(from_hf(hf_mlm), batch)  # the unmodified encoder ignores the tags
-    torch.testing.assert_close(logits_of(model, batch), ref, atol=1e-5, rtol=0)
+    assert_zeroed_prior_is_baseline(from_hf(hf_mlm, **variant_kwargs(name)), from_hf(hf_mlm), batch)
 
 
 @pytest.mark.parametrize("name", [v for v in VARIANTS if v != "none"])
@@ -113,21 +106,8 @@ def test_masked_positions_never_see_their_prior(hf_mlm, batch, name):
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_training_steps_lower_the_loss(batch, name):
-    torch.manual_seed(0)
-    config = SiPEConfig(
-        family="roberta",
-        vocab_size=64,
-        d_model=32,
-        n_layers=2,
-        n_heads=4,
-        d_ff=48,
-        max_position_embeddings=40,
-        pad_token_id=PAD,
-        dropout=0.0,
-        attention_dropout=0.0,
-        **variant_kwargs(name),
-    )
-    assert_training_lowers_loss(build_model(config), batch)
+    model = tiny_model("roberta", max_position_embeddings=40, pad_token_id=PAD, **variant_kwargs(name))
+    assert_training_lowers_loss(model, batch)
 
 
 @pytest.mark.parametrize("name", ["none", "ADD_T_NT", "CONCAT_POS_NT_T_DR", "ADD_DNT_ALPHA"])
@@ -136,17 +116,11 @@ def test_save_load_roundtrip(hf_mlm, batch, tmp_path, name):
 
 
 def test_classification_roundtrip_and_attentions(hf_mlm, batch, tmp_path):
-    model = from_hf(hf_mlm, head="classification", injection="input", num_labels=2)
-    assert_roundtrip(model, {**batch, "labels": None}, tmp_path)
-    assert_attention_weights_consistent(from_hf(hf_mlm, injection="input"), batch)
+    assert_classification_roundtrip_and_attentions(from_hf, hf_mlm, "input", batch, tmp_path)
 
 
 def test_checkpoint_directory_loads(hf_mlm, batch, tmp_path):
-    hf_mlm.save_pretrained(tmp_path)
-    ours = from_hf_pretrained(tmp_path, injection="input")
-    assert isinstance(ours, RobertaSiPEForMaskedLM)
-    zero_prior_tables(ours)
-    torch.testing.assert_close(logits_of(ours, batch), logits_of(from_hf(hf_mlm), batch), atol=1e-5, rtol=0)
+    assert_checkpoint_directory_loads(from_hf, hf_mlm, RobertaSiPEForMaskedLM, "input", batch, tmp_path)
 
 
 def test_errors_are_clear(hf_mlm):
