@@ -29,6 +29,7 @@ from torch import nn
 
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
+    BackboneOutput,
     InputPrior,
     LayerOutputs,
     SiPEEncoderForMaskedLM,
@@ -198,8 +199,8 @@ class DebertaSiPEModel(nn.Module):
         keep: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-    ):
-        bsz, length = input_ids.shape
+    ) -> BackboneOutput:
+        length = input_ids.shape[1]
         x = self.embeddings.raw(input_ids, token_type_ids)
         x, _ = apply_input_prior(self.input_prior, x, terminal_ids, nonterminal_ids, deprel_ids, keep)
         x = self.embeddings.finish(x, attention_mask)
@@ -207,9 +208,8 @@ class DebertaSiPEModel(nn.Module):
         pair_mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
             m = attention_mask.bool()
-            pair_mask = (m[:, :, None] & m[:, None, :])[
-                :, None
-            ]  # padded rows attend uniformly, as in DeBERTa
+            # query and key both real; padded rows attend uniformly, as in DeBERTa
+            pair_mask = (m[:, :, None] & m[:, None, :])[:, None]
         lo, hi, rel_idx = self.rel.index(length, input_ids.device)
         rel_rows = self.rel.rows(lo, hi)
 

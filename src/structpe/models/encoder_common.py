@@ -261,6 +261,11 @@ def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None
     return attention_mask.bool()[:, None, None, :]
 
 
+# what every backbone's forward returns: (last hidden state, hidden states, attention weights), the last two
+# None unless asked for
+BackboneOutput = tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]
+
+
 class LayerOutputs:
     """The per-layer outputs transformers returns on request: hidden states (the embedding output
     first, then one per layer) and attention weights; nothing is kept unless asked for."""
@@ -275,8 +280,8 @@ class LayerOutputs:
         if self.attentions is not None:
             self.attentions.append(probs)
 
-    def result(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple | None, tuple | None]:
-        """(last, hidden_states, attentions): what every backbone's forward returns."""
+    def result(self, x: torch.Tensor) -> BackboneOutput:
+        """(last, hidden_states, attentions) with ``x`` as the last hidden state."""
         return (
             x,
             tuple(self.hidden_states) if self.hidden_states is not None else None,

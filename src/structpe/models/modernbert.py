@@ -24,6 +24,7 @@ from torch import nn
 
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
+    BackboneOutput,
     InputPrior,
     LayerOutputs,
     MaskedLMHead,
@@ -160,10 +161,10 @@ class ModernBertSiPEModel(nn.Module):
         keep: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-    ):
+    ) -> BackboneOutput:
         if token_type_ids is not None and bool(token_type_ids.any()):
             raise ValueError("ModernBERT has no segment embeddings; token_type_ids must be None or all zero")
-        bsz, length = input_ids.shape
+        length = input_ids.shape[1]
         cfg = self.config
         x = self.embeddings.word(input_ids)
         x, _ = apply_input_prior(self.input_prior, x, terminal_ids, nonterminal_ids, deprel_ids, keep)
@@ -181,9 +182,8 @@ class ModernBertSiPEModel(nn.Module):
         outputs = LayerOutputs(x, output_hidden_states, output_attentions)
         for i, layer in enumerate(self.layers):
             cos, sin = cos_sin[layer.is_global]
-            shifts = layer_pair_projection(
-                self.prior_proj, table, i
-            )  # dtheta per head, tag pair [H, P, dh/2]
+            # PP-SiPE: dtheta per head and tag pair [H, P, d_head/2], added to the angles by angle addition
+            shifts = layer_pair_projection(self.prior_proj, table, i)
             if shifts is not None:
                 cos, sin = shifted_cos_sin(cos, sin, shifts.float(), pair_ids)
             mask = global_mask if layer.is_global else local_mask

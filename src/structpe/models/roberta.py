@@ -17,6 +17,7 @@ from torch import nn
 
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
+    BackboneOutput,
     InputPrior,
     LayerOutputs,
     SiPEEncoderForMaskedLM,
@@ -125,7 +126,7 @@ class RobertaSiPEModel(nn.Module):
         keep: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-    ):
+    ) -> BackboneOutput:
         x = self.embeddings.raw(input_ids, token_type_ids)
         x, skip_prior = apply_input_prior(
             self.input_prior, x, terminal_ids, nonterminal_ids, deprel_ids, keep
