@@ -203,3 +203,14 @@ def test_int8_quantization_keeps_the_scores_and_trees(tokenizer):
     assert quantize_for_cpu(model, "none") is model
     with pytest.raises(ValueError, match="quantize"):
         quantize_for_cpu(model, "int4")
+
+
+def test_batched_decoding_equals_sentence_by_sentence():
+    from structpe.syntax.hexatagger import decode_scores_batch
+
+    rng = np.random.default_rng(3)
+    ts = [np.log(rng.dirichlet([1, 1], size=n)) for n in (1, 4, 12, 30, 7)]
+    ns = [np.log(rng.dirichlet([1] * 5, size=n)) for n in (1, 4, 12, 30, 7)]
+    assert decode_scores_batch(ts, ns) == [decode_scores(t, n) for t, n in zip(ts, ns, strict=True)]
+    # greedy or Viterbi, every sentence gets the constrained optimum
+    assert decode_scores_batch(ts, ns) == [constrained_decode(t, n) for t, n in zip(ts, ns, strict=True)]

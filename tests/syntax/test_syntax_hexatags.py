@@ -257,6 +257,21 @@ def test_constrained_decode_edge_cases() -> None:
         hx.constrained_decode(np.zeros((3, 3)), np.zeros((3, 5)))
 
 
+def test_constrained_decode_batch_equals_one_at_a_time() -> None:
+    rng = np.random.default_rng(7)
+    lengths = [1, 2, 5, 17, 3, 40, 9]
+    ts = rng.normal(size=(len(lengths), 40, 2))
+    ns = rng.normal(size=(len(lengths), 40, 5))
+    ts[0, 1:] = np.nan  # rows past a sentence's end are never read
+    batch = hx.constrained_decode_batch(ts, ns, lengths, max_depth=6)
+    for b, n in enumerate(lengths):
+        assert batch[b] == hx.constrained_decode(ts[b, :n], ns[b, :n], max_depth=6)
+    with pytest.raises(ValueError, match="lengths"):
+        hx.constrained_decode_batch(ts, ns, [0] * len(lengths))
+    with pytest.raises(ValueError, match="scores"):
+        hx.constrained_decode_batch(ts[:, :, :1], ns, lengths)
+
+
 # ---------------------------------------------------------------------------------------------
 # TaggedSentence
 

@@ -42,7 +42,7 @@ from structpe.syntax.hexatags import (
     NR_L,
     NR_R,
     TL,
-    constrained_decode,
+    constrained_decode_batch,
     decode,
 )
 from structpe.syntax.parsers import Parser
@@ -400,20 +400,43 @@ def greedy_is_well_formed(terminals: Sequence[int], nonterminals: Sequence[int])
 def decode_scores(
     terminal_scores: np.ndarray, nonterminal_scores: np.ndarray
 ) -> tuple[list[int], list[int], list[int]]:
-    """(terminals, nonterminals, heads) of the best well-formed tag sequence for one sentence.
+    """(terminals, nonterminals, heads) of the best well-formed tag sequence for one sentence."""
+    return decode_scores_batch([terminal_scores], [nonterminal_scores])[0]
 
-    If the per-word arg-max is well formed it maximises the summed scores over *all* sequences, so
-    it is also the constrained optimum; only ill-formed arg-maxes pay for Viterbi.
+
+def decode_scores_batch(
+    terminal_scores: Sequence[np.ndarray], nonterminal_scores: Sequence[np.ndarray]
+) -> list[tuple[list[int], list[int], list[int]]]:
+    """``decode_scores`` for many sentences (per-word scores [n_i, 2] and [n_i, 5] each).
+
+    If a sentence's per-word arg-max is well formed it maximises the summed scores over *all*
+    sequences, so it is also the constrained optimum; only ill-formed arg-maxes pay for Viterbi,
+    and those run together, vectorised over the batch (``constrained_decode_batch``).
     """
-    n = terminal_scores.shape[0]
-    nts_scores = nonterminal_scores.copy()
-    nts_scores[:-1, EOS] = -np.inf
-    terms = terminal_scores.argmax(-1).tolist()
-    nts = nts_scores.argmax(-1).tolist()
-    nts[n - 1] = EOS
-    if greedy_is_well_formed(terms, nts):
-        return terms, nts, decode(terms, nts)
-    return constrained_decode(terminal_scores, nonterminal_scores)
+    out: list[tuple[list[int], list[int], list[int]] | None] = []
+    viterbi = []
+    for k, (ts, ns) in enumerate(zip(terminal_scores, nonterminal_scores, strict=True)):
+        n = ts.shape[0]
+        terms = ts.argmax(-1).tolist()
+        nts = ns[:, :EOS].argmax(-1).tolist()
+        nts[n - 1] = EOS
+        if greedy_is_well_formed(terms, nts):
+            out.append((terms, nts, decode(terms, nts)))
+        else:
+            out.append(None)
+            viterbi.append(k)
+    if viterbi:
+        longest = max(terminal_scores[k].shape[0] for k in viterbi)
+        ts_pad = np.zeros((len(viterbi), longest, N_TERMINALS))
+        ns_pad = np.zeros((len(viterbi), longest, N_NONTERMINALS))
+        for r, k in enumerate(viterbi):
+            n = terminal_scores[k].shape[0]
+            ts_pad[r, :n] = terminal_scores[k]
+            ns_pad[r, :n] = nonterminal_scores[k]
+        lengths = [terminal_scores[k].shape[0] for k in viterbi]
+        for k, res in zip(viterbi, constrained_decode_batch(ts_pad, ns_pad, lengths), strict=True):
+            out[k] = res
+    return out  # type: ignore[return-value]
 
 
 @dataclass
@@ -490,12 +513,14 @@ def predict(
         t_scores = torch.log_softmax(res.terminal_logits.float(), -1).cpu().numpy()
         n_scores = torch.log_softmax(res.nonterminal_logits.float(), -1).cpu().numpy()
         d_scores = res.deprel_logits.float().cpu().numpy() if res.deprel_logits is not None else None
-        for r, i in enumerate(batch):
-            firsts = encoded[i][1]
-            terms, nts, heads = decode_scores(t_scores[r, firsts], n_scores[r, firsts])
+        firsts = [encoded[i][1] for i in batch]
+        decoded = decode_scores_batch(
+            [t_scores[r, f] for r, f in enumerate(firsts)], [n_scores[r, f] for r, f in enumerate(firsts)]
+        )
+        for r, (i, (terms, nts, heads)) in enumerate(zip(batch, decoded, strict=True)):
             labels = None
             if d_scores is not None:
-                labels = _labels(d_scores[r, firsts], heads, root_id, deprels)
+                labels = _labels(d_scores[r, firsts[r]], heads, root_id, deprels)
             out[i] = Prediction(terms, nts, heads, labels)
     return out  # type: ignore[return-value]
 

@@ -41,6 +41,7 @@ __all__ = [
     "InvalidTreeError",
     "NonProjectiveError",
     "constrained_decode",
+    "constrained_decode_batch",
     "decode",
     "encode",
     "is_well_formed",
@@ -279,17 +280,32 @@ def constrained_decode(
     subtracts 1; eos is forced on the last word, banned elsewhere; the final depth is exactly 1.
     Cost O(n * max_depth). A depth-1 path always exists, so a tree is always returned.
     """
-    import numpy as np
-
     ts = _as_2d(terminal_scores, N_TERMINALS, "terminal")
     ns = _as_2d(nonterminal_scores, N_NONTERMINALS, "non-terminal")
     n = ts.shape[0]
     if n == 0 or ns.shape[0] != n:
         raise ValueError(f"need scores for the same n >= 1 words, got {n} and {ns.shape[0]}")
+    return constrained_decode_batch(ts[None], ns[None], [n], max_depth)[0]
+
+
+def constrained_decode_batch(
+    terminal_scores: Any, nonterminal_scores: Any, lengths: Sequence[int], max_depth: int = DEFAULT_MAX_DEPTH
+) -> list[tuple[list[int], list[int], list[int]]]:
+    """``constrained_decode`` for a padded batch: scores [B, N, 2] and [B, N, 5] (numpy), sentence
+    b using its first ``lengths[b]`` rows. One Viterbi step per word position serves the whole
+    batch (vectorised over sentences and depths), which is what makes tagging a corpus cheap."""
+    import numpy as np
+
+    ts = np.asarray(terminal_scores, dtype=np.float64)
+    ns = np.asarray(nonterminal_scores, dtype=np.float64)
+    want_t, want_n = (*ts.shape[:2], N_TERMINALS), (*ts.shape[:2], N_NONTERMINALS)
+    if ts.ndim != 3 or ts.shape != want_t or ns.shape != want_n:
+        raise ValueError(f"need scores [B, N, 2] and [B, N, 5], got {ts.shape} and {ns.shape}")
+    B, N = ts.shape[:2]
+    if len(lengths) != B or any(not 1 <= int(k) <= N for k in lengths):
+        raise ValueError(f"need {B} lengths in 1..{N}, got {list(lengths)}")
     if max_depth < 1:
         raise ValueError("max_depth must be >= 1")
-    if n == 1:
-        return [TL], [EOS], [0]
     # -inf / NaN scores become a large finite penalty so that every path keeps a finite score and
     # the depth-1 path (tl nl, tr nl, ..., tr eos) guarantees an answer; -inf marks illegal moves only
     ts = np.nan_to_num(ts, nan=-1e9, neginf=-1e9, posinf=1e9)
@@ -297,47 +313,53 @@ def constrained_decode(
     neg = -math.inf
     size = max_depth + 1
     # best non-terminal of each side per word (the head suffix does not change the depth)
-    nl_best = np.where(ns[:, NL_R] > ns[:, NL_L], NL_R, NL_L)
-    nr_best = np.where(ns[:, NR_R] > ns[:, NR_L], NR_R, NR_L)
-    nl_score = np.maximum(ns[:, NL_L], ns[:, NL_R])
-    nr_score = np.maximum(ns[:, NR_L], ns[:, NR_R])
-    v = np.full(size, neg)
-    v[0] = 0.0
-    term_bp = np.zeros((n, size), dtype=np.int8)  # 0: tl (came from depth d-1), 1: tr (from d)
-    nt_bp = np.zeros((n, size), dtype=np.int8)  # 0: nl (from d), 1: nr (from d+1)
-    for i in range(n):
+    nl_best = np.where(ns[..., NL_R] > ns[..., NL_L], NL_R, NL_L)
+    nr_best = np.where(ns[..., NR_R] > ns[..., NR_L], NR_R, NR_L)
+    nl_score = np.maximum(ns[..., NL_L], ns[..., NL_R])[..., None]
+    nr_score = np.maximum(ns[..., NR_L], ns[..., NR_R])[..., None]
+    v = np.full((B, size), neg)
+    v[:, 0] = 0.0
+    term_bp = np.zeros((N, B, size), dtype=bool)  # False: tl (came from depth d-1), True: tr (from d)
+    nt_bp = np.zeros((N, B, size), dtype=bool)  # False: nl (from d), True: nr (from d+1)
+    via_tl = np.full((B, size), neg)
+    via_nr = np.full((B, size), neg)
+    for i in range(N):
         # terminal: a[d] = max(v[d-1] + tl, v[d] + tr), d >= 1
-        via_tl = np.full(size, neg)
-        via_tl[1:] = v[:-1] + ts[i, TL]
-        via_tr = v + ts[i, TR]
-        via_tr[0] = neg
+        via_tl[:, 1:] = v[:, :-1] + ts[:, i, TL, None]
+        via_tr = v + ts[:, i, TR, None]
+        via_tr[:, 0] = neg
         use_tr = via_tr > via_tl
         a = np.where(use_tr, via_tr, via_tl)
         # cells that stay -inf are unreachable; the backtrack from a[1] only visits finite ones
         term_bp[i] = use_tr
-        if i == n - 1:
+        if i == N - 1:
             break
-        # non-terminal: b[d] = max(a[d] + nl, a[d+1] + nr), d >= 1
-        via_nl = a + nl_score[i]
-        via_nr = np.full(size, neg)
-        via_nr[1:-1] = a[2:] + nr_score[i]
-        via_nl[0] = neg
+        # non-terminal: b[d] = max(a[d] + nl, a[d+1] + nr), d >= 1 (rows past a sentence's end
+        # keep being computed; its backtrack never reads them)
+        via_nl = a + nl_score[:, i]
+        via_nl[:, 0] = neg
+        via_nr[:, 1:-1] = a[:, 2:] + nr_score[:, i]
         use_nr = via_nr > via_nl
         v = np.where(use_nr, via_nr, via_nl)
         nt_bp[i] = use_nr
-    terms = [0] * n
-    nts = [EOS] * n
-    d = 1
-    for i in range(n - 1, -1, -1):
-        if i < n - 1:
-            if nt_bp[i, d]:
-                nts[i] = int(nr_best[i])
-                d += 1
+    out = []
+    for b, n in enumerate(int(k) for k in lengths):
+        terms = [0] * n
+        nts = [EOS] * n
+        tb, nb = term_bp[:n, b].tolist(), nt_bp[:n, b].tolist()
+        nlb, nrb = nl_best[b, :n].tolist(), nr_best[b, :n].tolist()
+        d = 1
+        for i in range(n - 1, -1, -1):
+            if i < n - 1:
+                if nb[i][d]:
+                    nts[i] = nrb[i]
+                    d += 1
+                else:
+                    nts[i] = nlb[i]
+            if tb[i][d]:
+                terms[i] = TR
             else:
-                nts[i] = int(nl_best[i])
-        if term_bp[i, d]:
-            terms[i] = TR
-        else:
-            terms[i] = TL
-            d -= 1
-    return terms, nts, decode(terms, nts)
+                terms[i] = TL
+                d -= 1
+        out.append((terms, nts, decode(terms, nts)))
+    return out
