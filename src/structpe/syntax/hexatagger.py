@@ -11,8 +11,9 @@ This module holds the whole model, readable top to bottom:
   loss = CE_T + CE_N (+ CE_label), every CE ignoring -100;
 * ``HexatagParser`` - the ``Parser`` used by ``structpe tag --parser hexatagger --model DIR``:
   batched tokenize -> encode -> decode. The arg-max tag sequence is used when it is well formed (it
-  is then also the Viterbi optimum); otherwise ``constrained_decode`` returns the best well-formed
-  sequence, so the output is always a tree.
+  is then also the Viterbi optimum); otherwise the constrained Viterbi decoder (run once per length
+  bucket, ``constrained_decode_batch``) returns the best well-formed sequence, so the output is
+  always a tree. ``quantize="int8"`` swaps the Linear layers for dynamic int8 ones (CPU speed).
 
 A saved model is one folder (``save_pretrained``): ``config.json``, ``model.safetensors`` and the
 subword tokenizer (``tokenizer.json`` + ``tokenizer_config.json``, loadable with
