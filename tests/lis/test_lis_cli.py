@@ -88,6 +88,10 @@ def test_shakespeare_end_to_end(tmp_path, shared_data):
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert set(res["models"]) == {"lis", "rope", "alibi", "random"}
     assert all(set(r["ppl"]) == {"64", "128"} for r in res["models"].values())
+    for name in ("lis", "random"):  # the dilution diagnostic: one mass per layer and context
+        mass = res["models"][name]["own_line_mass"]
+        assert set(mass) == {"64", "128"} and all(len(m) == 1 and 0 <= m[0] <= 1 for m in mass.values())
+    assert "own line" in (tmp_path / "o" / "results.md").read_text()
 
 
 def test_kg_eval_only_and_merge(tmp_path):

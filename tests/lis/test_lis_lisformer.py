@@ -163,3 +163,17 @@ def test_config_errors():
         LISformer(LISformerConfig(vocab_size=5, d_model=16, n_head=2, pe="lis"))(
             torch.zeros(1, 4, dtype=torch.long)
         )
+
+
+def test_own_instance_attention_is_a_probability_mass():
+    m = _model("lis")
+    x = _seq()
+    mass = m.own_instance_attention(x)
+    assert mass.shape == (2, 2, 2, 48)  # [layers, B, H, L]
+    assert bool(((mass >= 0) & (mass <= 1 + 1e-6)).all())
+    # the first query of a line sees only itself among same-line keys; a first line sees nothing else
+    assert torch.allclose(mass[:, 0, :, :4], torch.ones(2, 2, 4))  # line 0 of row 0: only own keys
+    single = torch.randint(1, 12, (1, 16))  # no newline: one instance, all mass on it
+    assert torch.allclose(m.own_instance_attention(single), torch.ones(2, 1, 2, 16))
+    with pytest.raises(ValueError, match="two-term"):
+        _model("rope").own_instance_attention(x)

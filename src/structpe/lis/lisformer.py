@@ -207,10 +207,32 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, q_ang, k_ang, k_ang_addr, mask):
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, L, D = x.shape
         H = self.cfg.n_head
         q, k, v = self.qkv(x).view(B, L, 3, H, D // H).permute(2, 0, 3, 1, 4)  # each [B, H, L, hd]
+        return q, k, v
+
+    @torch.no_grad()
+    def own_instance_mass(self, x, q_ang, k_ang, k_ang_addr, plan) -> torch.Tensor:
+        """Attention probability each query puts on keys of its own instance, [B, H, L].
+
+        A diagnostic for the two-term score: the explicit softmax over the plan's
+        [addressed | local] keys, summed over the local (same-instance) block.
+        """
+        q, k, _ = self._qkv(x)
+        q, ka, kl = apply_rotary(q, q_ang), apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)
+        out = []
+        for s, e, s0, m in plan:
+            keys = torch.cat([ka[:, :, :e], kl[:, :, s0:e]], dim=2)
+            scores = q[:, :, s:e] @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            bias = m if m.dtype != torch.bool else torch.zeros(m.shape).masked_fill(~m, float("-inf"))
+            out.append(torch.softmax(scores + bias, -1)[..., e:].sum(-1))
+        return torch.cat(out, dim=2)
+
+    def forward(self, x, q_ang, k_ang, k_ang_addr, mask):
+        B, L, D = x.shape
+        q, k, v = self._qkv(x)
         p = self.cfg.dropout if self.training else 0.0
         if k_ang_addr is not None:  # two-term LIS score (see module docstring); mask = plan
             q, ka, kl = apply_rotary(q, q_ang), apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)
@@ -305,6 +327,27 @@ class LISformer(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
         return logits, loss
+
+    @torch.no_grad()
+    def own_instance_attention(
+        self, idx: torch.Tensor, structure: TokenStructure | None = None
+    ) -> torch.Tensor:
+        """Per layer, the attention mass every query puts on its own instance: [n_layer, B, H, L].
+
+        Lines (facts) compete with earlier, addressed ones for attention; how much mass stays on
+        the query's own line shows whether longer contexts dilute it (pe lis / random only).
+        """
+        if self.cfg.pe not in ("lis", "random"):
+            raise ValueError("own-instance attention is defined for the two-term score (pe lis / random)")
+        st = structure if structure is not None else self.default_structure(idx)
+        x = self.tok_emb(idx)
+        q_ang, k_ang, k_addr = self.addresses(x, st)
+        plan = two_term_plan(st.instance, self.cfg.attn_chunk, x.dtype)
+        masses = []
+        for block in self.blocks:
+            masses.append(block.attn.own_instance_mass(block.ln1(x), q_ang, k_ang, k_addr, plan))
+            x = block(x, q_ang, k_ang, k_addr, plan)
+        return torch.stack(masses)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

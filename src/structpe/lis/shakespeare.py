@@ -133,6 +133,20 @@ def evaluate_ppl(model: LISformer, val: torch.Tensor, ctx: int, eval_chars: int,
     return math.exp(nll / count)
 
 
+def own_line_mass(
+    model: LISformer, val: torch.Tensor, ctx: int, eval_chars: int, n_windows: int = 4, last: int = 128
+) -> list[float]:
+    """Per layer, the attention mass the last ``last`` queries of a window put on their own line
+    (mean over heads and the first ``n_windows`` evaluation windows). Falling mass at longer
+    contexts means earlier lines, which carry no distance signal, draw attention away."""
+    model.eval()
+    dev = next(model.parameters()).device
+    n = max(1, min(n_windows, eval_chars // ctx))
+    x = torch.stack([val[i * ctx : (i + 1) * ctx] for i in range(n)]).to(dev)
+    mass = model.own_instance_attention(x)[..., -min(last, ctx) :]  # [layers, B, H, last]
+    return [round(float(m), 4) for m in mass.mean(dim=(1, 2, 3))]
+
+
 def run(
     cfg: ShakespeareConfig, out: str | Path, data_dir: str | Path | None = None, eval_only: bool = False
 ) -> dict:
@@ -180,6 +194,10 @@ def run(
             "final_train_loss": sum(losses[-20:]) / len(losses[-20:]),
             "ppl": ppl,
         }
+        if name in ("lis", "random"):
+            results["models"][name]["own_line_mass"] = {
+                str(ctx): own_line_mass(model, data.val, ctx, cfg.eval_chars) for ctx in cfg.eval_ctx
+            }
         # eval-only keeps the training record of the run that made the checkpoint
         results["models"][name].update(
             {k: trained[k] for k in ("train_seconds", "final_train_loss") if k in trained}
@@ -219,6 +237,19 @@ def markdown_table(results: dict) -> str:
             + " | ".join(f"{p[c]:.3f}" for c in ctxs)
             + f" | {ratio:.3f} |"
         )
+    with_mass = [r for r in results["models"].values() if "own_line_mass" in r]
+    if with_mass:
+        lines += [
+            "",
+            "Attention mass on the query's own line (last 128 queries of a window; per layer, head mean):",
+            "",
+            "| model | " + " | ".join(f"@{c}" for c in ctxs) + " |",
+            "|" + "---|" * (len(ctxs) + 1),
+        ]
+        for r in with_mass:
+            m = r["own_line_mass"]
+            cells = [" / ".join(f"{v:.2f}" for v in m[c]) if c in m else "-" for c in ctxs]
+            lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
