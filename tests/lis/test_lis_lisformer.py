@@ -88,15 +88,18 @@ def test_incomplete_last_line_has_zero_address():
 
 
 @pytest.mark.parametrize("chunk", [7, 16, 256])
-def test_two_term_attention_matches_explicit_scores(chunk):
+@pytest.mark.parametrize("instance_alibi", [False, True])
+def test_two_term_attention_matches_explicit_scores(chunk, instance_alibi):
     m = _model("lis")
     x = _seq()
     attn = m.blocks[0].attn
+    slopes = alibi_slopes(2) if instance_alibi else None
     with torch.no_grad():
         h = m.blocks[0].ln1(m.tok_emb(x))
         st = line_structure(x, NL)
         q_ang, k_loc, k_addr = m.addresses(m.tok_emb(x), st)
-        got = attn(h, q_ang, k_loc, k_addr, two_term_plan(st.instance, chunk))
+        dtype = torch.float32 if instance_alibi else None
+        got = attn(h, q_ang, k_loc, k_addr, two_term_plan(st.instance, chunk, dtype, slopes))
         B, L, D = h.shape
         q, k, v = attn.qkv(h).view(B, L, 3, 2, D // 2).permute(2, 0, 3, 1, 4)
         qr = apply_rotary(q, q_ang)
@@ -104,6 +107,9 @@ def test_two_term_attention_matches_explicit_scores(chunk):
         s_addr = qr @ apply_rotary(k, k_addr).transpose(-1, -2)
         same = (st.instance[:, :, None] == st.instance[:, None, :])[:, None]
         s = torch.where(same, s_local, s_addr) / math.sqrt(D // 2)
+        if instance_alibi:  # -m_h * (line distance); 0 within a line
+            dist = (st.instance[:, :, None] - st.instance[:, None, :]).float()[:, None]
+            s = s - slopes[None, :, None, None] * dist
         s = s.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), float("-inf"))
         y = F.softmax(s, -1) @ v
         ref = attn.proj(y.transpose(1, 2).reshape(B, L, D))
@@ -154,6 +160,16 @@ def test_save_and_load_safetensors(tmp_path):
     x = _seq()
     with torch.no_grad():
         assert torch.allclose(m(x)[0], m2(x)[0])
+
+
+def test_instance_alibi_needs_the_two_term_score():
+    with pytest.raises(ValueError, match="instance_alibi"):
+        LISformerConfig(pe="rope", instance_alibi=True)
+    with pytest.raises(ValueError, match="dtype"):
+        two_term_plan(torch.zeros(1, 4, dtype=torch.long), 4, None, alibi_slopes(2))
+    m = LISformer(LISformerConfig(vocab_size=12, n_layer=1, n_head=2, d_model=16, instance_alibi=True), NL)
+    logits, loss = m(_seq(), _seq())
+    assert logits.shape == (2, 48, 12) and torch.isfinite(loss)
 
 
 def test_config_errors():

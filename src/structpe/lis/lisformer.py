@@ -56,12 +56,17 @@ class LISformerConfig:
     # instance addresses in R^(d_model/2): every head gets its own angles (LIS App. F.1 maps a line
     # to an angle vector in R^{d/2}); False: one d_head/2 vector shared by all heads
     head_addresses: bool = True
+    # extension, not in the paper: ALiBi over instance (line) distance on the addressed term, so
+    # distant lines fade; the own-line attention diagnostic motivates it (docs/lis.md)
+    instance_alibi: bool = False
 
     def __post_init__(self) -> None:
         if self.pe not in PE_SCHEMES:
             raise ValueError(f"pe must be one of {PE_SCHEMES}, got {self.pe!r}")
         if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
             raise ValueError("d_model / n_head must be an even integer (rotary pairs)")
+        if self.instance_alibi and self.pe not in ("lis", "random"):
+            raise ValueError("instance_alibi biases the two-term score; it needs pe='lis' or 'random'")
         if self.n_roles and self.pe == "alibi":
             raise ValueError("role angles are rotary; they do not combine with pe='alibi'")
 
@@ -168,7 +173,10 @@ class Addresses(nn.Module):
 
 
 def two_term_plan(
-    instance: torch.Tensor, chunk: int, dtype: torch.dtype | None = None
+    instance: torch.Tensor,
+    chunk: int,
+    dtype: torch.dtype | None = None,
+    instance_slopes: torch.Tensor | None = None,
 ) -> list[tuple[int, int, int, torch.Tensor]]:
     """Query chunks [s, e) with their key ranges, built once per forward and shared by all layers.
 
@@ -176,8 +184,11 @@ def two_term_plan(
     s0 is the first position of the instance that holds query s -- so the work is ~L^2/2 plus a
     band, instead of L x 2L for one dense [addressed | local] mask.
     Each entry: (s, e, s0, mask [B, 1, e - s, e + e - s0]); boolean (True = keep), or additive
-    (0 / -inf) in ``dtype`` when one is given.
+    (0 / -inf) in ``dtype`` when one is given. ``instance_slopes`` [H] (needs ``dtype``) adds an
+    ALiBi-style bias -m_h * (inst(i) - inst(j)) to the addressed keys: mask [B, H, e - s, ...].
     """
+    if instance_slopes is not None and dtype is None:
+        raise ValueError("instance_slopes need the additive mask (pass dtype)")
     B, L = instance.shape
     dev = instance.device
     t = torch.arange(L, device=dev)
@@ -193,7 +204,13 @@ def two_term_plan(
         same = (instance[:, None, s0:e] == qi) & (t[None, s0:e] <= t[s:e, None])
         keep = torch.cat([earlier, same], dim=-1)[:, None]
         if dtype is not None:  # additive form, built once instead of by SDPA in every layer
-            keep = torch.zeros(keep.shape, dtype=dtype, device=dev).masked_fill_(~keep, float("-inf"))
+            bias = torch.zeros(keep.shape, dtype=dtype, device=dev)
+            if instance_slopes is not None:
+                dist = (qi - instance[:, None, :e]).to(dtype)[:, None]  # [B, 1, q, e] in instances
+                addressed = -instance_slopes.to(dtype)[None, :, None, None] * dist  # [B, H, q, e]
+                local = addressed.new_zeros(*addressed.shape[:3], e - s0)
+                bias = torch.cat([addressed, local], dim=-1)
+            keep = bias.masked_fill(~keep, float("-inf"))
         plan.append((s, e, s0, keep))
     return plan
 
@@ -298,6 +315,11 @@ class LISformer(nn.Module):
         elif isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, std=0.02)
 
+    def _instance_slopes(self) -> torch.Tensor | None:
+        if not self.cfg.instance_alibi:
+            return None
+        return alibi_slopes(self.cfg.n_head).to(self.tok_emb.weight.device)
+
     def default_structure(self, idx: torch.Tensor) -> TokenStructure:
         if self.cfg.pe in ("lis", "random"):
             if self.newline_id is None:
@@ -314,7 +336,7 @@ class LISformer(nn.Module):
         q_ang, k_ang, k_addr = self.addresses(x, st)
         mask = None
         if k_addr is not None:
-            mask = two_term_plan(st.instance, self.cfg.attn_chunk, x.dtype)
+            mask = two_term_plan(st.instance, self.cfg.attn_chunk, x.dtype, self._instance_slopes())
         elif self.cfg.pe == "alibi":
             t = torch.arange(L, device=idx.device)
             dist = (t[:, None] - t[None, :]).float()
@@ -342,7 +364,7 @@ class LISformer(nn.Module):
         st = structure if structure is not None else self.default_structure(idx)
         x = self.tok_emb(idx)
         q_ang, k_ang, k_addr = self.addresses(x, st)
-        plan = two_term_plan(st.instance, self.cfg.attn_chunk, x.dtype)
+        plan = two_term_plan(st.instance, self.cfg.attn_chunk, x.dtype, self._instance_slopes())
         masses = []
         for block in self.blocks:
             masses.append(block.attn.own_instance_mass(block.ln1(x), q_ang, k_ang, k_addr, plan))

@@ -25,6 +25,15 @@ MODEL_LABELS = {
     "rope": "continuous RoPE",
     "alibi": "ALiBi",
     "random": "random line addresses",
+    "lis-alibi": "LISformer + ALiBi over line distance (extension)",
+}
+# model name -> (pe scheme, instance_alibi); "lis-alibi" is not in the paper: opt in with --models
+MODEL_SCHEMES = {
+    "lis": ("lis", False),
+    "rope": ("rope", False),
+    "alibi": ("alibi", False),
+    "random": ("random", False),
+    "lis-alibi": ("lis", True),
 }
 
 
@@ -170,7 +179,8 @@ def run(
             n_head=cfg.n_head,
             d_model=cfg.d_model,
             dropout=cfg.dropout,
-            pe=name,
+            pe=MODEL_SCHEMES[name][0],
+            instance_alibi=MODEL_SCHEMES[name][1],
         )
         t0 = time.time()
         if eval_only:
@@ -194,7 +204,7 @@ def run(
             "final_train_loss": sum(losses[-20:]) / len(losses[-20:]),
             "ppl": ppl,
         }
-        if name in ("lis", "random"):
+        if model.cfg.pe in ("lis", "random"):
             results["models"][name]["own_line_mass"] = {
                 str(ctx): own_line_mass(model, data.val, ctx, cfg.eval_chars) for ctx in cfg.eval_ctx
             }
