@@ -52,7 +52,10 @@ def _common(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--config", default=None, help="a YAML file instead of a named profile")
     p.add_argument("--out", default=default_out, help="output folder (JSON, Markdown, PNG, checkpoints)")
     p.add_argument("--data", default=None, help="data root (default: $STRUCTPE_DATA or ../shared/data)")
-    p.add_argument("--models", nargs="+", default=None, help="subset of the models to train")
+    p.add_argument(
+        "--models", nargs="+", default=None,
+        help="models to train (shakespeare: lis rope alibi random, or the extension lis-alibi; kg: B Bl J)",
+    )
     p.add_argument("--iters", type=int, default=None, help="training iterations per model")
     p.add_argument("--batch-size", dest="batch_size", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
