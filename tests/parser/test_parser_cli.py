@@ -141,3 +141,21 @@ def test_parse_text_one_tree_per_text_when_asked(trained):
     for s in joined:
         check_tree(s.heads)
         assert decode(s.terminals, s.nonterminals) == s.heads
+
+
+def test_prepare_tags_with_the_quantized_hexatagger(trained, tmp_path, capsys):
+    out, _ = trained
+    text = tmp_path / "prose.txt"
+    text.write_text("The old man saw the boat. It was red.\n\nShe ran home quickly. The dog barked.\n" * 4)
+    tok = tmp_path / "tok"
+    assert main(["tokenizer", "train", str(text), "-o", str(tok), "--vocab-size", "300"]) == 0
+    common = ["--train", str(text), "--validation", str(text), "--tokenizer", str(tok)]
+    common += ["--input-format", "text", "--seq-len", "48"]
+    argv = ["prepare", *common, "--parser", "hexatagger", "--parser-model", str(out)]
+    assert main([*argv, "--parser-quantize", "int8", "-o", str(tmp_path / "ds")]) == 0
+    meta = json.loads((tmp_path / "ds" / "structpe_prepare.json").read_text())
+    assert meta["settings"]["parser_kwargs"]["quantize"] == "int8"
+    assert meta["stats"]["train"]["sentences"] == 16
+    bad = ["prepare", *common, "--parser", "spacy", "--parser-quantize", "int8", "-o", str(tmp_path / "x")]
+    assert main(bad) == 2
+    assert "--parser-quantize" in capsys.readouterr().err

@@ -57,6 +57,8 @@ def register(subparsers: Any) -> None:
     pp.add_argument("-o", "--output", help="output folder (default: a cache folder named by the fingerprint)")
     pp.add_argument("--parser", default="spacy", choices=("spacy", "hexatagger", "gold"))
     pp.add_argument("--parser-model", help="spaCy package or trained hexatagger folder")
+    pp.add_argument("--parser-quantize", choices=("none", "int8"), default="none",
+                    help="hexatagger on CPU: int8 dynamic quantization (about 1.5x faster, -0.1 UAS on EWT)")
     pp.add_argument("--input-format", choices=("lines", "text", "conllu"),
                     help="lines: one tokenized sentence per line (Brown); text: raw prose, paragraphs at "
                          "blank lines (Gutenberg); conllu. Default: by corpus / file name (lines)")
@@ -123,6 +125,11 @@ def _prepare(args: argparse.Namespace) -> int:
         print("structpe prepare: give --corpus or both --train and --validation files", file=sys.stderr)
         return 2
     kwargs = {"model": args.parser_model} if args.parser_model else {}
+    if args.parser_quantize != "none":
+        if args.parser != "hexatagger":
+            print("structpe prepare: --parser-quantize applies to --parser hexatagger", file=sys.stderr)
+            return 2
+        kwargs["quantize"] = args.parser_quantize  # part of parser_kwargs, so of the fingerprint
     settings = PrepareSettings(
         parser=args.parser, parser_kwargs=kwargs, input_format=fmt, seq_len=args.seq_len, bos=args.bos,
         max_units=args.max_sentences, nonprojective=args.nonprojective,
