@@ -243,7 +243,9 @@ class CausalSelfAttention(nn.Module):
         for s, e, s0, m in plan:
             keys = torch.cat([ka[:, :, :e], kl[:, :, s0:e]], dim=2)
             scores = q[:, :, s:e] @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
-            bias = m if m.dtype != torch.bool else torch.zeros(m.shape).masked_fill(~m, float("-inf"))
+            bias = m
+            if m.dtype == torch.bool:
+                bias = torch.zeros_like(m, dtype=q.dtype).masked_fill(~m, float("-inf"))
             out.append(torch.softmax(scores + bias, -1)[..., e:].sum(-1))
         return torch.cat(out, dim=2)
 
