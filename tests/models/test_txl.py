@@ -253,7 +253,7 @@ def test_padding_is_invisible(injection):
 
 @pytest.mark.parametrize("injection", PRIORED)
 @pytest.mark.parametrize("plain", [False, True])
-def test_zero_projection_gives_baseline_logits_exactly(injection, plain):
+def test_zero_projection_gives_baseline_logits(injection, plain):
     base = tiny("none", dtype=torch.float32)
     model = tiny(injection, dtype=torch.float32, seed=5)
     missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
@@ -269,7 +269,12 @@ def test_zero_projection_gives_baseline_logits_exactly(injection, plain):
         ids, t, n = batch()
         want = base(ids, terminal_ids=t, nonterminal_ids=n, output_attentions=plain).logits
         got = model(ids, terminal_ids=t, nonterminal_ids=n, output_attentions=plain).logits
-    assert torch.equal(got, want)
+    if plain or injection in ("input", "position"):
+        assert torch.equal(got, want)
+    else:
+        # The fused path appends the tag-key dims to q/k, so SDPA runs at a larger head dim whose
+        # kernel may sum in another order (seen on AVX-512 CPUs): equal up to float rounding.
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_no_tags_means_no_prior():
