@@ -202,15 +202,27 @@ def _write_output(content_src: Path | bytes, dst: Path) -> None:
         shutil.copyfile(content_src, dst)
 
 
-def _check_writable(dest: Path) -> None:
+def _read_only(path: Path) -> bool:
+    """True for a folder without write permission *or* without any write bit: a folder marked
+    read-only (like the shared data, ``r-xr-xr-x``) is left alone even by root, who may write anyway."""
+    return not os.access(path, os.W_OK | os.X_OK) or not path.stat().st_mode & 0o222
+
+
+def _check_writable(dest: Path, folder: str) -> None:
+    """Fail before writing anything when ``dest`` (or the data set's folder in it) is read-only."""
+    existing = dest
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    for p in (existing, dest / folder):
+        if p.is_dir() and _read_only(p):
+            raise DataFetchError(
+                f"{p} is read-only; nothing was written (pass --data DIR or set $STRUCTPE_CACHE to "
+                "fetch elsewhere)"
+            )
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise DataFetchError(f"cannot create the data folder {dest}: {err.strerror}") from err
-    if not os.access(dest, os.W_OK | os.X_OK):
-        raise DataFetchError(
-            f"data folder {dest} is read-only; pass --data DIR (or set $STRUCTPE_CACHE) to fetch elsewhere"
-        )
 
 
 def _build(ds: Dataset, work: Path, dl_dir: Path, retries: int, progress: bool, timeout: float,
@@ -266,7 +278,7 @@ def fetch_one(ds: Dataset, dest: Path, *, retries: int = 3, progress: bool = Fal
     """Fetch ``ds`` into ``dest`` unless it is complete and verified there already."""
     if _present(ds, dest) and check(ds, dest).ok:
         return FetchResult(ds, dest, fetched=False)
-    _check_writable(dest)
+    _check_writable(dest, ds.folder)
     dl_dir = dest / DOWNLOADS / ds.name
     work = Path(tempfile.mkdtemp(prefix=f".fetch-{ds.name}-", dir=dest))
     try:
