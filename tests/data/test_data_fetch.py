@@ -193,6 +193,26 @@ def test_unpinned_entry_is_trusted_on_first_use(mirror_env, capsys):
     assert not check.ok and check.files[0].problem == "sha256 mismatch"
 
 
+def test_git_blob_id_checks_a_download_without_sha256(mirror_env, capsys, monkeypatch):
+    mirror, shared, tmp = mirror_env
+    data = mirror.files["sg/number_src.json"]
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    base = {"folder": "syntaxgym", "license": "MIT", "used_for": "tests", "source": "mirror",
+            "base_url": mirror.base_url + "sg/"}
+    reg = parse_registry({"t-blob": {**base, "files": [["suites/number_src.json", "number_src.json", "",
+                                                         blob]]}})
+    monkeypatch.setattr(registry_mod, "registry", lambda: reg)
+    mirror.altered["sg/number_src.json"] = data.replace(b"1", b"2", 1)
+    assert main(["data", "fetch", "--data", str(tmp / "dest"), "--retries", "0", "t-blob"]) == 2
+    assert "git blob id mismatch for syntaxgym/suites/number_src.json" in capsys.readouterr().err
+    assert not (tmp / "dest/syntaxgym").exists()
+    del mirror.altered["sg/number_src.json"]
+    (res,) = fetch(["t-blob"], tmp / "dest")
+    assert res.recorded == {"syntaxgym/suites/number_src.json": sha(data)}
+    assert main(["data", "list", "--data", str(tmp / "dest"), "t-blob"]) == 0
+    assert "pinned + recorded on first fetch" in capsys.readouterr().out
+
+
 def test_missing_data_names_the_fetch_command(mirror_env):
     with pytest.raises(DataNotFoundError, match="structpe data fetch t-cola"):
         data_root(sub="glue/CoLA")

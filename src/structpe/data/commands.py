@@ -38,13 +38,18 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = []
         for ds in datasets:
             root = locate(ds, roots)
-            unpinned = [o for o in ds.outputs if o.sha256 is None]
-            if not unpinned:
+            unhashed = [o for o in ds.outputs if o.sha256 is None]
+            recorded = root is not None and all(
+                f"{ds.folder}/{o.target}" in read_records(root) for o in unhashed
+            )
+            if not unhashed:
                 pin = "pinned"
-            elif root is not None and all(f"{ds.folder}/{o.target}" in read_records(root) for o in unpinned):
-                pin = "recorded on first fetch"
+            elif recorded:
+                pin = "pinned + recorded on first fetch" if ds.pinned else "recorded on first fetch"
+            elif ds.pinned:
+                pin = f"pinned by git blob id ({len(unhashed)} file(s) without sha256)"
             else:
-                pin = f"UNVERIFIED ({len(unpinned)} file(s) without sha256)"
+                pin = f"UNVERIFIED ({len(unhashed)} file(s) without sha256)"
             rows.append((ds.name, str(root / ds.folder) if root else "missing", pin, ds.license))
     except (DataFetchError, ValueError) as err:
         return _error("list", err)

@@ -179,11 +179,26 @@ def _download(dl: Download, dl_dir: Path, target: str, retries: int, progress: b
     pooch.get_logger().setLevel("WARNING")  # our own log names each download
     downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
     try:
-        return Path(fetcher.fetch(fname, downloader=downloader))
+        path = Path(fetcher.fetch(fname, downloader=downloader))
     except requests.exceptions.RequestException as err:
         raise DataFetchError(f"download of {dl.url} (for {target}) failed: {err}") from err
     except ValueError as err:
         raise _mismatch(err, dl.url, target, dl.sha256) from err
+    if dl.git_blob and (blob := git_blob_id(path)) != dl.git_blob:
+        path.unlink()
+        raise DataFetchError(
+            f"git blob id mismatch for {target} from {dl.url}: expected {dl.git_blob}, got {blob}"
+        )
+    return path
+
+
+def git_blob_id(path: Path) -> str:
+    """The id git gives the file's bytes (sha1 of ``blob <size>\\0`` + bytes), as in a tree listing."""
+    h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _write_output(content_src: Path | bytes, dst: Path) -> None:

@@ -18,10 +18,12 @@ GROUPS = {"ud": "ud-", "glue": "glue-"}  # `structpe data fetch ud` = every ud-*
 
 @dataclass(frozen=True)
 class Download:
-    """One upstream file: its URL and the sha256 of its bytes (None: not verified, trust on first use)."""
+    """One upstream file: its URL and the sha256 of its bytes, or else its git blob id (the upstream
+    tree records that even for files too large to hash here); with neither, trust on first use."""
 
     url: str
     sha256: str | None
+    git_blob: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,20 +54,28 @@ class Dataset:
 
     @property
     def pinned(self) -> bool:
-        """True when every download and output has a sha256 in the registry (nothing trusted on first use)."""
-        return all(o.sha256 for o in self.outputs) and all(d.sha256 for d in self.all_downloads)
+        """True when every download is checked against a sha256 or git blob id (none trusted on first use)."""
+        return all(d.sha256 or d.git_blob for d in self.all_downloads)
 
     @property
     def all_downloads(self) -> tuple[Download, ...]:
         return tuple(o.download for o in self.outputs if o.download) + self.downloads
 
 
-def _hash(value: str, where: str) -> str | None:
+def _hash(value: str, where: str, kind: str = "sha256", length: int = 64) -> str | None:
     if value == "":
         return None
-    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
-        raise ValueError(f"registry: {where}: {value!r} is not a sha256 hex digest")
+    if len(value) != length or any(c not in "0123456789abcdef" for c in value):
+        raise ValueError(f"registry: {where}: {value!r} is not a {kind} hex digest")
     return value
+
+
+def _file_row(name: str, base: str, row: list[str]) -> Output:
+    """``[target, upstream path, sha256]`` or ``[target, upstream path, "", git blob id]``."""
+    target, src, sha, *blob = row
+    where = f"{name}/{target}"
+    git_blob = _hash(blob[0], where, "git blob", 40) if blob else None
+    return Output(target, _hash(sha, where), Download(base + src, _hash(sha, where), git_blob))
 
 
 def parse_registry(table: dict[str, Any]) -> dict[str, Dataset]:
@@ -73,10 +83,7 @@ def parse_registry(table: dict[str, Any]) -> dict[str, Dataset]:
     out = {}
     for name, spec in table.items():
         base = spec["base_url"]
-        outputs = [
-            Output(t, _hash(h, f"{name}/{t}"), Download(base + src, _hash(h, f"{name}/{t}")))
-            for t, src, h in spec.get("files", [])
-        ]
+        outputs = [_file_row(name, base, row) for row in spec.get("files", [])]
         downloads = tuple(
             Download(base + src, _hash(h, f"{name}/{src}")) for src, h in spec.get("downloads", [])
         )
