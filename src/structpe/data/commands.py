@@ -39,9 +39,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         for ds in datasets:
             root = locate(ds, roots)
             unhashed = [o for o in ds.outputs if o.sha256 is None]
-            recorded = root is not None and all(
-                f"{ds.folder}/{o.target}" in read_records(root) for o in unhashed
-            )
+            records = read_records(root) if root is not None else {}
+            recorded = root is not None and all(f"{ds.folder}/{o.target}" in records for o in unhashed)
             if not unhashed:
                 pin = "pinned"
             elif recorded:
