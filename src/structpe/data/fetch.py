@@ -303,10 +303,10 @@ def fetch_one(ds: Dataset, dest: Path, *, retries: int = 3, progress: bool = Fal
         shutil.rmtree(work, ignore_errors=True)
     if seen:
         records = read_records(dest)
-        for rel, sha in seen.items():
-            url = next(o.download.url if o.download else ds.source for o in ds.outputs
-                       if f"{ds.folder}/{o.target}" == rel)
-            records[rel] = {"sha256": sha, "url": url}
+        for o in ds.outputs:
+            rel = f"{ds.folder}/{o.target}"
+            if rel in seen:
+                records[rel] = {"sha256": seen[rel], "url": o.download.url if o.download else ds.source}
         _write_records(dest, records)
     shutil.rmtree(dl_dir, ignore_errors=True)
     if (dest / DOWNLOADS).is_dir() and not any((dest / DOWNLOADS).iterdir()):
