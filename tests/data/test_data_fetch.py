@@ -137,7 +137,9 @@ def test_hash_mismatch_is_one_clear_line_and_writes_no_data_set(mirror_env, caps
     assert len(err.splitlines()) == 1
     assert "ud/UD_English-ESLSpok/LICENSE.txt" in err and expected in err
     assert sha(mirror.altered["ud/LICENSE.txt"]) in err
-    assert not (dest / "ud").exists()
+    # no data set and no temporary folder; only the verified download is kept for the next run
+    assert os.listdir(dest) == [DOWNLOADS]
+    assert [p.name.split("-", 1)[1] for p in (dest / DOWNLOADS / "t-ud").iterdir()] == [UD_DEV]
 
 
 def test_truncated_gzip_is_caught_by_verify_and_repaired_by_fetch(mirror_env, capsys):

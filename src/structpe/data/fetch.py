@@ -301,6 +301,9 @@ def fetch_one(ds: Dataset, dest: Path, *, retries: int = 3, progress: bool = Fal
         _move_into_place(ds, work, dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        for d in (dl_dir, dl_dir.parent):  # keep finished downloads for the next run, not empty folders
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
     if seen:
         records = read_records(dest)
         for o in ds.outputs:
@@ -309,8 +312,8 @@ def fetch_one(ds: Dataset, dest: Path, *, retries: int = 3, progress: bool = Fal
                 records[rel] = {"sha256": seen[rel], "url": o.download.url if o.download else ds.source}
         _write_records(dest, records)
     shutil.rmtree(dl_dir, ignore_errors=True)
-    if (dest / DOWNLOADS).is_dir() and not any((dest / DOWNLOADS).iterdir()):
-        (dest / DOWNLOADS).rmdir()
+    if dl_dir.parent.is_dir() and not any(dl_dir.parent.iterdir()):
+        dl_dir.parent.rmdir()
     return FetchResult(ds, dest, fetched=True, recorded=seen)
 
 
