@@ -17,6 +17,7 @@ import pytest
 
 from structpe.cli import main
 from structpe.data import registry as registry_mod
+from structpe.data import transforms
 from structpe.data.fetch import DOWNLOADS, RECORD_FILE, DataFetchError, fetch, verify
 from structpe.data.paths import DataNotFoundError, data_root
 from structpe.data.registry import parse_registry
@@ -125,6 +126,19 @@ def test_interrupted_fetch_leaves_no_data_set_and_resumes(mirror_env):
     assert mirror.requests["cola/in_domain_dev.tsv"] == 1 and mirror.requests["cola/in_domain_train.tsv"] == 1
     assert mirror.requests["cola/out_of_domain_dev.tsv"] == 2
     assert (dest / "glue/CoLA/dev.tsv").read_bytes() == (shared / "glue/CoLA/dev.tsv").read_bytes()
+
+
+def test_interrupt_during_the_build_leaves_nothing_behind(mirror_env, monkeypatch):
+    mirror, shared, tmp = mirror_env
+    dest = tmp / "dest"
+
+    def interrupted(paths):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(transforms.BUILDERS, "concat", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fetch(["t-cola"], dest, retries=0)
+    assert not (dest / "glue").exists() and not list(dest.glob(".fetch-*"))
 
 
 def test_hash_mismatch_is_one_clear_line_and_writes_no_data_set(mirror_env, capsys):
