@@ -82,9 +82,11 @@ def test_gutenberg_build_cuts_after_blank_lines(tmp_path: Path) -> None:
     body = "".join(f"line {i}\r\n" if i % 7 else "\r\n" for i in range(1, 101))
     (tmp_path / "b-book.txt").write_bytes(("caf\xe9\r\n" + body + "\r\n\r\n").encode("latin-1"))
     (tmp_path / "a-book.txt").write_bytes(("\n".join(f"a{i}" for i in range(40)) + "\n").encode("ascii"))
-    out = build_gutenberg([tmp_path / "b-book.txt", tmp_path / "a-book.txt"])
+    out = build_gutenberg([tmp_path / "a-book.txt", tmp_path / "b-book.txt"])  # the registry's order
     train = out["gutenberg.train.txt.gz"].decode()
     assert train.startswith("a0\na1\n") and "\n\n\ncafé\n" in train and "\r" not in train
+    assert build_gutenberg([tmp_path / "b-book.txt", tmp_path / "a-book.txt"])["gutenberg.train.txt.gz"] \
+        .startswith("café\n")  # the order given, not the file names' (downloads carry a cache prefix)
     # b-book has 101 lines: the 90% cut (index 90) moves to just after the blank line at index 91
     b_valid = out["gutenberg.valid.txt.gz"].decode().split("\n\n\n")[1]
     assert b_valid.startswith("line 92\n") and out["gutenberg.test.txt.gz"].decode().endswith("line 100\n")

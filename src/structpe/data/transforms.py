@@ -72,11 +72,12 @@ def build_gutenberg(paths: list[Path]) -> dict[str, bytes]:
 
     Each book is decoded as ASCII (Latin-1 where that fails), CRLF becomes LF, trailing newlines
     are dropped and the lines are split contiguously by ``gutenberg_cuts``.  In every split file the
-    books follow in file-name order, each part stripped of leading/trailing newlines and separated
-    by two empty lines; the file ends with one newline.
+    books follow in the order given (the registry lists them by file name; the downloaded copies
+    carry a cache prefix, so their own names do not sort that way), each part stripped of
+    leading/trailing newlines and separated by two empty lines; the file ends with one newline.
     """
     parts: dict[str, list[str]] = {s: [] for s in BROWN_SPLITS}
-    for p in sorted(paths, key=lambda p: p.name):
+    for p in paths:
         raw = p.read_bytes()
         try:
             text = raw.decode("ascii")
