@@ -85,8 +85,9 @@ def test_gutenberg_build_cuts_after_blank_lines(tmp_path: Path) -> None:
     out = build_gutenberg([tmp_path / "a-book.txt", tmp_path / "b-book.txt"])  # the registry's order
     train = out["gutenberg.train.txt.gz"].decode()
     assert train.startswith("a0\na1\n") and "\n\n\ncafé\n" in train and "\r" not in train
-    assert build_gutenberg([tmp_path / "b-book.txt", tmp_path / "a-book.txt"])["gutenberg.train.txt.gz"] \
-        .startswith("café\n")  # the order given, not the file names' (downloads carry a cache prefix)
+    reversed_order = build_gutenberg([tmp_path / "b-book.txt", tmp_path / "a-book.txt"])
+    # the order given, not that of the file names (downloads carry a cache prefix)
+    assert reversed_order["gutenberg.train.txt.gz"].startswith("café\n".encode())
     # b-book has 101 lines: the 90% cut (index 90) moves to just after the blank line at index 91
     b_valid = out["gutenberg.valid.txt.gz"].decode().split("\n\n\n")[1]
     assert b_valid.startswith("line 92\n") and out["gutenberg.test.txt.gz"].decode().endswith("line 100\n")
