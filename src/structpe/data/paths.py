@@ -2,7 +2,8 @@
 
 Every loader takes an explicit directory; when none is given it falls back to ``$STRUCTPE_DATA``
 and then to a ``shared/data`` folder next to the working directory or the repository checkout,
-which is the layout the project's CI uses (``../shared/data``).
+which is the layout the project's CI uses (``../shared/data``).  After those comes the cache that
+``structpe data fetch`` fills (``$STRUCTPE_CACHE``, default the user cache folder).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 from pathlib import Path
 
 ENV_VAR = "STRUCTPE_DATA"
+CACHE_ENV_VAR = "STRUCTPE_CACHE"
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -29,26 +31,51 @@ def _candidates() -> list[Path]:
     return out
 
 
+def cache_root() -> Path:
+    """Where ``structpe data fetch`` puts data sets by default: ``$STRUCTPE_CACHE`` or the user cache."""
+    if os.environ.get(CACHE_ENV_VAR):
+        return Path(os.environ[CACHE_ENV_VAR]).expanduser()
+    import pooch
+
+    return Path(pooch.os_cache("structpe")) / "data"
+
+
+def lookup_roots(path: str | os.PathLike | None = None) -> list[Path]:
+    """Data roots in lookup order: ``path`` (else ``$STRUCTPE_DATA``, else the ``shared/data``
+    folders next to the working directory and the checkout), then the fetch cache."""
+    if path is not None:
+        roots = [Path(path).expanduser()]
+    elif os.environ.get(ENV_VAR):
+        roots = [Path(os.environ[ENV_VAR]).expanduser()]
+    else:
+        roots = _candidates()
+    cache = cache_root()
+    return [*roots, cache] if cache not in roots else roots
+
+
+def fetch_hint(sub: str | None) -> str:
+    """The ``structpe data fetch ...`` command that provides ``sub`` (a folder under the data root)."""
+    from structpe.data.registry import owner_of
+
+    names = owner_of(sub) if sub else []
+    return "structpe data fetch" + "".join(f" {n}" for n in names)
+
+
 def data_root(path: str | os.PathLike | None = None, *, sub: str | None = None) -> Path:
     """Resolve the data root (or ``root/sub``), raising a clear error if it does not exist.
 
     Order: the explicit ``path``; ``$STRUCTPE_DATA``; ``shared/data`` found by walking up from the
-    working directory and from this package.
+    working directory and from this package; then the fetch cache (``cache_root``).
     """
-    if path is not None:
-        root = Path(path).expanduser()
-        tried = [root]
-    elif os.environ.get(ENV_VAR):
-        root = Path(os.environ[ENV_VAR]).expanduser()
-        tried = [root]
-    else:
-        tried = _candidates()
-        root = next((p for p in tried if p.is_dir()), tried[0])
-    target = root / sub if sub else root
-    if not target.exists():
-        where = ", ".join(str(t / sub if sub else t) for t in tried[:4])
-        raise DataNotFoundError(
-            f"data folder not found (looked at: {where}). Pass a directory explicitly or set "
-            f"${ENV_VAR} to the folder that holds ud/, corpus/, blimp/, syntaxgym/, glue/, tinyshakespeare/."
-        )
-    return target
+    tried = lookup_roots(path)
+    for root in tried:
+        target = root / sub if sub else root
+        if target.exists():
+            return target
+    shown = tried if len(tried) <= 4 else [*tried[:3], tried[-1]]
+    where = ", ".join(str(t / sub if sub else t) for t in shown)
+    raise DataNotFoundError(
+        f"data folder not found (looked at: {where}). Run `{fetch_hint(sub)}` to download it, pass a "
+        f"directory explicitly or set ${ENV_VAR} to the folder that holds ud/, corpus/, blimp/, "
+        "syntaxgym/, glue/, tinyshakespeare/."
+    )

@@ -187,7 +187,9 @@ def treebank_file(root: Path, name: str, split: str) -> Path:
         raise ValueError(
             f"unknown treebank {name!r}; expected one of {sorted(TREEBANK_DIRS)} or a .conllu path"
         )
-    folder = root / "ud" / TREEBANK_DIRS[key]
+    from structpe.data.paths import data_root
+
+    folder = data_root(root, sub=f"ud/{TREEBANK_DIRS[key]}")  # then the fetch cache; errors name the fetch
     hits = sorted(folder.glob(f"*-ud-{split}.conllu*"))
     if not hits:
         raise FileNotFoundError(f"no {split} split for {name} in {folder}")
