@@ -207,3 +207,42 @@ def test_recorded_parser_is_the_pretraining_one(tmp_path):
     rec = recorded_parser(run / "final")
     assert rec["parser"] == "hexatagger" and rec["parser_kwargs"] == settings["parser_kwargs"]
     assert recorded_parser(tmp_path / "elsewhere") is None
+
+
+class LabelledChain(ChainParser):
+    """ChainParser with dependency labels: the first word is ROOT (ClearNLP), the rest nmod:poss (UD)."""
+
+    def parse_text(self, texts):
+        out = ChainParser.parse_text(self, texts)
+        for s in out:
+            s.deprels = ["ROOT"] + ["nmod:poss"] * (len(s.words) - 1)
+        return out
+
+
+def test_deprel_features_follow_the_tags(mlm_tok):
+    from structpe.eval.glue import GlueExample
+    from structpe.syntax.deprels import UD_RELATIONS
+
+    ex = [GlueExample(("the dogs run", "cat sleep"), 1)]
+    f = featurize(ex, mlm_tok, LabelledChain(), deprels=True)
+    t, d = f.terminal_ids[0], f.deprel_ids[0]
+    assert [x == -100 for x in d] == [x == -100 for x in t]  # on the words' first tokens only
+    root, nmod = UD_RELATIONS.index("root"), UD_RELATIONS.index("nmod")
+    assert [x for x in d if x != -100] == [root, nmod, nmod, root, nmod]
+    with pytest.raises(ValueError, match="gives none"):
+        featurize(ex, mlm_tok, ChainParser(), deprels=True)
+
+
+@pytest.mark.data
+def test_finetune_a_deprel_encoder(shared_data, mlm_tok, tmp_path):
+    from structpe.eval.glue import load_classifier
+    from structpe.models import SiPEConfig, build_model
+
+    cfg = SiPEConfig(family="roberta", injection="input", n_deprels=37, prior_parts="dr_nt",
+                     vocab_size=len(WORDS), d_model=16, n_layers=1, n_heads=2, pad_token_id=0,
+                     max_position_embeddings=64)
+    build_model(cfg).save_pretrained(tmp_path / "dr")
+    r = finetune_glue(lambda n: load_classifier(tmp_path / "dr", n), mlm_tok, ["rte"], LabelledChain(),
+                      shared_data, seeds=(0,), epochs=2, max_train=8, max_eval=8, batch_size=4,
+                      max_length=48, progress=False)
+    assert r["tasks"]["rte"]["tagged"] and len(r["tasks"]["rte"]["runs"][0]["history"]) == 2

@@ -40,7 +40,9 @@ from structpe.eval.scoring import (
     IGNORE,
     Parser,
     align_tags_by_offsets,
+    first_tokens_of_words,
     forward_logits,
+    get_field,
     is_structpe_model,
     model_device,
     parse_texts,
@@ -205,6 +207,28 @@ class Features:
     labels: list[float | int]
     unaligned_words: int = 0
     token_type_ids: list[list[int]] | None = None  # segment ids, for HF models that use them (BERT)
+    deprel_ids: list[list[int]] | None = None  # DEPREL prior models (n_deprels > 0): UD label ids
+
+
+def uses_deprels(model: Any) -> bool:
+    """True for a structpe model whose prior has a DEPREL table (SiPE table 12)."""
+    return is_structpe_model(model) and getattr(model.config, "n_deprels", 0) > 0
+
+
+def _deprel_row(text: str, offsets: Sequence[tuple[int, int]], parse: Any, scorable: Sequence[bool],
+                row: list[int]) -> None:
+    """Put each word's UD label id on its first token (where its tags go) in ``row``."""
+    from structpe.syntax.deprels import deprel_ids
+
+    labels = get_field(parse, "deprels")
+    if labels is None:
+        raise ValueError("this model's prior reads dependency labels (n_deprels > 0), but the parser "
+                         "gives none; tag with a labelling parser (spacy, or a hexatagger with labels)")
+    ids, _ = deprel_ids(labels)
+    for tok, label in zip(first_tokens_of_words(text, offsets, get_field(parse, "words"), scorable), ids,
+                          strict=True):
+        if tok is not None:
+            row[tok] = label
 
 
 def featurize(
@@ -215,8 +239,10 @@ def featurize(
     max_length: int = 128,
     tagged: bool = True,
     parse_cache: dict[str, Any] | None = None,
+    deprels: bool = False,
 ) -> Features:
-    """Tokenize (pairs as pairs) and put each sentence's own tags on its words' first tokens."""
+    """Tokenize (pairs as pairs) and put each sentence's own tags (and, with ``deprels``, its UD
+    labels) on its words' first tokens."""
     n_seg = len(examples[0].texts) if examples else 1
     if tagged and parser is None:
         raise ValueError("this model reads hexatags: give a parser")
@@ -231,12 +257,15 @@ def featurize(
     feats = Features([], [], [], [e.label for e in examples])
     if "token_type_ids" in enc:
         feats.token_type_ids = [list(x) for x in enc["token_type_ids"]]
+    if deprels:
+        feats.deprel_ids = []
     for k, ex in enumerate(examples):
         ids = list(enc["input_ids"][k])
         offs = [tuple(o) for o in enc["offset_mapping"][k]]
         seq = enc.sequence_ids(k)
         t = [IGNORE] * len(ids)
         n = [IGNORE] * len(ids)
+        d = [IGNORE] * len(ids)
         if tagged:
             for s, text in enumerate(ex.texts):
                 scorable = [sid == s for sid in seq]
@@ -245,6 +274,10 @@ def featurize(
                 for i in range(len(ids)):
                     if scorable[i] and ts[i] != IGNORE:
                         t[i], n[i] = ts[i], ns[i]
+                if deprels:
+                    _deprel_row(text, offs, cache[text], scorable, d)
+        if feats.deprel_ids is not None:
+            feats.deprel_ids.append(d)
         feats.input_ids.append(ids)
         feats.terminal_ids.append(t)
         feats.nonterminal_ids.append(n)
@@ -265,6 +298,11 @@ def _collate(f: Features, idx: Sequence[int], pad_id: int) -> dict[str, torch.Te
         t[b, :m] = torch.tensor(f.terminal_ids[i])
         n[b, :m] = torch.tensor(f.nonterminal_ids[i])
     batch = {"input_ids": ids, "attention_mask": mask, "terminal_ids": t, "nonterminal_ids": n}
+    if f.deprel_ids is not None:
+        d = torch.full((B, L), IGNORE, dtype=torch.long)
+        for b, i in enumerate(idx):
+            d[b, : len(f.deprel_ids[i])] = torch.tensor(f.deprel_ids[i])
+        batch["deprel_ids"] = d
     if f.token_type_ids is not None:
         tt = torch.zeros((B, L), dtype=torch.long)
         for b, i in enumerate(idx):
@@ -279,6 +317,8 @@ def _forward(model: Any, batch: Mapping[str, torch.Tensor], tagged: bool) -> tor
     # segment ids only for HF models (ours are configured with one segment type unless trained otherwise)
     if "token_type_ids" in batch and not is_structpe_model(model):
         extra["token_type_ids"] = batch["token_type_ids"].to(dev)
+    if "deprel_ids" in batch and tagged:
+        extra["deprel_ids"] = batch["deprel_ids"].to(dev)
     out = forward_logits(
         model,
         batch["input_ids"].to(dev),
@@ -391,9 +431,11 @@ def finetune_task(
         model = model_fn(spec.num_labels)
         tagged = uses_tags(model)
         if tagged not in feats_by_tagging:
+            kw = {"max_length": max_length, "tagged": tagged, "parse_cache": cache}
+            kw["deprels"] = uses_deprels(model)
             feats_by_tagging[tagged] = (
-                featurize(train, tokenizer, parser, max_length=max_length, tagged=tagged, parse_cache=cache),
-                featurize(dev, tokenizer, parser, max_length=max_length, tagged=tagged, parse_cache=cache),
+                featurize(train, tokenizer, parser, **kw),
+                featurize(dev, tokenizer, parser, **kw),
             )
         ftrain, fdev = feats_by_tagging[tagged]
         steps = epochs * math.ceil(len(train) / batch_size)
