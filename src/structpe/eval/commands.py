@@ -349,8 +349,9 @@ def cmd_glue(args: argparse.Namespace) -> int:
     notes = [
         f"model: `{args.model}`; seeds {list(args.seeds)}, {args.epochs} epochs, lr {args.lr}, "
         f"weight decay {args.weight_decay}",
-        "metric per task as the paper's tables: MCC (CoLA), F1 (MRPC), Spearman (STS-B), accuracy "
-        "(SST-2, RTE); dev split, in points; mean ± sample sd over seeds",
+        "one number per task, as the paper's tables (it does not name them; BERT's convention): MCC "
+        "(CoLA), F1 (MRPC), Spearman (STS-B), accuracy (SST-2, RTE); dev split, in points; "
+        "mean ± sample sd over seeds",
         "best epoch: per seed the dev epoch with the best task metric (selected on the reported dev "
         "split); last epoch: after the last epoch; macro: mean over the tasks run",
         f"tags: {parser_note['name']} ({parser_note['why']})",

@@ -11,7 +11,7 @@ table 1), which gives exactly one: MCC for CoLA, F1 for MRPC (and QQP), Spearman
 accuracy otherwise (``TaskSpec.metric``, the task's ``main``). Every other metric is kept too.
 Per seed the *best dev epoch* by that metric is reported (the paper fine-tunes 20 epochs,
 table 11) and the last epoch beside it; the selection is on the dev split that is also reported,
-as in the papers it follows, so ``best`` is optimistic and ``last`` is the honest lower reference.
+as in the papers it follows, so ``best`` is optimistic; ``last`` involves no selection.
 
 Tags: each sentence is parsed on its own (pairs: tag each separately) and its tags are placed on
 the first token of each word within that sentence's segment of the pair encoding (character
