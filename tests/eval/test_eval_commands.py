@@ -117,10 +117,11 @@ def test_finetune_glue_cli(saved, shared_data, tmp_path):
             "glue",
             "--model",
             str(saved / "bert"),
-            "--task",
-            "rte",
+            "--tasks",
+            "all",
             "--seeds",
             "0",
+            "1",
             "--epochs",
             "1",
             "--max-train",
@@ -137,7 +138,10 @@ def test_finetune_glue_cli(saved, shared_data, tmp_path):
     )
     assert rc == 0
     res = json.loads((out / "glue.json").read_text())
-    assert set(res["tasks"]) == {"rte"} and 0 <= res["macro"] <= 1
+    assert set(res["tasks"]) == {"cola", "sst2", "mrpc", "rte", "stsb"} and -1 <= res["macro"] <= 1
+    assert res["macro_sd"] is not None and res["parser"]["name"] == "none"  # the HF model reads no tags
+    table = (out / "glue.md").read_text()
+    assert "best epoch" in table and "last epoch" in table and "**macro**" in table
 
 
 @pytest.mark.data

@@ -88,8 +88,9 @@ def tiny_txl(tok: PreTrainedTokenizerFast, injection: str, seed: int = 0) -> tor
         if model.prior is not None:
             model.prior.terminal.weight.mul_(50)
             model.prior.nonterminal.weight.mul_(50)
-        for lin in (model.tag_heads.terminal, model.tag_heads.nonterminal):
-            lin.weight.mul_(30)
+        if model.tag_heads is not None:  # the plain `none` baseline has none
+            for lin in (model.tag_heads.terminal, model.tag_heads.nonterminal):
+                lin.weight.mul_(30)
     return model
 
 

@@ -35,5 +35,7 @@ def test_recipe_builds(name):
         model = build_model(config)
         ids = torch.randint(5, 128, (2, 16))
         tags = torch.randint(0, 2, (2, 16))
-        out = model(ids, terminal_ids=tags, nonterminal_ids=tags, labels=ids)
+        deprels = torch.randint(0, max(config.n_deprels, 1), (2, 16))  # DEPREL recipes (SiPE table 12)
+        extra = {"deprel_ids": deprels} if config.n_deprels else {}
+        out = model(ids, terminal_ids=tags, nonterminal_ids=tags, labels=ids, **extra)
         assert torch.isfinite(out.loss)

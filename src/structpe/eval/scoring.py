@@ -183,6 +183,37 @@ def word_spans(text: str, words: Sequence[str]) -> list[tuple[int, int] | None]:
     return spans
 
 
+def first_tokens_of_words(
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    words: Sequence[str],
+    scorable: Sequence[bool] | None = None,
+) -> list[int | None]:
+    """Per word, the index of the first token overlapping it, or None (not found in the text, or
+    sharing its first token with the previous word). ``scorable[i]`` False marks special tokens."""
+    n = len(offsets)
+    out: list[int | None] = []
+    tok = 0
+    taken = -1
+    for span in word_spans(text, words):
+        if span is None:
+            out.append(None)
+            continue
+        ws, we = span
+        while tok < n and (
+            (scorable is not None and not scorable[tok])
+            or offsets[tok][1] <= ws
+            or offsets[tok][0] == offsets[tok][1]
+        ):
+            tok += 1
+        if tok >= n or offsets[tok][0] >= we or tok == taken:
+            out.append(None)
+            continue
+        out.append(tok)
+        taken = tok
+    return out
+
+
 def align_tags_by_offsets(
     text: str,
     offsets: Sequence[tuple[int, int]],
@@ -202,27 +233,13 @@ def align_tags_by_offsets(
         raise ValueError(
             f"parse has {len(words)} words but {len(terms)} terminals / {len(nonterms)} non-terminals"
         )
-    n = len(offsets)
-    t_out = [IGNORE] * n
-    n_out = [IGNORE] * n
-    missed = 0
-    tok = 0
-    for span, t, nt in zip(word_spans(text, words), terms, nonterms, strict=True):
-        if span is None:
-            missed += 1
-            continue
-        ws, we = span
-        while tok < n and (
-            (scorable is not None and not scorable[tok])
-            or offsets[tok][1] <= ws
-            or offsets[tok][0] == offsets[tok][1]
-        ):
-            tok += 1
-        if tok >= n or offsets[tok][0] >= we or t_out[tok] != IGNORE:
-            missed += 1
-            continue
-        t_out[tok], n_out[tok] = t, nt
-    return t_out, n_out, missed
+    t_out = [IGNORE] * len(offsets)
+    n_out = [IGNORE] * len(offsets)
+    firsts = first_tokens_of_words(text, offsets, words, scorable)
+    for tok, t, nt in zip(firsts, terms, nonterms, strict=True):
+        if tok is not None:
+            t_out[tok], n_out[tok] = t, nt
+    return t_out, n_out, firsts.count(None)
 
 
 def parse_texts(parser: Parser | None, texts: list[str]) -> list[Any] | None:

@@ -101,6 +101,38 @@ def load(path: str | Path, **kwargs):
     return model_class(family, "classification" if classifier else "lm").from_pretrained(path, **kwargs)
 
 
+def sipe_parameter_count(config: SiPEConfig) -> dict[str, int]:
+    """Exact parameters a SiPE variant adds to its family's plain ``none`` model of the same size.
+
+    ``prior``: the tag tables E_T, E_N (+ E_D): 7d (+ n_deprels x d) -- the whole cost of input
+    injection by addition. ``heads``: the auxiliary tag heads, (d + 1) x 7. ``other``: everything
+    else the variant adds (PP-SiPE's d x d W_E per layer or one shared, the W_K^tag / W_V^tag of the
+    attention-bias sites, the concat / alpha fusion weights). Counted from the built modules (on
+    the meta device: no memory, no init), so it cannot drift from the code.
+    """
+    import torch
+
+    from structpe.modules.prior import HexatagPrior, TagHeads
+
+    def built(cfg: SiPEConfig):
+        with torch.device("meta"):
+            return build_model(cfg)
+
+    def n_params(module) -> int:
+        return sum(p.numel() for p in module.parameters())
+
+    plain = config.to_dict()
+    plain.update(injection="none", n_deprels=0, prior_parts=None, fusion="add", entry_layer=1,
+                 multitask_baseline=False)
+    for key in ("model_type", "transformers_version", "architectures"):
+        plain.pop(key, None)
+    model = built(config)
+    extra = n_params(model) - n_params(built(SiPEConfig(**plain)))
+    prior = sum(n_params(m) for m in model.modules() if isinstance(m, HexatagPrior))
+    heads = sum(n_params(m) for m in model.modules() if isinstance(m, TagHeads))
+    return {"total": extra, "prior": prior, "heads": heads, "other": extra - prior - heads}
+
+
 __all__ = [
     "FAMILIES",
     "INJECTIONS",
@@ -110,4 +142,5 @@ __all__ = [
     "from_hf_pretrained",
     "load",
     "model_class",
+    "sipe_parameter_count",
 ]

@@ -68,6 +68,14 @@ class SiPEConfig(PreTrainedConfig):
       prior_proj_init_std  std of W_E / W_delta / W^tag at init ("near zero": training starts
                          from the unmodified model)
       tag_loss_weight    weight of CE_T + CE_N in the total loss (0 disables the aux heads' loss)
+      multitask_baseline injection ``none`` only: keep the auxiliary tag heads and their loss (a
+                         tag-supervised baseline without a prior, not the paper's). Off by
+                         default, so ``none`` is the paper's plain baseline: no tag heads, LM loss
+                         only (every family)
+      joint_tag_loss     causal (txl) only: position 0 (BOS / packed-row start) also predicts the
+                         first word's tags, so the tag loss covers every word and is the tag part
+                         of -log p(x, T) (structpe's choice, needed by the ``joint`` likelihood).
+                         False: the paper's loss, from first-subword positions (m_p = 1) only
     """
 
     model_type = "structpe-sipe"
@@ -106,6 +114,8 @@ class SiPEConfig(PreTrainedConfig):
         entry_layer: int = 1,
         prior_proj_init_std: float = 1e-3,
         tag_loss_weight: float = 1.0,
+        multitask_baseline: bool = False,
+        joint_tag_loss: bool = True,
         # DeBERTa-v3
         position_buckets: int = 256,
         max_relative_positions: int = 512,
@@ -145,6 +155,8 @@ class SiPEConfig(PreTrainedConfig):
         self.entry_layer = entry_layer
         self.prior_proj_init_std = prior_proj_init_std
         self.tag_loss_weight = tag_loss_weight
+        self.multitask_baseline = multitask_baseline
+        self.joint_tag_loss = joint_tag_loss
         self.position_buckets = position_buckets
         self.max_relative_positions = max_relative_positions
         self.global_rope_theta = global_rope_theta
@@ -180,6 +192,11 @@ class SiPEConfig(PreTrainedConfig):
     @property
     def uses_prior(self) -> bool:
         return self.injection != "none"
+
+    @property
+    def has_tag_heads(self) -> bool:
+        """The auxiliary tag heads (and their loss) exist with a prior, or for the multitask baseline."""
+        return self.uses_prior or self.multitask_baseline
 
     def layer_gets_prior(self, layer_index: int) -> bool:
         """0-based ``layer_index``; the entry layer k is 1-based as in the paper."""
@@ -244,6 +261,11 @@ class SiPEConfig(PreTrainedConfig):
             need(self.global_attn_every_n_layers >= 1, "global_attn_every_n_layers must be >= 1")
             need(self.d_head % 2 == 0, f"rotary attention needs an even d_head, got {self.d_head}")
         need(self.tag_loss_weight >= 0, "tag_loss_weight must be >= 0")
+        need(
+            not self.multitask_baseline or self.injection == "none",
+            f"multitask_baseline adds tag heads to injection='none'; injection={self.injection!r} "
+            "already has them",
+        )
         if self.family == "txl":
             need(
                 self.d_model % 2 == 0,

@@ -430,8 +430,8 @@ def classification_output(
 
 
 def make_tag_heads(config: SiPEConfig) -> TagHeads | None:
-    """The auxiliary tag heads exist exactly when the model carries a prior."""
-    return TagHeads(config.d_model) if config.uses_prior else None
+    """The auxiliary tag heads exist when the model carries a prior (or is the multitask baseline)."""
+    return TagHeads(config.d_model) if config.has_tag_heads else None
 
 
 def bert_embedding_weights(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

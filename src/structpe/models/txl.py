@@ -294,7 +294,8 @@ class TransfoXLSiPEModel(PreTrainedModel):
         self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_norm else None
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=True)
-        self.tag_heads = TagHeads(config.d_model)
+        # no tag heads for the plain `none` baseline (config.multitask_baseline keeps them)
+        self.tag_heads = TagHeads(config.d_model) if config.has_tag_heads else None
         inj = config.injection
         self.prior = (
             HexatagPrior(config.d_model, config.n_deprels, config.initializer_range)
@@ -426,7 +427,8 @@ class TransfoXLSiPEModel(PreTrainedModel):
             hidden_states.append(h)
         h = self.dropout(h)
         logits = self.lm_head(h)
-        terminal_logits, nonterminal_logits = self.tag_heads(h)
+        heads = self.tag_heads(h) if self.tag_heads is not None else (None, None)
+        terminal_logits, nonterminal_logits = heads
 
         lm_loss = terminal_loss = nonterminal_loss = loss = None
         if labels is not None:
@@ -436,8 +438,10 @@ class TransfoXLSiPEModel(PreTrainedModel):
                 ignore_index=IGNORE_INDEX,
             )
             loss = lm_loss
-        if terminal_ids is not None and nonterminal_ids is not None:
-            t_target, n_target = causal_tag_targets(terminal_ids.to(device), nonterminal_ids.to(device))
+        if self.tag_heads is not None and terminal_ids is not None and nonterminal_ids is not None:
+            t_target, n_target = causal_tag_targets(
+                terminal_ids.to(device), nonterminal_ids.to(device), from_start=self.config.joint_tag_loss
+            )
             terminal_loss, nonterminal_loss = tag_losses(
                 terminal_logits, nonterminal_logits, t_target, n_target
             )

@@ -3,7 +3,11 @@
     prior_p = m_p * (E_T[tau_p] + E_N[nu_p] (+ E_D[deprel_p]))
 
 tau_p in {tl=0, tr=1}, nu_p in {nl-L=0, nl-R=1, nr-L=2, nr-R=3, eos=4}; m_p = 1 on a word's first
-subword and 0 elsewhere (tag id -100). E_T is 2 x d and E_N is 5 x d: 7d parameters.
+subword and 0 elsewhere (tag id -100). E_T is 2 x d and E_N is 5 x d: the prior itself is 7d
+parameters (+ n_deprels x d with E_D). That is the whole cost of *input* injection only: the other
+sites add their projections (PP-SiPE's W_E is d x d per layer, or one shared; the attention-bias
+sites add W_K^tag and W_V^tag), and the tag heads add (d + 1) x 7. ``structpe.models.sipe_parameter_count``
+gives the exact extra count of a config (``structpe pretrain --list`` prints it per recipe).
 
 Because the prior at a position takes one of only 1 + 2*5 (x n_deprels) values, every consumer
 that projects it (W_E, W_delta, W_K^tag ...) can project the small ``pair_table()`` and gather
@@ -147,13 +151,16 @@ def mlm_tag_targets(
 
 
 def causal_tag_targets(
-    terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor
+    terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor, from_start: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal LM rule: each first-subword position predicts the tags of the next tagged position.
+    """Causal LM rule (SiPE §A.1): each first-subword position predicts the tags of the next tagged
+    position, L_T = -sum_{p: m_p = 1} log p_T(tau_next(p) | h_p) (and L_N likewise).
 
-    Position 0 (BOS, or the first token of a packed row) is a source too when it carries no tag,
-    so the first word's tags are also predicted and a joint p(x, T) pays for every tag.
-    Positions with no later tagged position get -100.
+    ``from_start`` (structpe's choice, ``SiPEConfig.joint_tag_loss``, default on): position 0 (BOS,
+    or the first token of a packed row) is a source too when it carries no tag, so the first word's
+    tags are also predicted and a joint p(x, T) pays for every tag. The paper has no such term;
+    ``from_start=False`` gives exactly its sum over m_p = 1. Positions with no later tagged position
+    get -100.
     """
     bsz, length = terminal_ids.shape
     tagged = terminal_ids != IGNORE_INDEX
@@ -163,7 +170,7 @@ def causal_tag_targets(
     # nearest tagged position at or after p, then shift by one to get "strictly after p"
     at_or_after = torch.flip(torch.cummin(torch.flip(pos, [1]), dim=1).values, [1])
     after = torch.cat([at_or_after[:, 1:], none[:, :1]], dim=1)
-    source = tagged | (idx == 0)
+    source = tagged | (idx == 0) if from_start else tagged
     valid = source & (after < length)
     gather_at = after.clamp_max(length - 1)
     ignore = torch.full_like(terminal_ids, IGNORE_INDEX)

@@ -2,7 +2,8 @@
 
 Both pad a list of prepared examples (``input_ids``, ``terminal_ids``, ``nonterminal_ids``) to
 the longest in the batch and return ``input_ids``, ``attention_mask``, ``terminal_ids``,
-``nonterminal_ids`` and ``labels``. Tag tensors carry -100 where a position has no tag (special
+``nonterminal_ids`` (and ``deprel_ids`` when the prepared data has them, for the DEPREL priors of
+SiPE table 12) and ``labels``. Tag tensors carry -100 where a position has no tag (special
 tokens, continuation subwords, padding).
 
 Causal: ``labels`` = ``input_ids`` with -100 at padding; the model shifts internally and derives
@@ -14,7 +15,8 @@ original id at *every* selected position and -100 elsewhere. The model zeroes th
 predicts the position's own tags wherever ``labels != -100`` -- so the invariant this collator
 guarantees is: every position whose token was selected (masked, randomised or kept) has a label,
 hence its tag cannot be copied from the prior. The tag tensors are passed unchanged: they are the
-tag *labels* at masked positions.
+tag *labels* at masked positions (``deprel_ids`` too: the model zeroes the whole prior, E_D
+included, where ``labels != -100``).
 """
 
 from __future__ import annotations

@@ -145,10 +145,10 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _pretrain(args: argparse.Namespace) -> int:
-    from structpe.train.recipe import list_recipes
+    from structpe.train.recipe import list_recipes, recipe_table
 
     if args.list:
-        print("\n".join(list_recipes()) or "(no recipes packaged)")
+        print("\n".join(recipe_table()) if list_recipes() else "(no recipes packaged)")
         return 0
     if not args.config:
         print("structpe pretrain: --config is required (a YAML file or a recipe name; see --list)",

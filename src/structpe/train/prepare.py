@@ -42,9 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from structpe.train.corpus import FORMATS, guess_format, iter_units
+from structpe.train.prepare_deprels import (
+    WORD_COLUMNS,
+    attach_deprel_ids,
+    inventory_metadata,
+    word_deprel_columns,
+)
 
 METADATA_FILE = "structpe_prepare.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: deprel_ids column
 PARSERS = ("gold", "spacy", "hexatagger")
 BOS_POLICIES = ("sequence", "sentence")
 IGNORE_INDEX = -100
@@ -184,6 +190,7 @@ def _get_tokenizer(path: str) -> Any:
 
 def _sentence_columns(sentences: Iterable[Any]) -> dict[str, list]:
     out: dict[str, list] = {"words": [], "terminals": [], "nonterminals": [], "lifted": []}
+    out.update({c: [] for c in WORD_COLUMNS})
     for s in sentences:
         if len(s.words) == 0:
             continue
@@ -191,6 +198,8 @@ def _sentence_columns(sentences: Iterable[Any]) -> dict[str, list]:
         out["terminals"].append(list(s.terminals))
         out["nonterminals"].append(list(s.nonterminals))
         out["lifted"].append(int(getattr(s, "lifted_arcs", 0) > 0))
+        for c, v in zip(WORD_COLUMNS, word_deprel_columns(s.deprels), strict=True):
+            out[c].append(v)
     return out
 
 
@@ -332,7 +341,7 @@ def _prepare_split(
         batched=True,
         batch_size=256,
         num_proc=nproc,
-        remove_columns=["words", "terminals", "nonterminals", "lifted"],
+        remove_columns=["words", "terminals", "nonterminals", "lifted", *WORD_COLUMNS],
         fn_kwargs={"tokenizer_path": tokenizer_dir},
         cache_file_name=str(work / f"{name}-align.arrow"),
         new_fingerprint=f"{name}-align",
@@ -348,6 +357,7 @@ def _prepare_split(
         new_fingerprint=f"{name}-pack",
         desc=f"pack {name}",
     )
+    packed, deprel_stats = attach_deprel_ids(sents, packed, work / f"{name}-deprel.arrow")
     stats = {
         "units": n_units,
         "sentences": len(sents),
@@ -355,6 +365,7 @@ def _prepare_split(
         "subword_tokens": int(sum(len(x) for x in aligned["input_ids"])),
         "sequences": len(packed),
         "tokens": int(sum(len(x) for x in packed["input_ids"])),
+        **deprel_stats,
     }
     return packed, stats
 
@@ -440,6 +451,7 @@ def prepare(
             "bos_token_id": bos_id,
             "eos_token_id": eos_id,
             "pad_token_id": tok.pad_token_id,
+            "deprel_inventory": inventory_metadata(),
             "stats": stats,
             "seconds": round(time.time() - t0, 1),
         }

@@ -41,6 +41,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from structpe.train.collators import IGNORE_INDEX, MLMCollator, collator_for
 from structpe.train.prepare import PreparedDataError, load_prepared, tokenizer_hash
+from structpe.train.prepare_deprels import check_deprel_data
 from structpe.train.recipe import Recipe, RecipeError, load_recipe
 
 METRIC_COLUMNS = (
@@ -374,6 +375,7 @@ def pretrain(
     tokenizer = load_tokenizer(tok_dir)
     model_config = resolve_model_config(recipe, tokenizer, meta)
     _check_lengths(recipe, meta, dd)
+    check_deprel_data(model_config.n_deprels, tc.dataset, dd)
     objective = _objective(recipe)
     if objective == "mlm" and tokenizer.mask_token_id is None:
         raise VocabularyMismatchError(f"objective 'mlm' needs a mask token, and {tok_dir} has none")

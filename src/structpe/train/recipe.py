@@ -156,6 +156,23 @@ def list_recipes(root: Path = CONFIG_ROOT) -> list[str]:
     )
 
 
+def recipe_table(root: Path = CONFIG_ROOT) -> list[str]:
+    """``structpe pretrain --list``: one line per recipe with the exact parameters its SiPE variant adds
+    over the family's plain model (``sipe_parameter_count``: tag tables, tag heads, the rest)."""
+    from structpe.models import sipe_parameter_count
+
+    names = list_recipes(root)
+    width = max((len(n) for n in names), default=6)
+    lines = [f"{'recipe':<{width}}  {'extra params':>12}  (tag tables + tag heads + projections/fusion)"]
+    for name in names:
+        model = load_recipe(root / f"{name}.yaml").model
+        cfg = SiPEConfig(**{k: v for k, v in model.items() if not (k == "vocab_size" and v is None)})
+        c = sipe_parameter_count(cfg)
+        parts = f"({c['prior']:,} + {c['heads']:,} + {c['other']:,})"
+        lines.append(f"{name:<{width}}  {c['total']:>12,}  {parts}")
+    return lines
+
+
 def resolve_recipe_path(config: str | Path) -> Path:
     """A path to a YAML file, or a recipe name (``txl/position-tiny``) under the package configs."""
     p = Path(config)

@@ -1,0 +1,121 @@
+"""The DEPREL label inventory of the SiPE DEPREL priors (SiPE App. E, table 12) and its alignment.
+
+One fixed inventory for every parser: the 37 universal relations of Universal Dependencies v2
+(``UD_RELATIONS``; id = position in that tuple). Why one inventory and why UD:
+
+* a model's E_D table then has one size (``n_deprels = 37``, what the roberta DEPREL recipes set)
+  and one meaning whichever parser prepared its data, so recipes need no per-parser variants and
+  GLUE features, built with the pre-training parser, use the same ids;
+* the gold trees (UD EWT) and the trained hexatagger (learned on them) already speak UD; their
+  subtypes (``nmod:poss``, ``obl:tmod``, ``aux:pass``) are folded into the universal relation,
+  which is also the granularity the paper quotes ("40 labels such as nsubj and dobj").
+
+spaCy's English models use ClearNLP labels (45 of them). ``CLEARNLP_TO_UD`` maps each to the UD
+relation of the same grammatical function, following UD's own English conversion (dobj -> obj,
+nsubjpass -> nsubj (nsubj:pass), poss -> nmod (nmod:poss), prt -> compound (compound:prt), relcl ->
+acl (acl:relcl), neg -> advmod, npadvmod -> obl (obl:npmod), ...). The mapping is per label: the arc
+stays the one spaCy built, so where ClearNLP and UD choose different heads (copulas, prepositional
+phrases) the label names the word's function, not an arc UD would draw: a preposition (``prep``)
+becomes ``case``, its object (``pobj``) ``obl``, a predicate nominal or adjective of a copula
+(``attr``, ``acomp``, ``oprd``) ``xcomp``. That loses a few ClearNLP distinctions (dobj / dative /
+attr) in exchange for one table; a label outside both inventories maps to ``dep`` (UD's
+"unspecified dependency") and is counted, never dropped.
+
+Alignment: a word's DEPREL id goes on its first subword, exactly where its hexatags go, and -100
+everywhere else -- so a row of ``deprel_ids`` has -100 at the same positions as ``terminal_ids``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from structpe.syntax.hexatags import IGNORE_INDEX
+
+__all__ = [
+    "CLEARNLP_TO_UD",
+    "DEPREL_INVENTORY",
+    "N_DEPRELS",
+    "UD_RELATIONS",
+    "deprel_ids",
+    "spread_word_labels",
+    "universal_relation",
+]
+
+DEPREL_INVENTORY = "ud2-universal"
+# Universal Dependencies v2 universal relations (https://universaldependencies.org/u/dep/), in
+# alphabetical order; the order is the id and is part of a trained model: never reorder
+UD_RELATIONS: tuple[str, ...] = (
+    "acl", "advcl", "advmod", "amod", "appos", "aux", "case", "cc", "ccomp", "clf", "compound",
+    "conj", "cop", "csubj", "dep", "det", "discourse", "dislocated", "expl", "fixed", "flat",
+    "goeswith", "iobj", "list", "mark", "nmod", "nsubj", "nummod", "obj", "obl", "orphan",
+    "parataxis", "punct", "reparandum", "root", "vocative", "xcomp",
+)
+N_DEPRELS = len(UD_RELATIONS)
+_ID = {name: i for i, name in enumerate(UD_RELATIONS)}
+
+# spaCy's English (ClearNLP) labels whose name is not already a UD relation (module docstring)
+CLEARNLP_TO_UD: dict[str, str] = {
+    "ROOT": "root",
+    "acomp": "xcomp",
+    "agent": "obl",  # obl:agent
+    "attr": "xcomp",
+    "auxpass": "aux",  # aux:pass
+    "csubjpass": "csubj",  # csubj:pass
+    "dative": "iobj",
+    "dobj": "obj",
+    "intj": "discourse",
+    "meta": "dep",
+    "neg": "advmod",
+    "nn": "compound",
+    "npadvmod": "obl",  # obl:npmod
+    "nsubjpass": "nsubj",  # nsubj:pass
+    "oprd": "xcomp",
+    "pcomp": "advcl",
+    "pobj": "obl",
+    "poss": "nmod",  # nmod:poss
+    "preconj": "cc",  # cc:preconj
+    "predet": "det",  # det:predet
+    "prep": "case",
+    "prt": "compound",  # compound:prt
+    "quantmod": "advmod",
+    "relcl": "acl",  # acl:relcl
+}
+
+
+def universal_relation(label: str) -> str | None:
+    """The UD universal relation of a UD (``nmod:poss``) or ClearNLP (``dobj``) label; None if unknown."""
+    if label in CLEARNLP_TO_UD:
+        return CLEARNLP_TO_UD[label]
+    base = label.split(":", 1)[0].lower()
+    return base if base in _ID else None
+
+
+def deprel_ids(labels: Sequence[str]) -> tuple[list[int], int]:
+    """Word labels -> inventory ids, and how many were unknown (those get ``dep``)."""
+    out, unknown = [], 0
+    for label in labels:
+        rel = universal_relation(label)
+        if rel is None:
+            unknown += 1
+            rel = "dep"
+        out.append(_ID[rel])
+    return out, unknown
+
+
+def spread_word_labels(tag_row: Sequence[int], word_labels: Sequence[int], start: int = 0) -> list[int]:
+    """Put ``word_labels[start:]``, in order, on the positions of ``tag_row`` that carry a tag.
+
+    ``tag_row`` is an aligned hexatag row (``terminal_ids``): its non -100 positions are the words'
+    first subwords in word order, so the result is aligned exactly like the tags. Raises
+    ValueError when there are fewer labels left than tagged positions.
+    """
+    out = [IGNORE_INDEX] * len(tag_row)
+    k = start
+    for j, tag in enumerate(tag_row):
+        if tag != IGNORE_INDEX:
+            if k >= len(word_labels):
+                have = len(word_labels) - start
+                raise ValueError(f"{k - start + 1} tagged positions but only {have} labels")
+            out[j] = word_labels[k]
+            k += 1
+    return out
