@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from structpe.errors import StructpeError
 from structpe.syntax.hexatags import (
     EOS,
     IGNORE_INDEX,
@@ -244,9 +245,16 @@ class HexataggerModel(nn.Module):
                 raise FileNotFoundError(
                     f"{d / name} not found: is {d} a hexatagger folder (save_pretrained)?"
                 )
-        config = HexataggerConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
-        model = cls(config)
-        model.load_state_dict(load_file(str(d / WEIGHTS_NAME), device=str(device)))
+        from safetensors import SafetensorError
+
+        try:  # a corrupt or foreign folder is bad input: name it in one line
+            config = HexataggerConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
+            model = cls(config)
+            model.load_state_dict(load_file(str(d / WEIGHTS_NAME), device=str(device)))
+        except (ValueError, TypeError, RuntimeError, SafetensorError) as err:
+            msg = " ".join(str(err).split())[:500]
+            kind = type(err).__name__
+            raise StructpeError(f"{d}: not a loadable hexatagger folder ({kind}: {msg})") from err
         return model.to(device).eval()
 
 
