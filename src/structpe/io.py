@@ -3,7 +3,7 @@
 A write goes to a temporary file in the destination's folder (same file system), is flushed and
 fsynced, and only then renamed over the destination with ``os.replace`` (atomic on POSIX and
 Windows). A crash, an exception or Ctrl-C half-way leaves any earlier file untouched. Folders
-(tokenizers, prepared datasets) are built under a temporary name and swapped in the same way.
+(``save_pretrained`` output) are staged in a temporary folder and moved in file by file.
 """
 
 from __future__ import annotations
@@ -63,29 +63,29 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield an empty temporary folder next to ``path``; on success it takes ``path``'s place.
+def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder inside ``folder``; on success each file written there is
+    renamed into ``folder`` (for writers such as ``save_pretrained`` that take a folder).
 
-    An existing ``path`` is moved aside first and deleted only after the new folder is in place,
-    so a failure at any point leaves the old folder (or no folder) -- never a half-written one.
+    Every file appears whole or not at all, and other files already in ``folder`` are kept: the
+    folder may be one the user also keeps other things in.
     """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise StructpeError(f"{path}: exists and is not a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise StructpeError(f"{folder}: exists and is not a directory")
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".staging.", suffix=".tmp", dir=folder))
     try:
         yield tmp
-        old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / path.name)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+        for src in sorted(tmp.rglob("*")):
+            if src.is_file():
+                dest = folder / src.relative_to(tmp)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with open(src, "rb") as fh:
+                    os.fsync(fh.fileno())
+                os.replace(src, dest)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def refuse_overwrite_input(output: str | os.PathLike, inputs: list[str | os.PathLike], option: str) -> None:
@@ -99,3 +99,40 @@ def refuse_overwrite_input(output: str | os.PathLike, inputs: list[str | os.Path
             same = os.path.samefile(out, src)
         if same:
             raise StructpeError(f"{option} {output}: is also an input; choose another output path")
+
+
+def atomic_savefig(fig: Any, path: str | os.PathLike, **kwargs: Any) -> None:
+    """``fig.savefig`` through a temporary sibling (the format comes from ``path``'s suffix)."""
+    fmt = Path(path).suffix.lstrip(".") or "png"
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format=fmt, **kwargs)
+
+
+def earlier_results(path: str | os.PathLike, config: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict:
+    """The ``models`` entries of an earlier ``results.json`` at ``path``, to keep beside new ones.
+
+    Results are merged, never dropped: a run (or a merge) that writes into a folder holding
+    results of other models keeps them. Results of another configuration (any key of ``config``
+    other than ``models`` and ``ignore`` differs) are not comparable, so that is an error rather
+    than a silent overwrite or a mixed table.
+    """
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        prev = json.loads(path.read_text())
+        models, prev_config = dict(prev["models"]), prev.get("config") or {}
+    except (ValueError, KeyError, TypeError) as err:
+        raise StructpeError(f"{path}: unreadable earlier results ({err}); move it away first") from err
+    config = json.loads(json.dumps(config))  # tuples -> lists, as the earlier file has them
+    skip = {"models", *ignore}
+    differ = sorted(k for k in set(config) | set(prev_config)
+                    if k not in skip and config.get(k) != prev_config.get(k))
+    if differ:
+        raise StructpeError(
+            f"{path} holds results of another configuration (differs in {differ}); "
+            "choose another output folder, or move it away to start over"
+        )
+    return models

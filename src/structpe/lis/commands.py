@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from structpe.errors import StructpeError, check_choice, check_positive, closest
+
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "configs" / "lis"
 
 
@@ -37,14 +39,57 @@ def load_profile(diagnostic: str, profile: str | None, config_path: str | None) 
 def build_config(cls, diagnostic: str, args: argparse.Namespace):
     values = load_profile(diagnostic, args.profile, args.config)
     fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(values) - fields
+    unknown = sorted(set(values) - fields)
     if unknown:
-        raise ValueError(f"unknown {diagnostic} config keys: {sorted(unknown)}")
+        raise StructpeError(
+            f"unknown {diagnostic} config key {unknown[0]!r}{closest(unknown[0], fields)} "
+            f"(all unknown: {unknown})"
+        )
     for key in ("models", "iters", "batch_size", "seed", "threads", "device"):
         val = getattr(args, key, None)
         if val is not None and key in fields:
             values[key] = val
+    check_args(values, VALID_MODELS[diagnostic]())
     return cls(**values)
+
+
+def _shakespeare_models() -> list[str]:
+    from structpe.lis.shakespeare import MODEL_LABELS
+
+    return list(MODEL_LABELS)
+
+
+def _kg_models() -> list[str]:
+    from structpe.lis.kg import MODELS
+
+    return list(MODELS)
+
+
+VALID_MODELS = {"shakespeare": _shakespeare_models, "kg": _kg_models}
+
+
+def check_args(values: dict, valid_models: list[str]) -> None:
+    """Refuse unknown models, impossible sizes and devices before any training starts (a bad
+    name at the end of ``--models`` must not cost the runs before it)."""
+    for name in values.get("models") or []:
+        check_choice("--models", name, valid_models)
+    if not values.get("models", True):
+        raise StructpeError("--models: give at least one model")
+    for key in ("iters", "batch_size"):
+        if key in values:
+            check_positive(f"--{key.replace('_', '-')}", values[key])
+    if values.get("threads") is not None and values["threads"] < 0:
+        raise StructpeError(f"--threads must be >= 0, got {values['threads']}")
+    device = values.get("device")
+    if device is not None and device != "auto":
+        import torch
+
+        try:
+            dev = torch.device(device)
+        except RuntimeError as err:
+            raise StructpeError(f"--device: {device!r} is not a torch device ({err})") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise StructpeError(f"--device {device}: CUDA is not available on this machine (use cpu or auto)")
 
 
 def _common(p: argparse.ArgumentParser, default_out: str) -> None:
@@ -76,10 +121,17 @@ def _common(p: argparse.ArgumentParser, default_out: str) -> None:
     )
 
 
+def _check_merge(folders: list[str]) -> None:
+    for folder in folders:
+        if not (Path(folder) / "results.json").is_file():
+            raise StructpeError(f"--merge {folder}: no results.json there")
+
+
 def cmd_shakespeare(args: argparse.Namespace) -> int:
     from structpe.lis.shakespeare import ShakespeareConfig, merge, run
 
     if args.merge:
+        _check_merge(args.merge)
         merge(args.merge, args.out)
     else:
         cfg = build_config(ShakespeareConfig, "shakespeare", args)
@@ -93,6 +145,7 @@ def cmd_kg(args: argparse.Namespace) -> int:
     from structpe.lis.kg import KGConfig, merge, run
 
     if args.merge:
+        _check_merge(args.merge)
         merge(args.merge, args.out)
     else:
         run(build_config(KGConfig, "kg", args), args.out, eval_only=args.eval_only)

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from structpe.errors import StructpeError
+from structpe.io import atomic_files, atomic_write_bytes, atomic_write_text
 from structpe.syntax.hexatags import (
     EOS,
     IGNORE_INDEX,
@@ -221,13 +222,14 @@ class HexataggerModel(nn.Module):
 
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any | None = None) -> Path:
         """Write ``config.json`` and ``model.safetensors`` (and the tokenizer, if given) to ``directory``."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        (out / CONFIG_NAME).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+        atomic_write_text(out / CONFIG_NAME, json.dumps(self.config.to_dict(), indent=2) + "\n")
         state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        save_file(state, str(out / WEIGHTS_NAME), metadata={"format": "pt", "model_type": MODEL_TYPE})
+        blob = save(state, metadata={"format": "pt", "model_type": MODEL_TYPE})
+        atomic_write_bytes(out / WEIGHTS_NAME, blob)
         if tokenizer is not None:
             save_tokenizer(tokenizer, out)
         return out
@@ -341,7 +343,8 @@ def save_tokenizer(tokenizer: Any, directory: Path) -> None:
         sep_token="[SEP]",
         mask_token="[MASK]",
     )
-    fast.save_pretrained(str(directory))
+    with atomic_files(directory) as staging:
+        fast.save_pretrained(str(staging))
 
 
 def load_tokenizer(directory: str | os.PathLike) -> Any:

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from structpe.io import atomic_write_text
 from structpe.syntax.conllu_io import ConlluSentence, read_conllu
 from structpe.syntax.hexatagger import (
     HexataggerConfig,
@@ -583,7 +584,7 @@ def train(
         "data": {"treebanks": per_bank, **stats},
         "config": cfg.to_dict(),
     }
-    (out / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=2) + "\n")
     log({"event": "done", **{k: v for k, v in summary.items() if k != "config"}})
     log_fh.close()
     return summary

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from structpe.io import atomic_write_text
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -154,7 +156,7 @@ def run_eval(args: argparse.Namespace) -> int:
     text = json.dumps(res, indent=2)
     print(text)
     if args.output:
-        Path(args.output).write_text(text + "\n")
+        atomic_write_text(args.output, text + "\n")
     print(
         f"{args.parser}: UAS {res['uas']:.2f} (no punct {res['uas_no_punct']:.2f})"
         + (f", LAS {res['las']:.2f}" if "las" in res else "")

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
+from structpe.io import atomic_open, atomic_savefig, atomic_write_text
 from structpe.train.collators import IGNORE_INDEX, MLMCollator, collator_for
 from structpe.train.prepare import PreparedDataError, load_prepared, tokenizer_hash
 from structpe.train.recipe import Recipe, RecipeError, load_recipe
@@ -109,7 +110,7 @@ class SiPETrainer(Trainer):
         out = Path(output_dir if output_dir is not None else self.args.output_dir)
         if self.args.should_save:
             (out / "training_args.bin").unlink(missing_ok=True)
-            (out / "training_args.json").write_text(self.args.to_json_string())
+            atomic_write_text(out / "training_args.json", self.args.to_json_string())
 
     def evaluate(
         self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
@@ -245,10 +246,8 @@ def plot_losses(csv_path: Path, png_path: Path) -> None:
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    tmp = png_path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=100)
+    atomic_savefig(fig, png_path, dpi=100)
     plt.close(fig)
-    os.replace(tmp, png_path)
 
 
 # -- checkpoints ------------------------------------------------------------------------------------
@@ -278,7 +277,7 @@ def _truncate_metrics(csv_path: Path, step: int) -> None:
     with open(csv_path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     keep = [r for r in rows if float(r["step"]) <= step]
-    with open(csv_path, "w", newline="") as fh:
+    with atomic_open(csv_path, "w") as fh:
         w = csv.DictWriter(fh, fieldnames=METRIC_COLUMNS)
         w.writeheader()
         w.writerows(keep)
@@ -484,7 +483,7 @@ def pretrain(
             "dataset": str(tc.dataset),
             "dataset_fingerprint": meta.get("fingerprint"),
         }
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
         print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
     return run_dir

@@ -27,6 +27,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from structpe.io import atomic_files
 from structpe.train.corpus import iter_tokenizer_text
 
 KINDS = ("bpe", "wordpiece")
@@ -105,9 +106,6 @@ def train_tokenizer(
         )
     extra = {"add_prefix_space": True} if kind == "bpe" else {}
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=1_000_000, **specials, **extra)
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    hf.save_pretrained(out)
     meta = {
         "kind": kind,
         "vocab_size_requested": vocab_size,
@@ -116,7 +114,9 @@ def train_tokenizer(
         "lowercase": lowercase,
         "inputs": [str(p) for p in paths],
     }
-    (out / "structpe_tokenizer.json").write_text(json.dumps(meta, indent=2) + "\n")
+    with atomic_files(output_dir) as staging:  # whole files or none, also on a crash
+        hf.save_pretrained(staging)
+        (staging / "structpe_tokenizer.json").write_text(json.dumps(meta, indent=2) + "\n")
     return hf
 
 
