@@ -98,3 +98,17 @@ def reading(path: str | os.PathLike) -> Iterator[None]:
         yield
     except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError) as err:
         raise StructpeError(f"{path}: unreadable ({type(err).__name__}: {err})") from err
+
+
+def check_device(device: str, option: str = "--device") -> None:
+    """Refuse a device string torch cannot parse, or CUDA on a machine without it ("auto" passes)."""
+    if device == "auto":
+        return
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise StructpeError(f"{option}: {device!r} is not a torch device ({err})") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise StructpeError(f"{option} {device}: CUDA is not available on this machine (use cpu)")

@@ -136,3 +136,12 @@ def earlier_results(path: str | os.PathLike, config: dict[str, Any], ignore: tup
             "choose another output folder, or move it away to start over"
         )
     return models
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines of ``text`` split at newlines only. ``str.splitlines`` also splits at U+2028, U+0085,
+    form feeds and lone carriage returns inside a line, which would shift every later line id."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]

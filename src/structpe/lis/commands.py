@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from structpe.errors import StructpeError, check_choice, check_positive, closest
+from structpe.errors import StructpeError, check_choice, check_device, check_positive, closest
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "configs" / "lis"
 
@@ -80,16 +80,8 @@ def check_args(values: dict, valid_models: list[str]) -> None:
             check_positive(f"--{key.replace('_', '-')}", values[key])
     if values.get("threads") is not None and values["threads"] < 0:
         raise StructpeError(f"--threads must be >= 0, got {values['threads']}")
-    device = values.get("device")
-    if device is not None and device != "auto":
-        import torch
-
-        try:
-            dev = torch.device(device)
-        except RuntimeError as err:
-            raise StructpeError(f"--device: {device!r} is not a torch device ({err})") from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise StructpeError(f"--device {device}: CUDA is not available on this machine (use cpu or auto)")
+    if values.get("device") is not None:
+        check_device(values["device"])
 
 
 def _common(p: argparse.ArgumentParser, default_out: str) -> None:

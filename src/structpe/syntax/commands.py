@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from structpe.errors import StructpeError, check_positive, reading
-from structpe.io import atomic_open, refuse_overwrite_input
+from structpe.io import atomic_open, refuse_overwrite_input, split_lines
 from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.parsers import (
     NonProjectivePolicy,
@@ -149,15 +149,6 @@ def _parser_kwargs(args: argparse.Namespace, name: str) -> dict[str, Any]:
     elif args.quantize != "none":
         raise ParserInputError(f"--quantize is not used by the {name!r} parser")
     return kwargs
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines of ``text`` split at newlines only. ``str.splitlines`` also splits at U+2028, U+0085,
-    form feeds and lone carriage returns inside a line, which would shift every later line id."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def run_tag(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from structpe.errors import StructpeError, closest
 from structpe.io import atomic_write_text
 from structpe.syntax.conllu_io import ConlluSentence, read_conllu
 from structpe.syntax.hexatagger import (
@@ -146,12 +147,17 @@ class TrainConfig:
                 sec = sections[key]
                 unknown = set(value or {}) - set(sec.__dataclass_fields__)
                 if unknown:
-                    raise ValueError(f"unknown keys in '{key}': {sorted(unknown)}")
+                    first = sorted(unknown)[0]
+                    raise StructpeError(
+                        f"unknown keys in '{key}': {sorted(unknown)}"
+                        f"{closest(first, sec.__dataclass_fields__)}"
+                    )
                 kwargs[key] = sec(**(value or {}))
             elif key in cls.__dataclass_fields__:
                 kwargs[key] = value
             else:
-                raise ValueError(f"unknown config key {key!r}")
+                hint = closest(key, [*sections, *cls.__dataclass_fields__])
+                raise StructpeError(f"unknown config key {key!r}{hint}")
         cfg = cls(**kwargs)
         cfg.optim.betas = tuple(cfg.optim.betas)  # type: ignore[assignment]
         return cfg
@@ -185,7 +191,7 @@ def treebank_file(root: Path, name: str, split: str) -> Path:
         return p
     key = name.lower()
     if key not in TREEBANK_DIRS:
-        raise ValueError(
+        raise StructpeError(
             f"unknown treebank {name!r}; expected one of {sorted(TREEBANK_DIRS)} or a .conllu path"
         )
     folder = root / "ud" / TREEBANK_DIRS[key]
