@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
+
+from structpe.errors import StructpeError, check_choice, check_positive
+from structpe.io import refuse_overwrite_input
 
 
 def register(subparsers: Any) -> None:
@@ -89,9 +93,18 @@ def register(subparsers: Any) -> None:
 
 
 def _tokenizer_train(args: argparse.Namespace) -> int:
+    from structpe.models.config import FAMILIES
     from structpe.train.prepare import corpus_splits
     from structpe.train.tokenizer import default_kind, train_tokenizer
 
+    check_choice("--family", args.family, FAMILIES)
+    check_positive("--vocab-size", args.vocab_size)
+    check_positive("--min-frequency", args.min_frequency)
+    for path in args.inputs:
+        if not Path(path).is_file():
+            what = "not a file" if Path(path).exists() else "no such file"
+            raise StructpeError(f"tokenizer input {path}: {what}")
+    refuse_overwrite_input(args.output, list(args.inputs), "-o/--output")
     inputs, fmt = list(args.inputs), args.input_format
     if args.corpus:
         splits, corpus_fmt = corpus_splits(args.corpus, args.data_dir, ("train",))
@@ -111,6 +124,9 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
 def _prepare(args: argparse.Namespace) -> int:
     from structpe.train.prepare import PrepareSettings, corpus_splits, prepare
 
+    check_positive("--seq-len", args.seq_len)
+    check_positive("--max-sentences", args.max_sentences)
+    check_positive("--num-proc", args.num_proc)
     splits: dict[str, list] = {}
     fmt = args.input_format
     if args.corpus:

@@ -27,6 +27,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from structpe.errors import StructpeError
 from structpe.io import atomic_files
 from structpe.train.corpus import iter_tokenizer_text
 
@@ -96,7 +97,17 @@ def train_tokenizer(
             special_tokens=list(dict.fromkeys(specials.values())),
             show_progress=show_progress,
         )
-    tok.train_from_iterator(iter_tokenizer_text(paths, input_format), trainer=trainer)
+    texts = 0
+
+    def counted() -> Iterable[str]:
+        nonlocal texts
+        for text in iter_tokenizer_text(paths, input_format):
+            texts += bool(text.strip())
+            yield text
+
+    tok.train_from_iterator(counted(), trainer=trainer)
+    if not texts:  # the vocabulary would be the special tokens (and bytes) only
+        raise StructpeError(f"no text to train on in {[str(p) for p in paths]}: the inputs are empty")
     if kind == "wordpiece":
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
