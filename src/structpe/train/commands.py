@@ -88,6 +88,9 @@ def register(subparsers: Any) -> None:
     pt.add_argument("--resume", action="store_true",
                     help="continue the run folder from its newest complete checkpoint")
     pt.add_argument("--resume-from", metavar="CHECKPOINT", help="continue from this checkpoint folder")
+    pt.add_argument("--allow-changed-recipe", action="store_true",
+                    help="resume although training settings (lr, seed, batch size, ...) differ from the "
+                         "run's config.yaml (the change is saved as config-resumed-<step>.yaml)")
     pt.add_argument("--list", action="store_true", help="list the packaged recipes and exit")
     pt.set_defaults(func=_pretrain)
 
@@ -175,7 +178,8 @@ def _pretrain(args: argparse.Namespace) -> int:
     from structpe.train.recipe import RecipeError
 
     try:
-        pretrain(args.config, args.overrides, resume=args.resume_from or args.resume)
+        pretrain(args.config, args.overrides, resume=args.resume_from or args.resume,
+                 allow_changed_recipe=args.allow_changed_recipe)
     except (RecipeError, PreparedDataError, VocabularyMismatchError, FileExistsError,
             FileNotFoundError) as err:
         print(f"structpe pretrain: error: {err}", file=sys.stderr)
