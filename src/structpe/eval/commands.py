@@ -54,7 +54,10 @@ def load_model_and_tokenizer(
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
-    cfg = json.loads(cfg_file.read_text())
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError as err:
+        raise StructpeError(f"{cfg_file}: not valid JSON ({err})") from None
     if cfg.get("model_type") == "structpe-sipe":
         from structpe.models import load
 
@@ -179,6 +182,8 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     from structpe.eval import ppl, report
 
     check_args(args)
+    # tagged input is read (and checked) before the model loads: a bad line costs nothing
+    sents = ppl.read_tagged_jsonl(args.data, args.limit) if args.data else []
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     if args.text:
         parser = make_parser(args.parser or "spacy", model, args.parser_model)
@@ -190,8 +195,6 @@ def cmd_ppl(args: argparse.Namespace) -> int:
         sents = parse_texts(parser, lines) or []
         for s, text in zip(sents, lines, strict=True):
             s.meta["text"] = text
-    else:
-        sents = ppl.read_tagged_jsonl(args.data, args.limit)
     res = ppl.evaluate_ppl(
         model,
         tok,

@@ -29,6 +29,7 @@ from structpe.syntax.parsers import (
     get_parser,
 )
 from structpe.syntax.tagged import TaggedSentence
+from structpe.syntax.trees import NonProjectiveError
 
 CONLLU_SUFFIXES = (".conllu", ".conllu.gz", ".conll", ".conll.gz", ".conllx", ".conllx.gz")
 
@@ -201,6 +202,8 @@ def _run_tag(args: argparse.Namespace) -> int:
             out.flush()
     except BrokenProcessPool as err:
         raise StructpeError(f"a --workers process died ({err}); try fewer --workers") from None
+    except (ParserInputError, NonProjectiveError) as err:  # name the input file too
+        raise StructpeError(f"{name}: {err}") from err
     finally:
         bar.close()
     secs = time.perf_counter() - t0
