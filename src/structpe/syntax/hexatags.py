@@ -235,7 +235,8 @@ def decode(terminals: Sequence[int | str], nonterminals: Sequence[int | str]) ->
                 raise InvalidTagsError(f"word {w}: '{NONTERMINALS[nt]}' needs stack depth >= 2")
             stack[-1].append((cur, nt & 1))
         else:
-            raise InvalidTagsError(f"word {w}: non-terminal {nt!r} is not allowed before the last word")
+            name = NONTERMINALS[nt] if nt in range(N_NONTERMINALS) else nt
+            raise InvalidTagsError(f"word {w}: non-terminal {name!r} is not allowed before the last word")
     if stack:
         raise InvalidTagsError(f"{len(stack)} unfinished subtree(s) at the end: final stack depth must be 1")
     heads[cur - 1] = 0
