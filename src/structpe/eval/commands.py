@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
+from structpe.errors import StructpeError, check_choice, check_device, check_positive, closest, reading
 from structpe.eval.scoring import PLL_METRICS, CausalScorer, uses_tags
 from structpe.io import split_lines
 
@@ -357,7 +357,11 @@ def cmd_glue(args: argparse.Namespace) -> int:
     from structpe.eval import glue, report
 
     check_args(args)
-    _check_names("--task", args.task, glue.FINETUNE_TASKS)
+    for task in args.task:
+        try:
+            glue.task_spec(task)
+        except ValueError as err:
+            raise StructpeError(f"--task: {err}{closest(task.lower(), glue.TASKS)}") from None
     model_path = Path(args.model)
     tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(model_path, args.tokenizer))
     probe = glue.load_classifier(model_path, 2)
