@@ -38,6 +38,9 @@ def load_profile(diagnostic: str, profile: str | None, config_path: str | None) 
 
 def build_config(cls, diagnostic: str, args: argparse.Namespace):
     values = load_profile(diagnostic, args.profile, args.config)
+    if not isinstance(values, dict):
+        raise StructpeError(f"{args.config or args.profile}: expected a mapping of config keys, "
+                            f"got a YAML {type(values).__name__}")
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - fields)
     if unknown:

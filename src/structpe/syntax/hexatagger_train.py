@@ -22,6 +22,7 @@ non-terminal and both, against the tags of the projectivised gold tree.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import json
 import math
@@ -120,6 +121,22 @@ class OptimSection:
     eval_batch_tokens: int = 8192
 
 
+def _check_types(section: str, values: Any) -> None:
+    """Refuse a recipe value of the wrong type (``d_model: big``) before it fails deep in training:
+    each scalar field must hold the type of its default (an int is fine where a float is expected)."""
+    want = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
+    for f in dataclasses.fields(values):
+        default, value = f.default, getattr(values, f.name)
+        if default is None or value is None or type(default) not in want:
+            continue
+        ok = isinstance(value, want[type(default)]) and (type(default) is bool or not isinstance(value, bool))
+        if not ok:
+            raise StructpeError(
+                f"{section}.{f.name} must be of type {type(default).__name__}, "
+                f"got {value!r} ({type(value).__name__})"
+            )
+
+
 @dataclass
 class TrainConfig:
     """A parser recipe (YAML under ``structpe/configs/parser``)."""
@@ -153,6 +170,7 @@ class TrainConfig:
                         f"{closest(first, sec.__dataclass_fields__)}"
                     )
                 kwargs[key] = sec(**(value or {}))
+                _check_types(key, kwargs[key])
             elif key in cls.__dataclass_fields__:
                 kwargs[key] = value
             else:

@@ -126,10 +126,10 @@ class TaggedSentence:
         """A sentence read back from JSON, validated as a tree (see ``check``).
 
         ``heads`` may be left out (they are decoded from the tags); when present they must be the
-        tree the tags decode to. The tags must also be canonical -- what ``encode`` emits for that
-        tree, as ``structpe tag`` and ``structpe prepare`` write them: ``decode`` accepts some
-        well-formed sequences that ``encode`` never emits (the same tree with another binarisation),
-        and models trained on canonical tags would score such a sequence as an unseen input.
+        tree the tags decode to. The tags need not be canonical (what ``encode`` emits): ``decode``
+        accepts every well-formed sequence, the joint and marginal likelihoods are distributions
+        over all of them (docs/likelihoods.md), and a model reads the tags it is given. Callers
+        that need canonical tags use ``check(canonical=True)``.
         """
         if not isinstance(d, dict):
             raise InvalidTagsError(f"expected a JSON object per line, got {type(d).__name__}")
@@ -150,7 +150,7 @@ class TaggedSentence:
             lifted_arcs=int(d.get("lifted_arcs", 0)),
             meta=dict(d.get("meta") or {}),
         )
-        sent.check(canonical=True)
+        sent.check()
         return sent
 
     @classmethod

@@ -97,10 +97,12 @@ def register(subparsers: Any) -> None:
 
 def _tokenizer_train(args: argparse.Namespace) -> int:
     from structpe.models.config import FAMILIES
-    from structpe.train.prepare import corpus_splits
+    from structpe.train.prepare import KNOWN_CORPORA, corpus_splits
     from structpe.train.tokenizer import default_kind, train_tokenizer
 
     check_choice("--family", args.family, FAMILIES)
+    if args.corpus:
+        check_choice("--corpus", args.corpus, KNOWN_CORPORA)
     check_positive("--vocab-size", args.vocab_size)
     check_positive("--min-frequency", args.min_frequency)
     for path in args.inputs:
@@ -125,8 +127,10 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from structpe.train.prepare import PrepareSettings, corpus_splits, prepare
+    from structpe.train.prepare import KNOWN_CORPORA, PrepareSettings, corpus_splits, prepare
 
+    if args.corpus:
+        check_choice("--corpus", args.corpus, KNOWN_CORPORA)
     check_positive("--seq-len", args.seq_len)
     check_positive("--max-sentences", args.max_sentences)
     check_positive("--num-proc", args.num_proc)
@@ -156,9 +160,8 @@ def _prepare(args: argparse.Namespace) -> int:
     try:
         out = prepare(splits, args.tokenizer, args.output, settings=settings, num_proc=args.num_proc,
                       force=args.force)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
-        print(f"structpe prepare: error: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:  # prepare's checks of its inputs raise plain ValueErrors
+        raise StructpeError(str(err)) from err
     print(out)
     return 0
 
@@ -173,17 +176,11 @@ def _pretrain(args: argparse.Namespace) -> int:
         print("structpe pretrain: --config is required (a YAML file or a recipe name; see --list)",
               file=sys.stderr)
         return 2
-    from structpe.train.prepare import PreparedDataError
-    from structpe.train.pretrain import NonFiniteLossError, VocabularyMismatchError, pretrain
-    from structpe.train.recipe import RecipeError
+    from structpe.train.pretrain import NonFiniteLossError, pretrain
 
-    try:
+    try:  # input errors (RecipeError, PreparedDataError, ...) go to the CLI's error boundary
         pretrain(args.config, args.overrides, resume=args.resume_from or args.resume,
                  allow_changed_recipe=args.allow_changed_recipe)
-    except (RecipeError, PreparedDataError, VocabularyMismatchError, FileExistsError,
-            FileNotFoundError) as err:
-        print(f"structpe pretrain: error: {err}", file=sys.stderr)
-        return 2
     except NonFiniteLossError as err:
         print(f"structpe pretrain: stopped: {err}", file=sys.stderr)
         return 3
