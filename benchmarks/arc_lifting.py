@@ -20,6 +20,7 @@ import json
 import os
 import random
 import time
+from pathlib import Path
 
 from structpe.data.paths import data_root
 from structpe.syntax import is_projective, projectivize_with_count, read_conllu
@@ -54,25 +55,15 @@ def random_tree(words: int, seed: int = 0) -> list[int]:
     return heads
 
 
-def reference(heads: list[int]) -> tuple[list[int], int]:
-    """The plain definition: O(n^2) per lift."""
-    out, lifts = list(heads), 0
-    while True:
-        bad = []
-        for d in range(1, len(out) + 1):
-            h = out[d - 1]
-            for k in range(min(h, d) + 1, max(h, d)) if h else ():
-                x = k
-                while x not in (0, h):
-                    x = out[x - 1]
-                if x != h:
-                    bad.append(d)
-                    break
-        if not bad:
-            return out, lifts
-        d = min(bad, key=lambda x: (abs(out[x - 1] - x), x))
-        out[d - 1] = out[out[d - 1] - 1]
-        lifts += 1
+def reference():
+    """The plain definition (O(n^2) per lift), kept once, as the specification in the tests."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "syntax" / "test_syntax_lifting.py"
+    spec = importlib.util.spec_from_file_location("lifting_spec", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reference_projectivize
 
 
 def timed(fn, heads: list[int], repeats: int) -> dict:
@@ -97,8 +88,9 @@ def main() -> None:
         "random": timed(projectivize_with_count, rand, args.repeats),
     }
     if args.reference:
-        res["ud_chain_reference"] = timed(reference, chain, 1)
-        res["ud_chain_reference"]["same_output"] = reference(chain) == projectivize_with_count(chain)
+        spec = reference()
+        res["ud_chain_reference"] = timed(spec, chain, 1)
+        res["ud_chain_reference"]["same_output"] = spec(chain) == projectivize_with_count(chain)
     print(json.dumps(res, indent=1))
 
 
