@@ -36,8 +36,11 @@ def atomic_open(
         raise ValueError(f"atomic_open writes whole files: mode 'w' or 'wb', not {mode!r}")
     path = Path(path)
     _check_parent(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise StructpeError(f"{path}: cannot write there ({err.strerror})") from None
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh

@@ -27,7 +27,10 @@ def load_profile(diagnostic: str, profile: str | None, config_path: str | None) 
         path = Path(config_path)
         if not path.is_file():
             raise FileNotFoundError(f"config file {path} does not exist")
-        return yaml.safe_load(path.read_text()) or {}
+        try:
+            return yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise StructpeError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
     name = f"{diagnostic}_{profile}.yaml"
     path = PROFILE_DIR / name
     if not path.is_file():

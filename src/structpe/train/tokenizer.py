@@ -27,7 +27,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from structpe.errors import StructpeError
+from structpe.errors import StructpeError, reading
 from structpe.io import atomic_files
 from structpe.train.corpus import iter_tokenizer_text
 
@@ -101,9 +101,11 @@ def train_tokenizer(
 
     def counted() -> Iterable[str]:
         nonlocal texts
-        for text in iter_tokenizer_text(paths, input_format):
-            texts += bool(text.strip())
-            yield text
+        for path in paths:
+            with reading(path):  # undecodable or truncated input: name the file
+                for text in iter_tokenizer_text([path], input_format):
+                    texts += bool(text.strip())
+                    yield text
 
     tok.train_from_iterator(counted(), trainer=trainer)
     if not texts:  # the vocabulary would be the special tokens (and bytes) only
