@@ -53,9 +53,8 @@ def test_tagged_sentences_from_json_are_checked_as_trees(row: object, message: s
 
 def test_non_canonical_tags_are_read_and_can_be_told_apart() -> None:
     """Well formed, a tree, but never emitted by encode: eval reads it (see docs/hexatags.md)."""
-    row = _row(words=["a", "b", "c"], heads=[2, 0, 2], terminals=["tl", "tl", "tr"],
-               nonterminals=["nl-R", "nr-L", "eos"])
-    sent = TaggedSentence.from_dict(row)
+    sent = TaggedSentence.from_json((Path(__file__).parent / "fixtures" / "tags_not_canonical.jsonl").read_text())
+    assert sent.heads == [2, 0, 2]
     with pytest.raises(InvalidTagsError, match="word 2: .*not the canonical"):
         sent.check(canonical=True)
     TaggedSentence.from_heads(["a", "b", "c"], [2, 0, 2]).check(canonical=True)
