@@ -53,7 +53,8 @@ def test_tagged_sentences_from_json_are_checked_as_trees(row: object, message: s
 
 def test_non_canonical_tags_are_read_and_can_be_told_apart() -> None:
     """Well formed, a tree, but never emitted by encode: eval reads it (see docs/hexatags.md)."""
-    sent = TaggedSentence.from_json((Path(__file__).parent / "fixtures" / "tags_not_canonical.jsonl").read_text())
+    line = (Path(__file__).parent / "fixtures" / "tags_not_canonical.jsonl").read_text()
+    sent = TaggedSentence.from_json(line)
     assert sent.heads == [2, 0, 2]
     with pytest.raises(InvalidTagsError, match="word 2: .*not the canonical"):
         sent.check(canonical=True)
