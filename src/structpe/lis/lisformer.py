@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from structpe.io import atomic_write_text
+from structpe.io import atomic_write_bytes, atomic_write_text
 from structpe.lis.addresses import ContentInstanceAddress, RoleAngles
 from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
 
@@ -379,15 +379,14 @@ class LISformer(nn.Module):
 
     # --- persistence (config JSON + safetensors; never pickle) ---
     def save_pretrained(self, folder: str | Path) -> None:
-        from safetensors.torch import save_file
+        from safetensors.torch import save
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         meta = {"config": asdict(self.cfg), "newline_id": self.newline_id}
         atomic_write_text(folder / "config.json", json.dumps(meta, indent=2))
-        save_file(
-            {k: v.contiguous() for k, v in self.state_dict().items()}, str(folder / "model.safetensors")
-        )
+        blob = save({k: v.contiguous() for k, v in self.state_dict().items()})
+        atomic_write_bytes(folder / "model.safetensors", blob)
 
     @classmethod
     def from_pretrained(cls, folder: str | Path) -> LISformer:
