@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 
 # Area modules that contribute sub-commands, in the order they appear in ``structpe --help``.
 COMMAND_MODULES = [
@@ -30,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     from structpe import __version__
 
     parser.add_argument("--version", action="version", version=f"structpe {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true",
+        help="show the Python traceback of an error (also STRUCTPE_DEBUG=1); allowed anywhere on the line",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -37,14 +43,57 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. The error boundary: bad input (see ``structpe.errors``) ends in one line on
+    stderr and exit status 2; a closed stdout pipe (``| head``) ends quietly; anything else is a bug
+    and keeps its traceback. ``--debug`` or ``STRUCTPE_DEBUG=1`` shows the traceback of bad input too.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("STRUCTPE_DEBUG", "") not in ("", "0")
+    argv = (["--debug"] if "--debug" in argv else []) + [a for a in argv if a != "--debug"]
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         rc = args.func(args)
+        sys.stdout.flush()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away: send what is left to /dev/null so the interpreter's final flush
+        # does not raise again, and exit like a process killed by SIGPIPE (128 + 13)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except Exception as err:
+        from structpe.errors import is_input_error
+
+        if not is_input_error(err):
+            raise
+        if debug:
+            traceback.print_exc()
+        print(f"structpe {_command_name(args)}: error: {_one_line(err)}", file=sys.stderr)
+        return 2
     return int(rc or 0)
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    """``tag``, ``eval ppl``, ``lis shakespeare``: the command words the user typed."""
+    words = [args.command]
+    for key, value in vars(args).items():
+        if key != "command" and (key.endswith("_command") or key == "diagnostic") and isinstance(value, str):
+            words.append(value)
+    return " ".join(words)
+
+
+def _one_line(err: BaseException) -> str:
+    """The message of ``err`` on one line; library errors keep their type name for context."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, OSError):
+        if err.filename is not None and str(err.filename) not in text:
+            text = f"{err.filename}: {text}"
+    elif not type(err).__module__.startswith("structpe"):
+        text = f"{type(err).__name__}: {text}"
+    return text
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.data.paths import data_root
+from structpe.io import atomic_write_text
 
 DEFAULT_BLIMP = (
     "determiner_noun_agreement_1",
@@ -223,7 +224,7 @@ def _merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
         "stats": {**meta.get("stats", {}), **vmeta.get("stats", {})},
         "inputs": {**meta.get("inputs", {}), **vmeta.get("inputs", {})},
     }
-    (dest / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(dest / METADATA_FILE, json.dumps(meta, indent=2) + "\n")
     return dest
 
 

@@ -131,7 +131,7 @@ def test_cli_gold_conllu(conllu_file: Path, tmp_path: Path, capsys: pytest.Captu
     rc, stdout, err = run_cli([str(conllu_file), "--nonprojective", "skip"], capsys)
     assert rc == 0 and len(stdout.splitlines()) == 1 and "1 skipped" in err
     rc, _, err = run_cli([str(conllu_file), "--nonprojective", "error"], capsys)
-    assert rc == 1 and "np-1" in err
+    assert rc == 2 and "np-1" in err
 
 
 def test_cli_workers_keep_order(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -147,13 +147,13 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     bad = tmp_path / "bad.conllu"
     bad.write_text("# sent_id = x\n" + row(1, "a", 5) + "\n\n")
     rc, _, err = run_cli([str(bad)], capsys)
-    assert rc == 1 and "bad.conllu:2" in err and "'x'" in err
+    assert rc == 2 and "bad.conllu:2" in err and "'x'" in err
     txt = tmp_path / "t.txt"
     txt.write_text("hello world\n")
     rc, _, err = run_cli([str(txt), "--parser", "gold"], capsys)
-    assert rc == 1 and "CoNLL-U" in err
+    assert rc == 2 and "CoNLL-U" in err
     rc, _, err = run_cli([str(tmp_path / "missing.conllu")], capsys)
-    assert rc == 1 and "not found" in err
+    assert rc == 2 and "not found" in err
     with pytest.raises(SystemExit):
         main(["tag", "--help"])
 

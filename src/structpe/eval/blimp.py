@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from structpe.errors import StructpeError
 from structpe.eval.scoring import CausalScorer, MaskedScorer, Parser, describe_scoring, make_scorer
 
 FIELD_FIX = {"syntax/semantics": "syntax_semantics"}
@@ -74,7 +75,7 @@ def load_paradigm(path: str | Path, limit: int | None = None) -> list[BlimpPair]
                     )
                 )
             except (json.JSONDecodeError, KeyError) as err:
-                raise ValueError(f"{path}:{line_no}: bad BLiMP row ({err!r})") from err
+                raise StructpeError(f"{path}:{line_no}: bad BLiMP row ({err!r})") from err
             if limit is not None and len(pairs) >= limit:
                 break
     return pairs
@@ -98,7 +99,7 @@ def load_blimp(
     chosen = list(paradigms) if paradigms else available
     unknown = [p for p in chosen if p not in available]
     if unknown:
-        raise ValueError(f"unknown BLiMP paradigms {unknown}; {len(available)} available in {d}")
+        raise StructpeError(f"unknown BLiMP paradigms {unknown}; {len(available)} available in {d}")
     out: list[BlimpPair] = []
     for p in chosen:
         pairs = load_paradigm(d / f"{p}.jsonl.gz", limit)
@@ -108,7 +109,7 @@ def load_blimp(
             continue
         out.extend(pairs)
     if not out:
-        raise ValueError(
+        raise StructpeError(
             f"no BLiMP paradigm matches paradigms={paradigms} fields={fields} phenomena={phenomena}"
         )
     return out

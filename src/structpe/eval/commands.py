@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from structpe.errors import StructpeError, check_choice, check_device, check_positive, closest, reading
 from structpe.eval.scoring import PLL_METRICS, CausalScorer, uses_tags
+from structpe.io import split_lines
 
 # the causal scorer's registry: modes added there (issue 9: joint, marginal) appear here too
 LIKELIHOOD_CHOICES = tuple(CausalScorer.LIKELIHOODS)
@@ -52,7 +54,10 @@ def load_model_and_tokenizer(
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
-    cfg = json.loads(cfg_file.read_text())
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError as err:
+        raise StructpeError(f"{cfg_file}: not valid JSON ({err})") from None
     if cfg.get("model_type") == "structpe-sipe":
         from structpe.models import load
 
@@ -70,13 +75,19 @@ def load_model_and_tokenizer(
     return model.to(device).eval(), tok
 
 
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file, split at newlines only (see ``split_lines``)."""
+    with reading(path):
+        return split_lines(Path(path).read_text(encoding="utf-8"))
+
+
 def make_parser(name: str | None, model: Any, parser_model: str | None = None) -> Any:
     """``--parser`` (default: spacy when the model reads tags, none otherwise)."""
     if name is None:
         name = "spacy" if uses_tags(model) else "none"
     if name == "none":
         if uses_tags(model):
-            raise SystemExit("this model reads hexatags; choose a parser with --parser (e.g. spacy)")
+            raise StructpeError("--parser none: this model reads hexatags; choose a parser (e.g. spacy)")
         return None
     from structpe.syntax.parsers import get_parser
 
@@ -127,16 +138,56 @@ def _print_table(paths: dict[str, Path]) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# argument checks: before any model is loaded, so a typo costs nothing
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse impossible numbers, unknown names and missing inputs with one line naming the option."""
+    from structpe.syntax.parsers import available_parsers
+
+    for opt in ("limit", "k", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval"):
+        check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))
+    if getattr(args, "parser", None) is not None:
+        check_choice("--parser", args.parser, [*available_parsers(), "none"])
+    if getattr(args, "text", None) and args.parser == "none":
+        raise StructpeError(
+            "--text with --parser none: the words of plain text come from a parser (word perplexity "
+            "counts them); keep a parser (e.g. the default spacy; a model reading no tags ignores "
+            "the tags) or give --data with tagged JSON lines"
+        )
+    for opt in ("model", "base", "sipe", "baseline"):
+        path = getattr(args, opt, None)
+        if path is not None and not Path(path).is_dir():
+            raise StructpeError(f"--{opt} {path}: not a model folder (no such directory)")
+    for opt in ("data", "text"):
+        path = getattr(args, opt, None)
+        if path is not None and not Path(path).is_file():
+            what = "no such file" if not Path(path).exists() else "not a file"
+            raise StructpeError(f"--{opt} {path}: {what}")
+    if getattr(args, "out", None) and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise StructpeError(f"--out {args.out}: exists and is not a folder")
+    check_device(getattr(args, "device", "cpu"))
+
+
+def _check_names(option: str, names: list[str] | None, available: list[str]) -> None:
+    for name in names or []:
+        check_choice(option, name, available)
+
+
+# ----------------------------------------------------------------------------------------------
 # commands
 
 
 def cmd_ppl(args: argparse.Namespace) -> int:
     from structpe.eval import ppl, report
 
+    check_args(args)
+    # tagged input is read (and checked) before the model loads: a bad line costs nothing
+    sents = ppl.read_tagged_jsonl(args.data, args.limit) if args.data else []
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     if args.text:
         parser = make_parser(args.parser or "spacy", model, args.parser_model)
-        lines = [ln.strip() for ln in Path(args.text).read_text().splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in read_lines(args.text) if ln.strip()]
         if args.limit:
             lines = lines[: args.limit]
         from structpe.eval.scoring import parse_texts
@@ -144,8 +195,6 @@ def cmd_ppl(args: argparse.Namespace) -> int:
         sents = parse_texts(parser, lines) or []
         for s, text in zip(sents, lines, strict=True):
             s.meta["text"] = text
-    else:
-        sents = ppl.read_tagged_jsonl(args.data, args.limit)
     res = ppl.evaluate_ppl(
         model,
         tok,
@@ -171,6 +220,8 @@ def cmd_ppl(args: argparse.Namespace) -> int:
 def cmd_blimp(args: argparse.Namespace) -> int:
     from structpe.eval import blimp, report
 
+    check_args(args)
+    _check_names("--paradigms", args.paradigms, blimp.list_paradigms(args.data_dir))
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     parser = make_parser(args.parser, model, args.parser_model)
     res = blimp.evaluate_blimp(
@@ -210,6 +261,9 @@ def cmd_blimp(args: argparse.Namespace) -> int:
 def cmd_syntaxgym(args: argparse.Namespace) -> int:
     from structpe.eval import report, syntaxgym
 
+    check_args(args)
+    suites = sorted(p.stem for p in syntaxgym.suites_dir(args.data_dir).glob("*.json"))
+    _check_names("--suites", args.suites, suites)
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     parser = make_parser(args.parser, model, args.parser_model)
     res = syntaxgym.evaluate_syntaxgym(
@@ -256,6 +310,7 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
 def cmd_attention(args: argparse.Namespace) -> int:
     from structpe.eval import attention, report
 
+    check_args(args)
     base, tok = load_model_and_tokenizer(args.base, args.tokenizer, device=args.device, eager_attention=True)
     sipe, sipe_tok = load_model_and_tokenizer(
         args.sipe, args.sipe_tokenizer, device=args.device, eager_attention=True
@@ -301,6 +356,12 @@ def cmd_glue(args: argparse.Namespace) -> int:
 
     from structpe.eval import glue, report
 
+    check_args(args)
+    for task in args.task:
+        try:
+            glue.task_spec(task)
+        except ValueError as err:
+            raise StructpeError(f"--task: {err}{closest(task.lower(), glue.TASKS)}") from None
     model_path = Path(args.model)
     try:
         tasks = glue.resolve_tasks(args.tasks)
@@ -427,10 +488,11 @@ def cmd_leakage(args: argparse.Namespace) -> int:
     """Issue 9 leakage audit: how much of the conditional-perplexity gain needs future tag information."""
     from structpe.eval import leakage, ppl, report
 
+    check_args(args)
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, device=args.device)
     parser = make_parser(args.parser or "spacy", model, args.parser_model)
     if args.text:
-        texts = [ln.strip() for ln in Path(args.text).read_text().splitlines() if ln.strip()][: args.limit]
+        texts = [ln.strip() for ln in read_lines(args.text) if ln.strip()][: args.limit]
     else:
         texts = [ppl.sentence_text(s) for s in ppl.read_tagged_jsonl(args.data, args.limit)]
     baseline = None

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from structpe.io import atomic_savefig
+
 PAPER = "SiPE paper (shared/papers/000_84fab5e440bdfc75.txt)"
 PUBLISHED: tuple[dict[str, Any], ...] = (
     {
@@ -176,7 +178,7 @@ def pareto_figure(
     fig.tight_layout()
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=130)
+    atomic_savefig(fig, out_png, dpi=130)
     plt.close(fig)
     data = {
         "x": "parse trees evaluated per sentence (0: no parse read; 1: one fixed parse; k: k-best marginal)",

@@ -25,12 +25,13 @@ from structpe.eval.scoring import CausalScorer, MaskedScorer, describe_scoring, 
 
 def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
     """TaggedSentence objects from a JSON-lines file; errors name the file and line."""
+    from structpe.errors import StructpeError, reading
     from structpe.syntax import TaggedSentence
 
     path = Path(path)
     out = []
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
+    with opener(path, "rt", encoding="utf-8") as f, reading(path):
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -41,7 +42,7 @@ def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
                     ts.meta["text"] = d["text"]
                 out.append(ts)
             except (ValueError, KeyError, TypeError) as err:
-                raise ValueError(f"{path}:{line_no}: {err}") from err
+                raise StructpeError(f"{path}:{line_no}: {err}") from err
             if limit is not None and len(out) >= limit:
                 break
     return out

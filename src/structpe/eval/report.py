@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from structpe.io import atomic_savefig, atomic_write_text
+
 
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
@@ -47,7 +49,7 @@ def _jsonable(obj: Any) -> Any:
 def write_json(path: str | Path, data: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_jsonable(data), indent=2) + "\n")
+    atomic_write_text(path, json.dumps(_jsonable(data), indent=2) + "\n")
     return path
 
 
@@ -78,7 +80,7 @@ def write_report(
     for p in plots:
         lines.append(f"![{Path(p).stem}]({Path(p).name})")
     mpath = out / f"{name}.md"
-    mpath.write_text("\n".join(lines) + "\n")
+    atomic_write_text(mpath, "\n".join(lines) + "\n")
     return {"json": jpath, "markdown": mpath, **{f"plot{i}": Path(p) for i, p in enumerate(plots)}}
 
 
@@ -120,7 +122,7 @@ def bar_plot(
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -145,7 +147,7 @@ def line_plot(
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -161,6 +163,6 @@ def hist_plot(path: str | Path, values: Sequence[float], *, title: str, xlabel: 
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
     return path

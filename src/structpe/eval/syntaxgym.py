@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from structpe.errors import StructpeError
 from structpe.eval.scoring import (
     LN2,
     CausalScorer,
@@ -263,17 +264,17 @@ def load_suite(path: str | Path) -> Suite:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from err
+        raise StructpeError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from err
     name = data["meta"]["name"]
     metric = data["meta"].get("metric", "sum")
     if metric != "sum":
-        raise ValueError(f"{path}: region metric {metric!r} is not supported (all paper suites use 'sum')")
+        raise StructpeError(f"{path}: region metric {metric!r} is not supported (all paper suites use 'sum')")
     rm = data["region_meta"]
     region_names = [rm[str(i)] for i in range(1, len(rm) + 1)]
     preds = []
     for k, p in enumerate(data["predictions"]):
         if p.get("type", "formula") != "formula":
-            raise ValueError(f"{path}: prediction {k} has unsupported type {p.get('type')!r}")
+            raise StructpeError(f"{path}: prediction {k} has unsupported type {p.get('type')!r}")
         try:
             preds.append(parse_formula(p["formula"]))
         except FormulaError as err:
@@ -285,7 +286,7 @@ def load_suite(path: str | Path) -> Suite:
             regions = sorted(c["regions"], key=lambda r: r["region_number"])
             nums = [r["region_number"] for r in regions]
             if nums != list(range(1, len(region_names) + 1)):
-                raise ValueError(
+                raise StructpeError(
                     f"{path}: item {it['item_number']} condition {c['condition_name']!r} has regions {nums}"
                 )
             conds[c["condition_name"]] = [r["content"] for r in regions]
@@ -294,9 +295,9 @@ def load_suite(path: str | Path) -> Suite:
     for k, f in enumerate(preds):
         for cond, region in f.references():
             if cond not in suite.condition_names:
-                raise ValueError(f"{path}: prediction {k} names unknown condition {cond!r}")
+                raise StructpeError(f"{path}: prediction {k} names unknown condition {cond!r}")
             if region is not None and not 1 <= region <= len(region_names):
-                raise ValueError(
+                raise StructpeError(
                     f"{path}: prediction {k} names region {region} (suite has {len(region_names)})"
                 )
     return suite
@@ -317,7 +318,7 @@ def load_suites(data_dir: str | Path | None = None, names: Sequence[str] | None 
     if names:
         unknown = [n for n in names if n not in available]
         if unknown:
-            raise ValueError(f"unknown suites {unknown}; available in {d}: {available}")
+            raise StructpeError(f"unknown suites {unknown}; available in {d}: {available}")
         chosen = list(names)
     else:
         chosen = available

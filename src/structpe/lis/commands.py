@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from structpe.errors import StructpeError, check_choice, check_device, check_positive, closest
+
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "configs" / "lis"
 
 
@@ -25,7 +27,10 @@ def load_profile(diagnostic: str, profile: str | None, config_path: str | None) 
         path = Path(config_path)
         if not path.is_file():
             raise FileNotFoundError(f"config file {path} does not exist")
-        return yaml.safe_load(path.read_text()) or {}
+        try:
+            return yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise StructpeError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
     name = f"{diagnostic}_{profile}.yaml"
     path = PROFILE_DIR / name
     if not path.is_file():
@@ -36,15 +41,53 @@ def load_profile(diagnostic: str, profile: str | None, config_path: str | None) 
 
 def build_config(cls, diagnostic: str, args: argparse.Namespace):
     values = load_profile(diagnostic, args.profile, args.config)
+    if not isinstance(values, dict):
+        raise StructpeError(f"{args.config or args.profile}: expected a mapping of config keys, "
+                            f"got a YAML {type(values).__name__}")
     fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(values) - fields
+    unknown = sorted(set(values) - fields)
     if unknown:
-        raise ValueError(f"unknown {diagnostic} config keys: {sorted(unknown)}")
+        raise StructpeError(
+            f"unknown {diagnostic} config key {unknown[0]!r}{closest(unknown[0], fields)} "
+            f"(all unknown: {unknown})"
+        )
     for key in ("models", "iters", "batch_size", "seed", "threads", "device"):
         val = getattr(args, key, None)
         if val is not None and key in fields:
             values[key] = val
+    check_args(values, VALID_MODELS[diagnostic]())
     return cls(**values)
+
+
+def _shakespeare_models() -> list[str]:
+    from structpe.lis.shakespeare import MODEL_LABELS
+
+    return list(MODEL_LABELS)
+
+
+def _kg_models() -> list[str]:
+    from structpe.lis.kg import MODELS
+
+    return list(MODELS)
+
+
+VALID_MODELS = {"shakespeare": _shakespeare_models, "kg": _kg_models}
+
+
+def check_args(values: dict, valid_models: list[str]) -> None:
+    """Refuse unknown models, impossible sizes and devices before any training starts (a bad
+    name at the end of ``--models`` must not cost the runs before it)."""
+    for name in values.get("models") or []:
+        check_choice("--models", name, valid_models)
+    if not values.get("models", True):
+        raise StructpeError("--models: give at least one model")
+    for key in ("iters", "batch_size"):
+        if key in values:
+            check_positive(f"--{key.replace('_', '-')}", values[key])
+    if values.get("threads") is not None and values["threads"] < 0:
+        raise StructpeError(f"--threads must be >= 0, got {values['threads']}")
+    if values.get("device") is not None:
+        check_device(values["device"])
 
 
 def _common(p: argparse.ArgumentParser, default_out: str) -> None:
@@ -76,10 +119,17 @@ def _common(p: argparse.ArgumentParser, default_out: str) -> None:
     )
 
 
+def _check_merge(folders: list[str]) -> None:
+    for folder in folders:
+        if not (Path(folder) / "results.json").is_file():
+            raise StructpeError(f"--merge {folder}: no results.json there")
+
+
 def cmd_shakespeare(args: argparse.Namespace) -> int:
     from structpe.lis.shakespeare import ShakespeareConfig, merge, run
 
     if args.merge:
+        _check_merge(args.merge)
         merge(args.merge, args.out)
     else:
         cfg = build_config(ShakespeareConfig, "shakespeare", args)
@@ -93,6 +143,7 @@ def cmd_kg(args: argparse.Namespace) -> int:
     from structpe.lis.kg import KGConfig, merge, run
 
     if args.merge:
+        _check_merge(args.merge)
         merge(args.merge, args.out)
     else:
         run(build_config(KGConfig, "kg", args), args.out, eval_only=args.eval_only)

@@ -43,6 +43,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from structpe.io import atomic_savefig, atomic_write_text, earlier_results
 from structpe.lis.lisformer import LISformer, LISformerConfig, TokenStructure, configure_optimizer, cosine_lr
 
 TEMPLATE_DOMAINS = {
@@ -519,7 +520,8 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
             "test_facts": len(data.test_facts),
             "vocab": len(vocab),
         },
-        "models": {},
+        # earlier results of other models in this folder are kept (same configuration only)
+        "models": earlier_results(out / "results.json", cfg.__dict__, ignore=("threads", "device")),
     }
     for kind in tqdm(cfg.models, desc="models"):
         torch.manual_seed(cfg.seed)
@@ -548,8 +550,8 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
         results["models"][kind] = res
         if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / kind)
-        (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(markdown_tables(results))
+        atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+    atomic_write_text(out / "results.md", markdown_tables(results))
     plot(results, out / "hit5.png")
     return results
 
@@ -563,9 +565,11 @@ def merge(folders: list[str | Path], out: str | Path) -> dict:
         merged["data"] = merged["data"] or res["data"]
         merged["models"].update(res["models"])
     out = Path(out)
+    kept = earlier_results(out / "results.json", merged["config"], ignore=("threads", "device"))
+    merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(merged, indent=2))
-    (out / "results.md").write_text(markdown_tables(merged))
+    atomic_write_text(out / "results.json", json.dumps(merged, indent=2))
+    atomic_write_text(out / "results.md", markdown_tables(merged))
     plot(merged, out / "hit5.png")
     return merged
 
@@ -608,5 +612,5 @@ def plot(results: dict, path: Path) -> None:
     ax.set_ylabel("hit@5 (target entities)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from structpe.io import atomic_write_bytes, atomic_write_text
 from structpe.lis.addresses import ContentInstanceAddress, RoleAngles
 from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
 
@@ -378,15 +379,14 @@ class LISformer(nn.Module):
 
     # --- persistence (config JSON + safetensors; never pickle) ---
     def save_pretrained(self, folder: str | Path) -> None:
-        from safetensors.torch import save_file
+        from safetensors.torch import save
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         meta = {"config": asdict(self.cfg), "newline_id": self.newline_id}
-        (folder / "config.json").write_text(json.dumps(meta, indent=2))
-        save_file(
-            {k: v.contiguous() for k, v in self.state_dict().items()}, str(folder / "model.safetensors")
-        )
+        atomic_write_text(folder / "config.json", json.dumps(meta, indent=2))
+        blob = save({k: v.contiguous() for k, v in self.state_dict().items()})
+        atomic_write_bytes(folder / "model.safetensors", blob)
 
     @classmethod
     def from_pretrained(cls, folder: str | Path) -> LISformer:

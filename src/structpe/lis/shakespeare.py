@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from structpe.data.paths import data_root
+from structpe.io import atomic_savefig, atomic_write_text, earlier_results
 from structpe.lis.lisformer import LISformer, LISformerConfig, configure_optimizer, cosine_lr
 
 MODEL_LABELS = {
@@ -168,7 +169,9 @@ def run(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = CharData(load_corpus(data_dir), cfg.n_chars, cfg.train_frac)
-    results: dict = {"config": cfg.__dict__, "models": {}}
+    # earlier results of other models in this folder are kept (same configuration only)
+    kept = earlier_results(out / "results.json", cfg.__dict__, ignore=("threads", "device"))
+    results: dict = {"config": cfg.__dict__, "models": kept}
     for name in tqdm(cfg.models, desc="models"):
         if name not in MODEL_LABELS:
             raise ValueError(f"unknown model {name!r}; choose from {list(MODEL_LABELS)}")
@@ -214,8 +217,8 @@ def run(
         )
         if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / name)
-        (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(markdown_table(results))
+        atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+    atomic_write_text(out / "results.md", markdown_table(results))
     plot(results, out / "ppl.png")
     return results
 
@@ -228,9 +231,11 @@ def merge(folders: list[str | Path], out: str | Path) -> dict:
         merged["config"] = merged["config"] or res["config"]
         merged["models"].update(res["models"])
     out = Path(out)
+    kept = earlier_results(out / "results.json", merged["config"], ignore=("threads", "device"))
+    merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(merged, indent=2))
-    (out / "results.md").write_text(markdown_table(merged))
+    atomic_write_text(out / "results.json", json.dumps(merged, indent=2))
+    atomic_write_text(out / "results.md", markdown_table(merged))
     plot(merged, out / "ppl.png")
     return merged
 
@@ -279,5 +284,5 @@ def plot(results: dict, path: Path) -> None:
     ax.set_title(f"Tiny Shakespeare, trained at {results['config']['train_ctx']}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)

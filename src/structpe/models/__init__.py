@@ -17,6 +17,7 @@ import importlib
 import json
 from pathlib import Path
 
+from structpe.errors import StructpeError
 from structpe.models.config import FAMILIES, INJECTIONS, SiPEConfig
 from structpe.models.outputs import SiPEOutput
 
@@ -93,12 +94,37 @@ def load(path: str | Path, **kwargs):
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} is not a saved structpe model folder (no config.json)")
-    saved = json.loads(cfg_file.read_text())
-    family = saved.get("family")
-    if family is None:
-        raise ValueError(f"{cfg_file} has no 'family' field; was it saved by structpe?")
-    classifier = any("ForSequenceClassification" in a for a in saved.get("architectures") or [])
-    return model_class(family, "classification" if classifier else "lm").from_pretrained(path, **kwargs)
+    try:
+        saved = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError as err:
+        raise StructpeError(f"{cfg_file}: not valid JSON ({err})") from None
+    family = saved.get("family") if isinstance(saved, dict) else None
+    if family not in FAMILIES:
+        raise StructpeError(
+            f"{cfg_file}: 'family' is {family!r}, not one of {FAMILIES}; was it saved by structpe?"
+        )
+    archs = saved.get("architectures") or []
+    classifier = any("ForSequenceClassification" in a for a in archs)
+    cls = model_class(family, "classification" if classifier else "lm")
+    if archs and cls.__name__ not in archs:
+        raise StructpeError(
+            f"{cfg_file}: family {family!r} builds {cls.__name__}, but the weights were saved from {archs}"
+        )
+    from safetensors import SafetensorError
+
+    # every weight must load: transformers would initialise missing ones at random with a warning
+    want_info = kwargs.pop("output_loading_info", False)
+    try:
+        model, info = cls.from_pretrained(path, output_loading_info=True, **kwargs)
+    except (OSError, RuntimeError, SafetensorError) as err:
+        msg = " ".join(str(err).split())[:400]
+        raise StructpeError(f"{path}: the weights do not load ({type(err).__name__}: {msg})") from err
+    problems = {k: sorted(info.get(k) or []) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    problems = {k: v for k, v in problems.items() if v}
+    if problems:
+        detail = "; ".join(f"{len(v)} {k.replace('_', ' ')} {v[:3]}" for k, v in problems.items())
+        raise StructpeError(f"{path}: the checkpoint does not match the model config.json builds ({detail})")
+    return (model, info) if want_info else model
 
 
 def sipe_parameter_count(config: SiPEConfig) -> dict[str, int]:

@@ -11,7 +11,11 @@ It is a ``transformers`` ``PreTrainedConfig`` so that models save and load with
 
 from __future__ import annotations
 
+import inspect
+
 from transformers import PreTrainedConfig
+
+from structpe.errors import StructpeError, closest
 
 FAMILIES = ("roberta", "deberta", "modernbert", "txl")
 INJECTIONS = (
@@ -48,6 +52,27 @@ INPUT_VARIANTS = {
 }
 PROJECTIONS = ("shared", "per_layer")
 TARGETS = ("head", "model")
+
+
+# keys transformers itself passes to a config or stores in config.json beside the model's own
+# (``from_pretrained``, pipelines, generation); keys starting with "_" are its private ones
+TRANSFORMERS_KEYS = frozenset(
+    {"model_type", "num_labels", "torch_dtype", "attn_implementation", "name_or_path", "use_cache",
+     "output_attentions", "tie_word_embeddings"}
+)
+
+
+def _check_keys(kwargs: dict) -> None:
+    """Refuse keys neither SiPEConfig nor transformers knows: a typo such as ``injecton`` would
+    otherwise be stored and ignored, silently building a model without the intended setting."""
+    known = set(inspect.signature(PreTrainedConfig.__init__).parameters) | TRANSFORMERS_KEYS
+    unknown = sorted(k for k in kwargs if k not in known and not k.startswith("_"))
+    if unknown:
+        own = [k for k in inspect.signature(SiPEConfig.__init__).parameters if k not in ("self", "kwargs")]
+        raise StructpeError(
+            f"SiPEConfig: unknown key {unknown[0]!r}{closest(unknown[0], own)}"
+            + (f" (all unknown: {unknown})" if len(unknown) > 1 else "")
+        )
 
 
 class SiPEConfig(PreTrainedConfig):
@@ -164,6 +189,7 @@ class SiPEConfig(PreTrainedConfig):
         self.local_attention = local_attention
         self.global_attn_every_n_layers = global_attn_every_n_layers
         self.clamp_len = clamp_len
+        _check_keys(kwargs)
         super().__init__(
             pad_token_id=pad_token_id,
             bos_token_id=bos_token_id,
@@ -205,9 +231,14 @@ class SiPEConfig(PreTrainedConfig):
     def validate_sipe(self) -> None:
         def need(ok: bool, msg: str) -> None:
             if not ok:
-                raise ValueError(f"SiPEConfig: {msg}")
+                raise StructpeError(f"SiPEConfig: {msg}")
 
         need(self.family in FAMILIES, f"family must be one of {FAMILIES}, got {self.family!r}")
+        for key in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_position_embeddings"):
+            value = getattr(self, key)
+            need(type(value) is int and value >= 1, f"{key} must be a positive int, got {value!r}")
+        for key in ("dropout", "attention_dropout"):
+            need(0.0 <= getattr(self, key) < 1.0, f"{key} must be in [0, 1), got {getattr(self, key)!r}")
         need(self.injection in INJECTIONS, f"injection must be one of {INJECTIONS}, got {self.injection!r}")
         allowed = FAMILY_INJECTIONS[self.family]
         need(

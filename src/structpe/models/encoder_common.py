@@ -89,11 +89,23 @@ def keep_mask(labels: torch.Tensor | None) -> torch.Tensor | None:
     return None if labels is None else labels == IGNORE_INDEX
 
 
-def check_tags(terminal_ids: torch.Tensor | None, nonterminal_ids: torch.Tensor | None) -> bool:
-    """True when tags are given; both or neither must be passed."""
+def check_tags(
+    terminal_ids: torch.Tensor | None,
+    nonterminal_ids: torch.Tensor | None,
+    shape: torch.Size | None = None,
+    deprel_ids: torch.Tensor | None = None,
+) -> bool:
+    """True when tags are given; both or neither must be passed and, given ``shape`` (input_ids'
+    [B, L]), match it exactly -- broadcasting one sentence's tags over a batch is an error."""
     if (terminal_ids is None) != (nonterminal_ids is None):
         raise ValueError("pass terminal_ids and nonterminal_ids together (or neither)")
-    return terminal_ids is not None
+    if terminal_ids is None or shape is None:
+        return terminal_ids is not None
+    tags = {"terminal_ids": terminal_ids, "nonterminal_ids": nonterminal_ids, "deprel_ids": deprel_ids}
+    bad = {k: tuple(v.shape) for k, v in tags.items() if v is not None and v.shape != shape}
+    if bad:
+        raise ValueError(f"tag tensors must match input_ids {tuple(shape)}, got {bad}")
+    return True
 
 
 class InputPrior(nn.Module):
@@ -190,7 +202,7 @@ def apply_input_prior(
     The tags are checked (both or neither) even when the model ignores them, so a wrong call fails on
     every configuration alike.
     """
-    if not check_tags(terminal_ids, nonterminal_ids) or input_prior is None:
+    if not check_tags(terminal_ids, nonterminal_ids, x.shape[:2], deprel_ids) or input_prior is None:
         return x, None
     return input_prior(x, terminal_ids, nonterminal_ids, deprel_ids, keep)
 

@@ -8,15 +8,19 @@ sentence in input order, and print a summary of the non-projectivity policy on s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from structpe.syntax.conllu_io import ConlluError, read_conllu
+from structpe.errors import StructpeError, check_positive, reading
+from structpe.io import atomic_open, refuse_overwrite_input, split_lines
+from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.parsers import (
     NonProjectivePolicy,
     ParserInputError,
@@ -25,6 +29,7 @@ from structpe.syntax.parsers import (
     get_parser,
 )
 from structpe.syntax.tagged import TaggedSentence
+from structpe.syntax.trees import NonProjectiveError
 
 CONLLU_SUFFIXES = (".conllu", ".conllu.gz", ".conll", ".conll.gz", ".conllx", ".conllx.gz")
 
@@ -117,18 +122,20 @@ def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
         name = "<stdin>"
         if fmt == "conllu":
             return fmt, list(read_conllu(io.StringIO(data), name=name)), name
-        lines = data.splitlines()
+        lines = split_lines(data)
     else:
         if not os.path.exists(args.input):
             raise FileNotFoundError(f"input file not found: {args.input}")
+        if os.path.isdir(args.input):
+            raise StructpeError(f"input {args.input}: is a directory, expected a file")
         fmt = args.input_format if args.input_format != "auto" else detect_format(args.input)
         name = args.input
         if fmt == "conllu":
             return fmt, list(read_conllu(args.input)), name
         from structpe.syntax.conllu_io import open_text
 
-        with open_text(args.input) as fh:
-            lines = fh.read().splitlines()
+        with open_text(args.input) as fh, reading(args.input):
+            lines = split_lines(fh.read())
     return fmt, [(str(i), line) for i, line in enumerate(lines, 1) if line.strip()], name
 
 
@@ -146,11 +153,8 @@ def _parser_kwargs(args: argparse.Namespace, name: str) -> dict[str, Any]:
 
 
 def run_tag(args: argparse.Namespace) -> int:
-    try:
-        return _run_tag(args)
-    except (ConlluError, ParserInputError, FileNotFoundError, ValueError) as err:
-        print(f"structpe tag: error: {err}", file=sys.stderr)
-        return 1
+    """Errors (bad input, unknown options) go to the CLI's error boundary: one line, exit 2."""
+    return _run_tag(args)
 
 
 def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -160,8 +164,12 @@ def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
 def _run_tag(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    if args.workers < 1 or args.batch_size < 1:
-        raise ValueError("--workers and --batch-size must be >= 1")
+    check_positive("--workers", args.workers)
+    check_positive("--batch-size", args.batch_size)
+    if args.output != "-":
+        refuse_overwrite_input(args.output, [args.input], "-o/--output")
+        if os.path.isdir(args.output):
+            raise StructpeError(f"-o/--output {args.output}: is a directory, expected a file path")
     t0 = time.perf_counter()
     fmt, items, name = _read_input(args)
     parser_name = args.parser or ("gold" if fmt == "conllu" else "spacy")
@@ -170,7 +178,8 @@ def _run_tag(args: argparse.Namespace) -> int:
     kwargs = _parser_kwargs(args, parser_name)
     chunks = _chunks(items, args.batch_size)
     stats = ParseStats()
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+    # a file output is written to a temporary sibling and renamed into place only on success
+    sink = contextlib.nullcontext(sys.stdout) if args.output == "-" else atomic_open(args.output)
     single = args.workers == 1 or len(chunks) <= 1
     t_load = time.perf_counter()
     if single:
@@ -181,20 +190,22 @@ def _run_tag(args: argparse.Namespace) -> int:
                disable=args.no_progress, dynamic_ncols=True)
     written = 0
     try:
-        if single:
-            results = (_run_chunk(fmt, c) for c in chunks)
-            written = _write(results, chunks, out, bar, stats)
-        else:
-            with ProcessPoolExecutor(args.workers, initializer=_init_worker,
-                                     initargs=(parser_name, kwargs)) as pool:
-                results = pool.map(_run_chunk, [fmt] * len(chunks), chunks)
+        with sink as out:
+            if single:
+                results = (_run_chunk(fmt, c) for c in chunks)
                 written = _write(results, chunks, out, bar, stats)
+            else:
+                with ProcessPoolExecutor(args.workers, initializer=_init_worker,
+                                         initargs=(parser_name, kwargs)) as pool:
+                    results = pool.map(_run_chunk, [fmt] * len(chunks), chunks)
+                    written = _write(results, chunks, out, bar, stats)
+            out.flush()
+    except BrokenProcessPool as err:
+        raise StructpeError(f"a --workers process died ({err}); try fewer --workers") from None
+    except (ParserInputError, NonProjectiveError) as err:  # name the input file too
+        raise StructpeError(f"{name}: {err}") from err
     finally:
         bar.close()
-        if out is not sys.stdout:
-            out.close()
-        else:
-            out.flush()
     secs = time.perf_counter() - t0
     dest = "stdout" if args.output == "-" else args.output
     print(

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 import conllu
 from conllu.exceptions import ParseException
 
+from structpe.errors import StructpeError, reading
 from structpe.syntax.trees import InvalidTreeError, check_tree
 
 __all__ = ["ConlluError", "ConlluSentence", "open_text", "read_conllu"]
@@ -40,7 +41,7 @@ _FIELD_PARSERS = {
 }
 
 
-class ConlluError(ValueError):
+class ConlluError(StructpeError):
     """Malformed CoNLL-U; the message names the file, the sentence id and the line number."""
 
     def __init__(self, source: str, line: int, sent_id: str | None, message: str):
@@ -139,6 +140,10 @@ def _conllu_tokens(
     token_lines: list[tuple[int, str]],
 ) -> list[tuple[Any, Any, Any, Any]]:
     """(id, form, head, deprel) per token line, parsed by ``conllu`` (ids may be tuples)."""
+    for no, line in token_lines:  # conllu drops extra columns and pads missing ones: refuse both
+        cols = line.count("\t") + 1
+        if cols != 10:
+            raise ConlluError(name, no, sent_id, f"expected 10 tab-separated columns, got {cols}")
     try:
         tokenlist = conllu.parse_token_and_metadata(
             "\n".join(line for _, line in block), field_parsers=_FIELD_PARSERS
@@ -197,16 +202,27 @@ def read_conllu(source: str | os.PathLike | TextIO, name: str | None = None) -> 
     """
     if isinstance(source, (str, os.PathLike)):
         label = name or str(source)
-        with open_text(source) as fh:
+        with open_text(source) as fh, reading(label):
             for start, block in _blocks(fh):
-                if all(line.startswith("#") for _, line in block):
-                    continue  # a comment-only block (e.g. a trailing "# newdoc") has no sentence
+                if _comment_only(label, start, block):
+                    continue
                 yield _parse_block(label, start, block)
     else:
         label = name or getattr(source, "name", "<stream>")
         if isinstance(source, io.BufferedIOBase):
             source = io.TextIOWrapper(source, encoding="utf-8")
         for start, block in _blocks(source):
-            if all(line.startswith("#") for _, line in block):
+            if _comment_only(label, start, block):
                 continue
             yield _parse_block(label, start, block)
+
+
+def _comment_only(name: str, start: int, block: list[tuple[int, str]]) -> bool:
+    """True for a block of comments only (e.g. a trailing "# newdoc"): it has no sentence. One with a
+    sent_id announces a sentence whose words are missing, which is an error, not a skip."""
+    if not all(line.startswith("#") for _, line in block):
+        return False
+    sent_id = _sent_id(block)
+    if sent_id is not None:
+        raise ConlluError(name, start, sent_id, "sentence has a sent_id but no word lines")
+    return True

@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from structpe.errors import StructpeError
+from structpe.io import atomic_files, atomic_write_bytes, atomic_write_text
 from structpe.syntax.hexatags import (
     EOS,
     IGNORE_INDEX,
@@ -220,13 +222,14 @@ class HexataggerModel(nn.Module):
 
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any | None = None) -> Path:
         """Write ``config.json`` and ``model.safetensors`` (and the tokenizer, if given) to ``directory``."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        (out / CONFIG_NAME).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+        atomic_write_text(out / CONFIG_NAME, json.dumps(self.config.to_dict(), indent=2) + "\n")
         state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        save_file(state, str(out / WEIGHTS_NAME), metadata={"format": "pt", "model_type": MODEL_TYPE})
+        blob = save(state, metadata={"format": "pt", "model_type": MODEL_TYPE})
+        atomic_write_bytes(out / WEIGHTS_NAME, blob)
         if tokenizer is not None:
             save_tokenizer(tokenizer, out)
         return out
@@ -244,9 +247,16 @@ class HexataggerModel(nn.Module):
                 raise FileNotFoundError(
                     f"{d / name} not found: is {d} a hexatagger folder (save_pretrained)?"
                 )
-        config = HexataggerConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
-        model = cls(config)
-        model.load_state_dict(load_file(str(d / WEIGHTS_NAME), device=str(device)))
+        from safetensors import SafetensorError
+
+        try:  # a corrupt or foreign folder is bad input: name it in one line
+            config = HexataggerConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
+            model = cls(config)
+            model.load_state_dict(load_file(str(d / WEIGHTS_NAME), device=str(device)))
+        except (ValueError, TypeError, RuntimeError, SafetensorError) as err:
+            msg = " ".join(str(err).split())[:500]
+            kind = type(err).__name__
+            raise StructpeError(f"{d}: not a loadable hexatagger folder ({kind}: {msg})") from err
         return model.to(device).eval()
 
 
@@ -333,7 +343,8 @@ def save_tokenizer(tokenizer: Any, directory: Path) -> None:
         sep_token="[SEP]",
         mask_token="[MASK]",
     )
-    fast.save_pretrained(str(directory))
+    with atomic_files(directory) as staging:
+        fast.save_pretrained(str(staging))
 
 
 def load_tokenizer(directory: str | os.PathLike) -> Any:

@@ -22,6 +22,7 @@ non-terminal and both, against the tags of the projectivised gold tree.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import json
 import math
@@ -36,6 +37,8 @@ from typing import Any
 
 import torch
 
+from structpe.errors import StructpeError, closest
+from structpe.io import atomic_write_text
 from structpe.syntax.conllu_io import ConlluSentence, read_conllu
 from structpe.syntax.hexatagger import (
     HexataggerConfig,
@@ -118,6 +121,22 @@ class OptimSection:
     eval_batch_tokens: int = 8192
 
 
+def _check_types(section: str, values: Any) -> None:
+    """Refuse a recipe value of the wrong type (``d_model: big``) before it fails deep in training:
+    each scalar field must hold the type of its default (an int is fine where a float is expected)."""
+    want = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
+    for f in dataclasses.fields(values):
+        default, value = f.default, getattr(values, f.name)
+        if default is None or value is None or type(default) not in want:
+            continue
+        ok = isinstance(value, want[type(default)]) and (type(default) is bool or not isinstance(value, bool))
+        if not ok:
+            raise StructpeError(
+                f"{section}.{f.name} must be of type {type(default).__name__}, "
+                f"got {value!r} ({type(value).__name__})"
+            )
+
+
 @dataclass
 class TrainConfig:
     """A parser recipe (YAML under ``structpe/configs/parser``)."""
@@ -145,12 +164,18 @@ class TrainConfig:
                 sec = sections[key]
                 unknown = set(value or {}) - set(sec.__dataclass_fields__)
                 if unknown:
-                    raise ValueError(f"unknown keys in '{key}': {sorted(unknown)}")
+                    first = sorted(unknown)[0]
+                    raise StructpeError(
+                        f"unknown keys in '{key}': {sorted(unknown)}"
+                        f"{closest(first, sec.__dataclass_fields__)}"
+                    )
                 kwargs[key] = sec(**(value or {}))
+                _check_types(key, kwargs[key])
             elif key in cls.__dataclass_fields__:
                 kwargs[key] = value
             else:
-                raise ValueError(f"unknown config key {key!r}")
+                hint = closest(key, [*sections, *cls.__dataclass_fields__])
+                raise StructpeError(f"unknown config key {key!r}{hint}")
         cfg = cls(**kwargs)
         cfg.optim.betas = tuple(cfg.optim.betas)  # type: ignore[assignment]
         return cfg
@@ -184,7 +209,7 @@ def treebank_file(root: Path, name: str, split: str) -> Path:
         return p
     key = name.lower()
     if key not in TREEBANK_DIRS:
-        raise ValueError(
+        raise StructpeError(
             f"unknown treebank {name!r}; expected one of {sorted(TREEBANK_DIRS)} or a .conllu path"
         )
     from structpe.data.paths import data_root
@@ -585,7 +610,7 @@ def train(
         "data": {"treebanks": per_bank, **stats},
         "config": cfg.to_dict(),
     }
-    (out / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=2) + "\n")
     log({"event": "done", **{k: v for k, v in summary.items() if k != "config"}})
     log_fh.close()
     return summary

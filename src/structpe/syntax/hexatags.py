@@ -22,6 +22,7 @@ open slot per stack item, also O(n).
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -76,12 +77,12 @@ class InvalidTagsError(ValueError):
 
 def terminal_names(ids: Iterable[int]) -> list[str]:
     """Canonical ids -> names, e.g. [0, 1] -> ["tl", "tr"]."""
-    return [TERMINALS[i] for i in ids]
+    return [TERMINALS[_to_id(i, TERMINAL_TO_ID, "terminal")] for i in ids]
 
 
 def nonterminal_names(ids: Iterable[int]) -> list[str]:
     """Canonical ids -> names, e.g. [1, 4] -> ["nl-R", "eos"]."""
-    return [NONTERMINALS[i] for i in ids]
+    return [NONTERMINALS[_to_id(i, NONTERMINAL_TO_ID, "non-terminal")] for i in ids]
 
 
 def terminal_ids(tags: Iterable[int | str]) -> list[int]:
@@ -100,7 +101,12 @@ def _to_id(tag: int | str, table: dict[str, int], what: str) -> int:
             return table[tag]
         except KeyError:
             raise InvalidTagsError(f"unknown {what} tag {tag!r}; expected one of {list(table)}") from None
-    i = int(tag)
+    try:  # ints (numpy / torch scalars too); 1.5, "1" or True are not tag ids
+        i = operator.index(tag) if not isinstance(tag, bool) else None
+    except TypeError:
+        i = None
+    if i is None:
+        raise InvalidTagsError(f"{what} tag {tag!r} is neither a name nor an integer id")
     if not 0 <= i < len(table):
         raise InvalidTagsError(f"{what} id {tag!r} out of range 0..{len(table) - 1}")
     return i
@@ -229,7 +235,8 @@ def decode(terminals: Sequence[int | str], nonterminals: Sequence[int | str]) ->
                 raise InvalidTagsError(f"word {w}: '{NONTERMINALS[nt]}' needs stack depth >= 2")
             stack[-1].append((cur, nt & 1))
         else:
-            raise InvalidTagsError(f"word {w}: non-terminal {nt!r} is not allowed before the last word")
+            name = NONTERMINALS[nt] if nt in range(N_NONTERMINALS) else nt
+            raise InvalidTagsError(f"word {w}: non-terminal {name!r} is not allowed before the last word")
     if stack:
         raise InvalidTagsError(f"{len(stack)} unfinished subtree(s) at the end: final stack depth must be 1")
     heads[cur - 1] = 0

@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from structpe.errors import StructpeError, check_choice, check_device, check_positive
+from structpe.io import atomic_write_text, refuse_overwrite_input
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -79,6 +82,13 @@ def register(subparsers: Any) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from structpe.syntax.hexatagger_train import TrainConfig, train
 
+    for opt in ("threads", "max_steps"):
+        check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt))
+    for opt in ("max_minutes", "max_wall_minutes"):
+        if getattr(args, opt) is not None and getattr(args, opt) <= 0:
+            raise StructpeError(f"--{opt.replace('_', '-')} must be > 0, got {getattr(args, opt)}")
+    if args.device:
+        check_device(args.device)
     cfg = TrainConfig.from_yaml(args.config)
     if args.data:
         cfg.data.root = args.data
@@ -109,7 +119,7 @@ def evaluate_parser(
     words = [g.words for g in gold]
     if parser_name == "hexatagger":
         if not model:
-            raise ValueError("--model DIR is needed to evaluate the hexatagger")
+            raise StructpeError("--model DIR is needed to evaluate the hexatagger")
         from structpe.syntax.hexatagger import predict
 
         p = get_parser("hexatagger", model=model, **kwargs)
@@ -141,10 +151,17 @@ def run_eval(args: argparse.Namespace) -> int:
     from structpe.data.paths import data_root
     from structpe.syntax.hexatagger_train import load_sentences, treebank_file
 
+    check_positive("--threads", args.threads)
+    check_positive("--batch-tokens", args.batch_tokens)
+    check_choice("--split", args.split, ("train", "dev", "test"))
+    if args.parser == "hexatagger" and not args.model:
+        raise StructpeError("--parser hexatagger needs --model DIR (a trained hexatagger folder)")
     if args.threads:
         torch.set_num_threads(args.threads)
     data = Path(args.data)
     path = data if data.is_file() else treebank_file(data_root(), args.data, args.split)
+    if args.output:
+        refuse_overwrite_input(args.output, [path], "--output")
     gold = load_sentences(path)
     kwargs: dict = {}
     if args.parser == "hexatagger":
@@ -154,7 +171,7 @@ def run_eval(args: argparse.Namespace) -> int:
     text = json.dumps(res, indent=2)
     print(text)
     if args.output:
-        Path(args.output).write_text(text + "\n")
+        atomic_write_text(args.output, text + "\n")
     print(
         f"{args.parser}: UAS {res['uas']:.2f} (no punct {res['uas_no_punct']:.2f})"
         + (f", LAS {res['las']:.2f}" if "las" in res else "")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from structpe.syntax.hexatags import (
+    InvalidTagsError,
     decode,
     encode,
     nonterminal_ids,
@@ -48,7 +49,7 @@ class TaggedSentence:
             lengths["deprels"] = len(self.deprels)
         bad = {k: v for k, v in lengths.items() if v != n}
         if bad:
-            raise ValueError(f"sentence {self.sent_id!r}: {n} words but {bad}")
+            raise InvalidTagsError(f"sentence {self.sent_id!r}: {n} words but {bad}")
         # accept names (e.g. read back from JSON) and store canonical ids
         self.terminals = terminal_ids(self.terminals)
         self.nonterminals = nonterminal_ids(self.nonterminals)
@@ -78,11 +79,28 @@ class TaggedSentence:
     def nonterminal_names(self) -> list[str]:
         return nonterminal_names(self.nonterminals)
 
-    def check(self) -> None:
-        """Raise ValueError unless the tags decode to ``heads`` (the DESIGN §1 round trip)."""
+    def check(self, canonical: bool = False) -> None:
+        """Raise InvalidTagsError unless the tags decode to ``heads`` (the DESIGN §1 round trip);
+        with ``canonical``, also unless they are the tags ``encode`` gives that tree."""
+        if not self.words:
+            raise InvalidTagsError(f"sentence {self.sent_id!r}: no words")
         got = decode(self.terminals, self.nonterminals)
         if got != list(self.heads):
-            raise ValueError(f"sentence {self.sent_id!r}: tags decode to {got}, not heads {self.heads}")
+            w = next((i for i, (a, b) in enumerate(zip(got, self.heads, strict=True), 1) if a != b), 1)
+            raise InvalidTagsError(
+                f"sentence {self.sent_id!r}: the tags decode to head {got[w - 1]} for word {w}, "
+                f"but heads say {self.heads[w - 1]!r} (tags decode to {got})"
+            )
+        if canonical:
+            t, nt = encode(got)
+            if (t, nt) != (self.terminals, self.nonterminals):
+                mine = list(zip(self.terminals, self.nonterminals, strict=True))
+                w = next(i for i, pair in enumerate(zip(t, nt, strict=True)) if pair != mine[i])
+                raise InvalidTagsError(
+                    f"sentence {self.sent_id!r}: word {w + 1}: the tags are well formed but not the "
+                    f"canonical ones for their tree (encode gives {terminal_names([t[w]])[0]}/"
+                    f"{nonterminal_names([nt[w]])[0]}); re-tag the text with `structpe tag`"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
@@ -105,12 +123,26 @@ class TaggedSentence:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaggedSentence:
-        missing = [k for k in ("words", "heads", "terminals", "nonterminals") if k not in d]
+        """A sentence read back from JSON, validated as a tree (see ``check``).
+
+        ``heads`` may be left out (they are decoded from the tags); when present they must be the
+        tree the tags decode to. The tags need not be canonical (what ``encode`` emits): ``decode``
+        accepts every well-formed sequence, the joint and marginal likelihoods are distributions
+        over all of them (docs/likelihoods.md), and a model reads the tags it is given. Callers
+        that need canonical tags use ``check(canonical=True)``.
+        """
+        if not isinstance(d, dict):
+            raise InvalidTagsError(f"expected a JSON object per line, got {type(d).__name__}")
+        missing = [k for k in ("words", "terminals", "nonterminals") if k not in d]
         if missing:
-            raise ValueError(f"tagged sentence {d.get('sent_id')!r} lacks fields {missing}")
-        return cls(
+            raise InvalidTagsError(f"tagged sentence {d.get('sent_id')!r} lacks fields {missing}")
+        for key in ("words", "heads", "terminals", "nonterminals", "deprels"):
+            if d.get(key) is not None and not isinstance(d[key], list):
+                raise InvalidTagsError(f"sentence {d.get('sent_id')!r}: {key!r} must be a list")
+        decoded = decode(d["terminals"], d["nonterminals"]) if d["terminals"] else None
+        sent = cls(
             words=list(d["words"]),
-            heads=[int(h) for h in d["heads"]],
+            heads=list(d["heads"]) if d.get("heads") is not None else decoded or [],
             terminals=d["terminals"],
             nonterminals=d["nonterminals"],
             deprels=d.get("deprels"),
@@ -118,6 +150,8 @@ class TaggedSentence:
             lifted_arcs=int(d.get("lifted_arcs", 0)),
             meta=dict(d.get("meta") or {}),
         )
+        sent.check()
+        return sent
 
     @classmethod
     def from_json(cls, line: str) -> TaggedSentence:

@@ -10,6 +10,8 @@ so they are plain O(n) list passes (no recursion, no per-node objects).
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Sequence
 
 __all__ = [
@@ -119,22 +121,68 @@ def is_projective(heads: Sequence[int]) -> bool:
 
 def _nonprojective_arcs(heads: list[int]) -> list[int]:
     """Dependents d whose arc (heads[d], d) is non-projective, i.e. some word strictly between
-    head and dependent is not dominated by the head. O(n^2) -- only run on non-projective trees."""
+    head and dependent is not dominated by the head. O(n log n).
+
+    With a preorder numbering ``pre`` of the tree, h dominates k iff pre[h] <= pre[k] < pre[h] +
+    size[h]; so the arc is projective iff the minimum and maximum of ``pre`` over the words between
+    h and d lie in that range -- two range queries, answered by sparse tables.
+    """
+    children, _ = children_order(heads)
     n = len(heads)
+    pre = [0] * (n + 1)
+    size = [1] * (n + 1)
+    order: list[int] = []
+    stack = [0]
+    while stack:  # preorder, children left to right
+        x = stack.pop()
+        pre[x] = len(order)
+        order.append(x)
+        stack.extend(reversed(children[x]))
+    for x in reversed(order):
+        if x:
+            size[heads[x - 1]] += size[x]
+    lows, highs = [pre], [pre]  # level j covers words k .. k + 2**j - 1
+    span = 1
+    while 2 * span <= n + 1:
+        lo_prev, hi_prev = lows[-1], highs[-1]
+        lows.append([min(lo_prev[k], lo_prev[k + span]) for k in range(n + 2 - 2 * span)])
+        highs.append([max(hi_prev[k], hi_prev[k + span]) for k in range(n + 2 - 2 * span)])
+        span *= 2
     out = []
     for d in range(1, n + 1):
         h = heads[d - 1]
-        if h == 0:
-            continue
         a, b = (h, d) if h < d else (d, h)
-        for k in range(a + 1, b):
-            x = k
-            while x != 0 and x != h:
-                x = heads[x - 1]
-            if x != h:
-                out.append(d)
-                break
+        if h == 0 or b - a < 2:
+            continue
+        lo, hi = a + 1, b - 1  # inclusive range of the words between
+        j = (hi - lo + 1).bit_length() - 1
+        right = hi - (1 << j) + 1  # two overlapping blocks of 2**j words cover lo..hi
+        mn = min(lows[j][lo], lows[j][right])
+        mx = max(highs[j][lo], highs[j][right])
+        if mn < pre[h] or mx >= pre[h] + size[h]:
+            out.append(d)
     return out
+
+
+def _dominates_between(heads: list[int], h: int, d: int) -> bool:
+    """True iff ``h`` dominates every word strictly between ``h`` and ``d`` (the arc is projective).
+
+    Walks up from each word, remembering the answer for every word passed, so each word is
+    visited once: O(b - a + nodes on the paths)."""
+    a, b = (h, d) if h < d else (d, h)
+    known: dict[int, bool] = {h: True, 0: False}
+    for k in range(a + 1, b):
+        path = []
+        x = k
+        while x not in known:
+            path.append(x)
+            x = heads[x - 1]
+        ok = known[x]
+        for y in path:
+            known[y] = ok
+        if not ok:
+            return False
+    return True
 
 
 def projectivize_with_count(heads: Sequence[int]) -> tuple[list[int], int]:
@@ -144,18 +192,50 @@ def projectivize_with_count(heads: Sequence[int]) -> tuple[list[int], int]:
     non-projective arc (leftmost on ties) and reattach its dependent to its grandparent. Arcs from
     the root word are never non-projective (it dominates every word), so lifting never creates a
     second root. Projective input comes back unchanged (a copy) with count 0.
+
+    Incremental, so long sentences stay fast: the non-projective arcs wait in a heap keyed by
+    (length, dependent), one entry per arc. Lifting d from h to g = head(h) only shrinks h's
+    subtree (by d's), so an arc stays non-projective until it is lifted, and the only arcs that can
+    turn non-projective are h's other arcs -- exactly those with a word of d's subtree strictly
+    between their ends -- and the new arc (g, d). After an O(n log n) start, each lift costs
+    O(|subtree(d)| log n + children(h) log n + |g - d|).
     """
     out = list(heads)
     if is_projective(out):
         return out, 0
+    n = len(out)
+    children: list[list[int]] = [[] for _ in range(n + 1)]
+    for dep, head in enumerate(out, 1):
+        children[head].append(dep)
+    heap = [(abs(out[d - 1] - d), d, out[d - 1]) for d in _nonprojective_arcs(out)]
+    heapq.heapify(heap)
+    queued = [False] * (n + 1)  # d's current arc is in the heap (so: known non-projective)
+    for _, d, _ in heap:
+        queued[d] = True
     lifts = 0
-    while True:
-        bad = _nonprojective_arcs(out)
-        if not bad:
-            return out, lifts
-        d = min(bad, key=lambda x: (abs(out[x - 1] - x), x))
-        out[d - 1] = out[out[d - 1] - 1]
+    while heap:
+        _, d, h = heapq.heappop(heap)
+        g = out[h - 1]
+        out[d - 1] = g
+        children[h].remove(d)
+        children[g].append(d)
         lifts += 1
+        moved = [d]
+        for x in moved:  # d's subtree, which h no longer dominates
+            moved.extend(children[x])
+        moved.sort()
+        for c in children[h]:
+            if queued[c]:
+                continue
+            a, b = (h, c) if h < c else (c, h)
+            i = bisect.bisect_right(moved, a)
+            if i < len(moved) and moved[i] < b:
+                heapq.heappush(heap, (b - a, c, h))
+                queued[c] = True
+        queued[d] = bool(g) and not _dominates_between(out, g, d)
+        if queued[d]:
+            heapq.heappush(heap, (abs(g - d), d, g))
+    return out, lifts
 
 
 def projectivize(heads: Sequence[int]) -> list[int]:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
+
+from structpe.errors import StructpeError, check_choice, check_positive
+from structpe.io import refuse_overwrite_input
 
 
 def register(subparsers: Any) -> None:
@@ -84,14 +88,28 @@ def register(subparsers: Any) -> None:
     pt.add_argument("--resume", action="store_true",
                     help="continue the run folder from its newest complete checkpoint")
     pt.add_argument("--resume-from", metavar="CHECKPOINT", help="continue from this checkpoint folder")
+    pt.add_argument("--allow-changed-recipe", action="store_true",
+                    help="resume although training settings (lr, seed, batch size, ...) differ from the "
+                         "run's config.yaml (the change is saved as config-resumed-<step>.yaml)")
     pt.add_argument("--list", action="store_true", help="list the packaged recipes and exit")
     pt.set_defaults(func=_pretrain)
 
 
 def _tokenizer_train(args: argparse.Namespace) -> int:
-    from structpe.train.prepare import corpus_splits
+    from structpe.models.config import FAMILIES
+    from structpe.train.prepare import KNOWN_CORPORA, corpus_splits
     from structpe.train.tokenizer import default_kind, train_tokenizer
 
+    check_choice("--family", args.family, FAMILIES)
+    if args.corpus:
+        check_choice("--corpus", args.corpus, KNOWN_CORPORA)
+    check_positive("--vocab-size", args.vocab_size)
+    check_positive("--min-frequency", args.min_frequency)
+    for path in args.inputs:
+        if not Path(path).is_file():
+            what = "not a file" if Path(path).exists() else "no such file"
+            raise StructpeError(f"tokenizer input {path}: {what}")
+    refuse_overwrite_input(args.output, list(args.inputs), "-o/--output")
     inputs, fmt = list(args.inputs), args.input_format
     if args.corpus:
         splits, corpus_fmt = corpus_splits(args.corpus, args.data_dir, ("train",))
@@ -109,8 +127,13 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from structpe.train.prepare import PrepareSettings, corpus_splits, prepare
+    from structpe.train.prepare import KNOWN_CORPORA, PrepareSettings, corpus_splits, prepare
 
+    if args.corpus:
+        check_choice("--corpus", args.corpus, KNOWN_CORPORA)
+    check_positive("--seq-len", args.seq_len)
+    check_positive("--max-sentences", args.max_sentences)
+    check_positive("--num-proc", args.num_proc)
     splits: dict[str, list] = {}
     fmt = args.input_format
     if args.corpus:
@@ -137,9 +160,8 @@ def _prepare(args: argparse.Namespace) -> int:
     try:
         out = prepare(splits, args.tokenizer, args.output, settings=settings, num_proc=args.num_proc,
                       force=args.force)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
-        print(f"structpe prepare: error: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:  # prepare's checks of its inputs raise plain ValueErrors
+        raise StructpeError(str(err)) from err
     print(out)
     return 0
 
@@ -154,16 +176,11 @@ def _pretrain(args: argparse.Namespace) -> int:
         print("structpe pretrain: --config is required (a YAML file or a recipe name; see --list)",
               file=sys.stderr)
         return 2
-    from structpe.train.prepare import PreparedDataError
-    from structpe.train.pretrain import NonFiniteLossError, VocabularyMismatchError, pretrain
-    from structpe.train.recipe import RecipeError
+    from structpe.train.pretrain import NonFiniteLossError, pretrain
 
-    try:
-        pretrain(args.config, args.overrides, resume=args.resume_from or args.resume)
-    except (RecipeError, PreparedDataError, VocabularyMismatchError, FileExistsError,
-            FileNotFoundError) as err:
-        print(f"structpe pretrain: error: {err}", file=sys.stderr)
-        return 2
+    try:  # input errors (RecipeError, PreparedDataError, ...) go to the CLI's error boundary
+        pretrain(args.config, args.overrides, resume=args.resume_from or args.resume,
+                 allow_changed_recipe=args.allow_changed_recipe)
     except NonFiniteLossError as err:
         print(f"structpe pretrain: stopped: {err}", file=sys.stderr)
         return 3

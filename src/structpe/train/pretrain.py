@@ -31,6 +31,7 @@ import csv
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
+from structpe.io import atomic_open, atomic_savefig, atomic_write_text
 from structpe.train.collators import IGNORE_INDEX, MLMCollator, collator_for
 from structpe.train.prepare import PreparedDataError, load_prepared, tokenizer_hash
 from structpe.train.prepare_deprels import check_deprel_data
@@ -110,7 +112,7 @@ class SiPETrainer(Trainer):
         out = Path(output_dir if output_dir is not None else self.args.output_dir)
         if self.args.should_save:
             (out / "training_args.bin").unlink(missing_ok=True)
-            (out / "training_args.json").write_text(self.args.to_json_string())
+            atomic_write_text(out / "training_args.json", self.args.to_json_string())
 
     def evaluate(
         self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
@@ -246,10 +248,8 @@ def plot_losses(csv_path: Path, png_path: Path) -> None:
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    tmp = png_path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=100)
+    atomic_savefig(fig, png_path, dpi=100)
     plt.close(fig)
-    os.replace(tmp, png_path)
 
 
 # -- checkpoints ------------------------------------------------------------------------------------
@@ -261,15 +261,38 @@ def last_complete_checkpoint(run_dir: str | Path) -> Path | None:
     found = []
     for p in run_dir.glob("checkpoint-*"):
         suffix = p.name.split("-", 1)[1]
-        if not (p.is_dir() and suffix.isdigit()):
-            continue
-        try:
-            json.loads((p / "trainer_state.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            continue  # killed while saving
-        if (p / "model.safetensors").is_file():
+        if p.is_dir() and suffix.isdigit():
             found.append((int(suffix), p))
-    return max(found)[1] if found else None
+    for _, p in sorted(found, reverse=True):  # newest first; a corrupt one falls back to the one before
+        problem = checkpoint_problem(p)
+        if problem is None:
+            return p
+        print(f"pretrain: skipping {p.name}: {problem}", file=sys.stderr)
+    return None
+
+
+def checkpoint_problem(ckpt: Path) -> str | None:
+    """Why ``ckpt`` cannot be resumed from (killed while saving, truncated or corrupt files), or None.
+
+    Cheap checks only: the trainer state parses, the safetensors header covers the file, and the
+    optimizer / scheduler archives (torch zip files) have their directory at the end."""
+    import zipfile
+
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        json.loads((ckpt / "trainer_state.json").read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        return f"trainer_state.json unreadable ({err})"
+    try:
+        with safe_open(str(ckpt / "model.safetensors"), "pt"):
+            pass
+    except (OSError, SafetensorError) as err:
+        return f"model.safetensors unreadable ({err})"
+    for name in ("optimizer.pt", "scheduler.pt"):
+        if (ckpt / name).exists() and not zipfile.is_zipfile(ckpt / name):
+            return f"{name} is truncated or corrupt"
+    return None
 
 
 def _truncate_metrics(csv_path: Path, step: int) -> None:
@@ -279,7 +302,7 @@ def _truncate_metrics(csv_path: Path, step: int) -> None:
     with open(csv_path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     keep = [r for r in rows if float(r["step"]) <= step]
-    with open(csv_path, "w", newline="") as fh:
+    with atomic_open(csv_path, "w") as fh:
         w = csv.DictWriter(fh, fieldnames=METRIC_COLUMNS)
         w.writeheader()
         w.writerows(keep)
@@ -344,12 +367,16 @@ def pretrain(
     *,
     resume: bool | str | Path = False,
     callbacks: Sequence[TrainerCallback] = (),
+    allow_changed_recipe: bool = False,
 ) -> Path:
     """Train the model of ``config`` (recipe path/name or Recipe) and return the run folder.
 
     ``resume=True`` continues from the newest complete checkpoint of the run folder (starting
     fresh if there is none); a path resumes from that checkpoint. Without ``resume`` a run folder
     that already has checkpoints is refused, so a finished run is never overwritten by accident.
+    A resume must use the recipe of the run (bookkeeping such as eval_every aside) unless
+    ``allow_changed_recipe``; the run's config.yaml is kept, and a changed recipe is written beside
+    it as ``config-resumed-<step>.yaml``.
     """
     recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))
     tc = recipe.train
@@ -382,12 +409,15 @@ def pretrain(
 
     run_dir = Path(tc.output_dir) if tc.output_dir else default_run_dir(recipe)
     checkpoint: str | None = None
+    changed: list[str] = []
     if resume:
         ckpt = Path(resume) if isinstance(resume, (str, Path)) else last_complete_checkpoint(run_dir)
         if ckpt is not None:
             if not (ckpt / "trainer_state.json").is_file():
                 raise FileNotFoundError(f"{ckpt} is not a complete checkpoint (no trainer_state.json)")
-            _check_resume_config(run_dir, recipe)
+            if problem := checkpoint_problem(ckpt):
+                raise RecipeError(f"cannot resume from {ckpt}: {problem}")
+            changed = _check_resume_config(run_dir, recipe, allow_changed_recipe)
             checkpoint = str(ckpt)
             step = json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
             print(f"pretrain: resuming {run_dir} from {ckpt.name} (step {step})")
@@ -403,8 +433,10 @@ def pretrain(
     if checkpoint is None and _is_main() and (run_dir / "metrics.csv").exists():
         (run_dir / "metrics.csv").unlink()  # a fresh start in a folder without checkpoints
     run_dir.mkdir(parents=True, exist_ok=True)
-    if _is_main():
+    if _is_main() and checkpoint is None:
         recipe.dump(run_dir / "config.yaml")
+    elif _is_main() and changed:
+        recipe.dump(run_dir / f"config-resumed-{step}.yaml")
 
     from structpe.models import build_model
 
@@ -486,7 +518,7 @@ def pretrain(
             "dataset": str(tc.dataset),
             "dataset_fingerprint": meta.get("fingerprint"),
         }
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
         print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
     return run_dir
@@ -500,17 +532,35 @@ def _is_main() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def _check_resume_config(run_dir: Path, recipe: Recipe) -> None:
-    """A resumed run must have the same model section as the run that wrote the checkpoint."""
+# train keys that do not change what is trained: free to differ when a run is resumed
+RESUME_FREE_KEYS = ("output_dir", "progress", "eval_every", "eval_batches", "eval_batch_size",
+                    "save_every", "save_total_limit", "log_every")
+
+
+def _check_resume_config(run_dir: Path, recipe: Recipe, allow_changed: bool = False) -> list[str]:
+    """The recipe keys that differ from the run's config.yaml (bookkeeping keys aside). A resumed
+    run must match the run that wrote the checkpoint -- the model always, training settings unless
+    ``allow_changed`` (a changed lr, seed or batch size makes it another run)."""
     import yaml
 
     saved = run_dir / "config.yaml"
     if not saved.is_file():
-        return
-    old = (yaml.safe_load(saved.read_text()) or {}).get("model", {})
-    if old != recipe.to_dict()["model"]:
+        return []
+    old_all = yaml.safe_load(saved.read_text()) or {}
+    new_all = recipe.to_dict()
+    old = old_all.get("model", {})
+    if old != new_all["model"]:
         diff = sorted(k for k in set(old) | set(recipe.model) if old.get(k) != recipe.model.get(k))
         raise RecipeError(
             f"cannot resume {run_dir}: the model section differs from the checkpoint's config.yaml "
             f"(keys {diff}); resume with the same model settings or use a new train.output_dir"
         )
+    old_t, new_t = old_all.get("train", {}), new_all["train"]
+    diff = sorted(f"train.{k}" for k in set(old_t) | set(new_t)
+                  if k not in RESUME_FREE_KEYS and old_t.get(k) != new_t.get(k))
+    if diff and not allow_changed:
+        raise RecipeError(
+            f"cannot resume {run_dir}: {diff} differ from the run's config.yaml; resume with the "
+            "same settings, or pass --allow-changed-recipe to continue it as a changed run"
+        )
+    return diff

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from structpe.io import atomic_write_text
 from structpe.models.config import SiPEConfig
 
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
@@ -130,7 +131,7 @@ class Recipe:
         header = f"# resolved recipe: {self.source or self.name}"
         if self.overrides:
             header += "\n# overrides: " + " ".join(self.overrides)
-        Path(path).write_text(header + "\n" + yaml.safe_dump(self.to_dict(), sort_keys=False))
+        atomic_write_text(path, header + "\n" + yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 def model_keys() -> dict[str, Any]:

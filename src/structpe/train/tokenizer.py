@@ -27,6 +27,8 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from structpe.errors import StructpeError, reading
+from structpe.io import atomic_files
 from structpe.train.corpus import iter_tokenizer_text
 
 KINDS = ("bpe", "wordpiece")
@@ -95,7 +97,19 @@ def train_tokenizer(
             special_tokens=list(dict.fromkeys(specials.values())),
             show_progress=show_progress,
         )
-    tok.train_from_iterator(iter_tokenizer_text(paths, input_format), trainer=trainer)
+    texts = 0
+
+    def counted() -> Iterable[str]:
+        nonlocal texts
+        for path in paths:
+            with reading(path):  # undecodable or truncated input: name the file
+                for text in iter_tokenizer_text([path], input_format):
+                    texts += bool(text.strip())
+                    yield text
+
+    tok.train_from_iterator(counted(), trainer=trainer)
+    if not texts:  # the vocabulary would be the special tokens (and bytes) only
+        raise StructpeError(f"no text to train on in {[str(p) for p in paths]}: the inputs are empty")
     if kind == "wordpiece":
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
@@ -105,9 +119,6 @@ def train_tokenizer(
         )
     extra = {"add_prefix_space": True} if kind == "bpe" else {}
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=1_000_000, **specials, **extra)
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    hf.save_pretrained(out)
     meta = {
         "kind": kind,
         "vocab_size_requested": vocab_size,
@@ -116,7 +127,9 @@ def train_tokenizer(
         "lowercase": lowercase,
         "inputs": [str(p) for p in paths],
     }
-    (out / "structpe_tokenizer.json").write_text(json.dumps(meta, indent=2) + "\n")
+    with atomic_files(output_dir) as staging:  # whole files or none, also on a crash
+        hf.save_pretrained(staging)
+        (staging / "structpe_tokenizer.json").write_text(json.dumps(meta, indent=2) + "\n")
     return hf
 
 

@@ -1,0 +1,150 @@
+"""Atomic outputs: every file structpe writes appears whole or not at all.
+
+A write goes to a temporary file in the destination's folder (same file system), is flushed and
+fsynced, and only then renamed over the destination with ``os.replace`` (atomic on POSIX and
+Windows). A crash, an exception or Ctrl-C half-way leaves any earlier file untouched. Folders
+(``save_pretrained`` output) are staged in a temporary folder and moved in file by file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from structpe.errors import StructpeError
+
+
+def _check_parent(path: Path) -> None:
+    if path.is_dir():
+        raise StructpeError(f"{path}: is a directory, expected a file path to write")
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise StructpeError(f"{path}: parent {parent} is not a directory")
+
+
+@contextlib.contextmanager
+def atomic_open(
+    path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"
+) -> Iterator[IO[Any]]:
+    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path``."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open writes whole files: mode 'w' or 'wb', not {mode!r}")
+    path = Path(path)
+    _check_parent(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise StructpeError(f"{path}: cannot write there ({err.strerror})") from None
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with atomic_open(path, "w") as fh:
+        fh.write(text)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
+
+
+@contextlib.contextmanager
+def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder inside ``folder``; on success each file written there is
+    renamed into ``folder`` (for writers such as ``save_pretrained`` that take a folder).
+
+    Every file appears whole or not at all, and other files already in ``folder`` are kept: the
+    folder may be one the user also keeps other things in.
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise StructpeError(f"{folder}: exists and is not a directory")
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".staging.", suffix=".tmp", dir=folder))
+    try:
+        yield tmp
+        for src in sorted(tmp.rglob("*")):
+            if src.is_file():
+                dest = folder / src.relative_to(tmp)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with open(src, "rb") as fh:
+                    os.fsync(fh.fileno())
+                os.replace(src, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def refuse_overwrite_input(output: str | os.PathLike, inputs: list[str | os.PathLike], option: str) -> None:
+    """StructpeError when ``output`` names the same file as one of ``inputs`` (would destroy it)."""
+    out = Path(output)
+    for src in inputs:
+        if str(src) == "-" or str(output) == "-":
+            continue
+        same = out.resolve() == Path(src).resolve()
+        if not same and out.exists() and Path(src).exists():
+            same = os.path.samefile(out, src)
+        if same:
+            raise StructpeError(f"{option} {output}: is also an input; choose another output path")
+
+
+def atomic_savefig(fig: Any, path: str | os.PathLike, **kwargs: Any) -> None:
+    """``fig.savefig`` through a temporary sibling (the format comes from ``path``'s suffix)."""
+    fmt = Path(path).suffix.lstrip(".") or "png"
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format=fmt, **kwargs)
+
+
+def earlier_results(path: str | os.PathLike, config: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict:
+    """The ``models`` entries of an earlier ``results.json`` at ``path``, to keep beside new ones.
+
+    Results are merged, never dropped: a run (or a merge) that writes into a folder holding
+    results of other models keeps them. Results of another configuration (any key of ``config``
+    other than ``models`` and ``ignore`` differs) are not comparable, so that is an error rather
+    than a silent overwrite or a mixed table.
+    """
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        prev = json.loads(path.read_text())
+        models, prev_config = dict(prev["models"]), prev.get("config") or {}
+    except (ValueError, KeyError, TypeError) as err:
+        raise StructpeError(f"{path}: unreadable earlier results ({err}); move it away first") from err
+    config = json.loads(json.dumps(config))  # tuples -> lists, as the earlier file has them
+    skip = {"models", *ignore}
+    differ = sorted(k for k in set(config) | set(prev_config)
+                    if k not in skip and config.get(k) != prev_config.get(k))
+    if differ:
+        raise StructpeError(
+            f"{path} holds results of another configuration (differs in {differ}); "
+            "choose another output folder, or move it away to start over"
+        )
+    return models
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines of ``text`` split at newlines only. ``str.splitlines`` also splits at U+2028, U+0085,
+    form feeds and lone carriage returns inside a line, which would shift every later line id."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
