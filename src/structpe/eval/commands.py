@@ -357,17 +357,17 @@ def cmd_glue(args: argparse.Namespace) -> int:
     from structpe.eval import glue, report
 
     check_args(args)
-    for task in args.task:
+    for task in args.tasks:
         try:
-            glue.task_spec(task)
+            if task.lower() != "all":
+                glue.task_spec(task)
         except ValueError as err:
-            raise StructpeError(f"--task: {err}{closest(task.lower(), glue.TASKS)}") from None
+            raise StructpeError(f"--tasks: {err}{closest(task.lower(), glue.TASKS)}") from None
     model_path = Path(args.model)
     try:
         tasks = glue.resolve_tasks(args.tasks)
     except ValueError as err:
-        print(f"structpe finetune glue: --tasks: {err}", file=sys.stderr)
-        return 2
+        raise StructpeError(f"--tasks: {err}") from None
     tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(model_path, args.tokenizer))
     probe = glue.load_classifier(model_path, 2)
     parser, parser_note = _glue_parser(args, probe, model_path)
