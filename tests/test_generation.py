@@ -131,3 +131,69 @@ def test_bad_requests_are_refused(tok, model):
         generate(model, tok, strategy="nucleus")
     with pytest.raises(ValueError):
         generate(model, tok, tags=([0, 0], [0, 4]))  # not a tree
+
+
+def test_generate_command(tok, model, tmp_path, capsys):
+    from structpe.cli import main
+
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    out = tmp_path / "gen.jsonl"
+    assert (
+        main(
+            [
+                "generate",
+                "--model",
+                str(tmp_path / "m"),
+                "-n",
+                "3",
+                "--max-words",
+                "7",
+                "--top-p",
+                "0.9",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3
+    for r in rows:
+        assert decode(r["terminals"], r["nonterminals"]) == r["heads"] and len(r["words"]) <= 7
+    conllu = tmp_path / "t.conllu"
+    conllu.write_text(
+        "# sent_id = a\n1\tthe\t_\tDET\t_\t_\t2\tdet\t_\t_\n2\tdog\t_\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"
+        "3\tsleeps\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n"
+    )
+    assert (
+        main(
+            [
+                "generate",
+                "--model",
+                str(tmp_path / "m"),
+                "--tags",
+                str(conllu),
+                "--strategy",
+                "greedy",
+                "--prompt",
+                "the",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    (r,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert r["heads"] == [2, 3, 0] and r["sent_id"] == "a-generated" and r["words"][0].startswith("the")
+    tagged = tmp_path / "t.jsonl"
+    tagged.write_text(TaggedSentence.from_heads(["a", "b"], [0, 1]).to_json() + "\n")
+    assert (
+        main(["generate", "--model", str(tmp_path / "m"), "--tags", str(tagged), "--strategy", "beam"]) == 0
+    )
+    assert json.loads(capsys.readouterr().out)["heads"] == [0, 1]
+    # bad input: one line naming the problem, non-zero exit, no output file touched
+    tagged.write_text('{"words": ["a"]}\n')
+    assert main(["generate", "--model", str(tmp_path / "m"), "--tags", str(tagged), "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "line 1" in err and len(err.splitlines()) == 1 and out.read_text().startswith("{")
