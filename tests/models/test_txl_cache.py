@@ -131,3 +131,20 @@ def test_transformers_generate_matches_uncached_greedy(injection):
     torch.manual_seed(0)
     sampled = model.generate(prompt, max_new_tokens=3, do_sample=True, top_k=5)
     assert sampled.shape[0] == 2
+
+
+@pytest.mark.parametrize("injection", ["disentangled", "position+attn_bias"])
+def test_untagged_prefix_then_tagged_steps(injection):
+    """A cache filled without tags (the prior skipped) takes tagged positions later: pair 0 before."""
+    model = model_for(injection)
+    ids, t, n = random_tagged(random.Random(9), n_words=7)
+    t[:, :3] = IGNORE_INDEX
+    n[:, :3] = IGNORE_INDEX
+    full = model(ids, terminal_ids=t, nonterminal_ids=n)
+    cache = model(ids[:, :3], use_cache=True).cache
+    assert cache.pair_ids is None
+    for j in range(3, ids.shape[1]):
+        step = slice(j, j + 1)
+        out = model(ids[:, step], terminal_ids=t[:, step], nonterminal_ids=n[:, step], cache=cache)
+        torch.testing.assert_close(out.logits[:, 0], full.logits[:, j], atol=1e-5, rtol=0)
+        torch.testing.assert_close(out.nonterminal_logits[:, 0], full.nonterminal_logits[:, j], atol=1e-5)

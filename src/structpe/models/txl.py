@@ -119,24 +119,38 @@ class SiPECache(DynamicCache):
 
     def __init__(self) -> None:
         super().__init__()
-        self.pair_ids: torch.Tensor | None = None
+        self.pair_ids: torch.Tensor | None = None  # None: no position so far carries a tag
         self.rel: dict[int, torch.Tensor] = {}
+        self.tables: tuple | None = None  # the prior's projected pair tables, see layer_tables
 
-    def append_pairs(self, pair_ids: torch.Tensor) -> torch.Tensor:
-        """Add the new positions' pair ids [B, L]; return those of every position [B, K]."""
-        self.pair_ids = pair_ids if self.pair_ids is None else torch.cat([self.pair_ids, pair_ids], dim=1)
+    def append_pairs(self, pair_ids: torch.Tensor, past: int) -> torch.Tensor:
+        """Add the new positions' pair ids [B, L] after ``past`` cached ones; return all [B, K]."""
+        old = self.pair_ids if self.pair_ids is not None else pair_ids.new_zeros(pair_ids.shape[0], past)
+        self.pair_ids = torch.cat([old, pair_ids], dim=1)
         return self.pair_ids
 
-    def relative_keys(self, layer_idx: int, offsets: torch.Tensor, project) -> torch.Tensor:
-        """W_R r_o for each offset [K] (rows [K, D]), projecting only offsets not seen before."""
+    def layer_tables(self, compute):
+        """The prior's pair table and per-layer projections, computed once per cache: within one
+        decoding run the weights do not change, and recomputing them is most of a small step."""
+        if self.tables is None:
+            self.tables = compute()
+        return self.tables
+
+    def relative_keys(self, layer_idx: int, klen: int, clamp: int, project) -> torch.Tensor:
+        """W_R r_o for the offsets klen-1 .. 0 (clamped at ``clamp`` > 0), [klen, D]; each offset is
+        projected once per cache."""
+        need = min(klen, clamp + 1) if clamp > 0 else klen
         table = self.rel.get(layer_idx)
         have = 0 if table is None else table.shape[0]
-        need = int(offsets.max()) + 1
         if need > have:
-            new = project(torch.arange(have, need, device=offsets.device))
+            device = table.device if table is not None else None
+            new = project(torch.arange(have, need, device=device))
             table = new if table is None else torch.cat([table, new])
             self.rel[layer_idx] = table
-        return table[offsets]
+        rows = table[:need].flip(0)  # offsets need-1 .. 0
+        if need < klen:  # offsets beyond clamp_len share the clamp_len row
+            rows = torch.cat([rows[:1].expand(klen - need, -1), rows])
+        return rows
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         super().reorder_cache(beam_idx)
@@ -184,7 +198,7 @@ class RelPartialLearnableAttention(nn.Module):
         cache: SiPECache | None = None,
         layer_idx: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """h [B, L, D]; r [K, D] (offsets K-1..0) or, with a cache, the offsets [K] themselves;
+        """h [B, L, D]; r [K, D] (offsets K-1..0) or, with a cache, (K, clamp_len);
         allowed bool [B, 1, L, K] (causal & padding); K = cached + new keys."""
         bsz, length, _ = h.shape
         q, k, val = self.qkv(h).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
@@ -193,9 +207,12 @@ class RelPartialLearnableAttention(nn.Module):
         else:  # earlier keys and values as they were computed; W_R r_o per offset kept, not redone
             k, val = cache.update(k, val, layer_idx)
             d_model = self.n_heads * self.d_head
-            r_k = cache.relative_keys(
-                layer_idx, r, lambda o: self.r_net(relative_embedding(o, d_model, h.dtype))
-            ).view(-1, self.n_heads, self.d_head)
+
+            def project(offsets: torch.Tensor) -> torch.Tensor:
+                return self.r_net(relative_embedding(offsets.to(h.device), d_model, h.dtype))
+
+            klen, clamp = r
+            r_k = cache.relative_keys(layer_idx, klen, clamp, project).view(-1, self.n_heads, self.d_head)
         q_u = q + self.u[:, None, :]
         q_v = q + self.v[:, None, :]
         bd = rel_shift(torch.einsum("bhid,jhd->bhij", q_v, r_k))  # BD_ij = <q_i + v, W_R r_{i-j}>
@@ -416,13 +433,15 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
     ) -> tuple[torch.Tensor | None, list[LayerPrior | None]]:
         """Input-side prior [B, L, D] (or None) and each layer's LayerPrior (None below the entry layer).
 
-        With a cache, a tagged model always builds the LayerPriors (pair 0 where no tags are given:
-        its prior is the zero vector, so c and the tag terms vanish) over cached and new keys.
+        With a cache whose positions carry tags, a tagged model builds the LayerPriors over cached
+        and new keys, with pair 0 where no tags are given (its prior is the zero vector, so c and
+        the tag terms vanish); until the first tagged position the prior is skipped, as without a
+        cache.
         """
         no_prior = [None] * self.config.n_layers
         if terminal_ids is None and nonterminal_ids is None:
-            if cache is None or self.prior is None:
-                return None, no_prior  # no parse given: m_p = 0 everywhere
+            if cache is None or self.prior is None or cache.pair_ids is None:
+                return None, no_prior  # no parse given (and none cached): m_p = 0 everywhere
             terminal_ids = nonterminal_ids = torch.full(shape, IGNORE_INDEX, dtype=torch.long, device=device)
             deprel_ids = terminal_ids if self.prior.deprel is not None else None  # all -100 as well
         if terminal_ids is None or nonterminal_ids is None:
@@ -440,10 +459,17 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
             return None, no_prior
         deprel_ids = deprel_ids.to(device) if deprel_ids is not None else None
         pair_ids = self.prior.pair_ids(terminal_ids.to(device), nonterminal_ids.to(device), deprel_ids)
-        table = self.prior.pair_table()  # [P, D], row 0 = no tag
+        table, projected = self._prior_tables() if cache is None else cache.layer_tables(self._prior_tables)
         input_prior = table[pair_ids] if self.config.uses_input_prior else None
-        key_pairs = pair_ids if cache is None else cache.append_pairs(pair_ids)
-        layers: list[LayerPrior | None] = []
+        past = cache.get_seq_length() if cache is not None else 0
+        key_pairs = pair_ids if cache is None else cache.append_pairs(pair_ids, past)
+        layers = [LayerPrior(key_pairs, **proj) if proj is not None else None for proj in projected]
+        return input_prior, layers
+
+    def _prior_tables(self) -> tuple[torch.Tensor, list[dict[str, torch.Tensor | None] | None]]:
+        """The pair table [P, D] (row 0 = no tag) and, per layer, its projections (None: no prior)."""
+        table = self.prior.pair_table()
+        projected: list[dict[str, torch.Tensor | None] | None] = []
         for i in range(self.config.n_layers):
             proj = {
                 name: (m(table, i) if m is not None and m.has_layer(i) else None)
@@ -453,9 +479,8 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
                     ("value_bias", self.tag_value),
                 )
             }
-            used = any(v is not None for v in proj.values())
-            layers.append(LayerPrior(key_pairs, **proj) if used else None)
-        return input_prior, layers
+            projected.append(proj if any(v is not None for v in proj.values()) else None)
+        return table, projected
 
     def forward(
         self,
@@ -508,12 +533,13 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
         # TXL scales the (tied) embedding by sqrt(d_model); the prior shares the token's units. Under
         # post-LN layer 1 sees this input un-normalised: unscaled, its q is ~0 and so are BD and c.
         h = self.dropout(h * self.embed_scale)
-        pos_seq = torch.arange(klen - 1, -1, -1, device=device)  # offsets of the newest query
-        if self.config.clamp_len > 0:
-            pos_seq = pos_seq.clamp_max(self.config.clamp_len)
-        # with a cache the layers look up W_R r_o per offset (SiPECache.relative_keys)
-        r = pos_seq if cache is not None else relative_embedding(pos_seq, self.config.d_model, h.dtype)
-        r = self.dropout(r) if cache is None else r
+        if cache is not None:  # the layers look W_R r_o up per offset (SiPECache.relative_keys)
+            r = (klen, self.config.clamp_len)
+        else:
+            pos_seq = torch.arange(klen - 1, -1, -1, device=device)  # offsets of the newest query
+            if self.config.clamp_len > 0:
+                pos_seq = pos_seq.clamp_max(self.config.clamp_len)
+            r = self.dropout(relative_embedding(pos_seq, self.config.d_model, h.dtype))
 
         # query i (absolute position past + i) sees keys j <= past + i
         allowed = torch.ones(length, klen, dtype=torch.bool, device=device).tril(past)[None, None]
