@@ -146,5 +146,5 @@ def test_untagged_prefix_then_tagged_steps(injection):
     for j in range(3, ids.shape[1]):
         step = slice(j, j + 1)
         out = model(ids[:, step], terminal_ids=t[:, step], nonterminal_ids=n[:, step], cache=cache)
-        torch.testing.assert_close(out.logits[:, 0], full.logits[:, j], atol=1e-5, rtol=0)
-        torch.testing.assert_close(out.nonterminal_logits[:, 0], full.nonterminal_logits[:, j], atol=1e-5)
+        for name in ("logits", "nonterminal_logits"):
+            torch.testing.assert_close(getattr(out, name)[:, 0], getattr(full, name)[:, j], atol=1e-5, rtol=0)
