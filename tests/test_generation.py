@@ -153,6 +153,8 @@ def test_generate_command(tok, model, tmp_path, capsys):
                 "0.9",
                 "-o",
                 str(out),
+                "--svg",
+                str(tmp_path / "tree.svg"),
             ]
         )
         == 0
@@ -161,6 +163,8 @@ def test_generate_command(tok, model, tmp_path, capsys):
     assert len(rows) == 3
     for r in rows:
         assert decode(r["terminals"], r["nonterminals"]) == r["heads"] and len(r["words"]) <= 7
+    svg = (tmp_path / "tree.svg").read_text()
+    assert svg.startswith("<svg") and svg.count("displacy-arc") == len(rows[0]["words"]) - 1
     conllu = tmp_path / "t.conllu"
     conllu.write_text(
         "# sent_id = a\n1\tthe\t_\tDET\t_\t_\t2\tdet\t_\t_\n2\tdog\t_\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"

@@ -57,6 +57,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-tokens-per-word", type=int, default=8, help="longest word in tokens (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("-o", "--output", default="-", help="output JSON-lines file (default: stdout)")
+    p.add_argument("--svg", help="also draw the first sentence's tree with spaCy's displaCy (SVG file)")
     p.add_argument("--device", default="cpu")
     p.set_defaults(func=run_generate)
 
@@ -133,16 +134,41 @@ def _run(args: argparse.Namespace) -> int:
         parser=parser,
         prompt_parse=prompt_parse,
     )
-    lines = []
+    lines, first = [], None
     for i, tree in enumerate(trees):
         for s in generate(model, tok, args.prompt, tags=tree, seed=args.seed + i, **kw):
             if tree is not None and tree.sent_id is not None:
                 s.sent_id = f"{tree.sent_id}-generated"
             lines.append(s.to_json() + "\n")
+            first = first or s
     _write(args.output, "".join(lines))
+    if args.svg:
+        _write(args.svg, tree_svg(first))
     dest = "stdout" if args.output == "-" else args.output
     print(f"structpe generate: wrote {len(lines)} sentences to {dest}", file=sys.stderr)
     return 0
+
+
+def tree_svg(sent: Any) -> str:
+    """The dependency tree as displaCy draws it (manual mode): words, their hexatags, arcs."""
+    from spacy import displacy
+
+    words = [
+        {"text": w, "tag": f"{t} {nt}"}
+        for w, t, nt in zip(sent.words, sent.terminal_names, sent.nonterminal_names, strict=True)
+    ]
+    arcs = []
+    for dep, head in enumerate(sent.heads, 1):
+        if head:
+            lo, hi = sorted((head - 1, dep - 1))
+            arcs.append({"start": lo, "end": hi, "label": "", "dir": "left" if dep < head else "right"})
+    return displacy.render(
+        {"words": words, "arcs": arcs},
+        style="dep",
+        manual=True,
+        jupyter=False,
+        options={"compact": True, "distance": 110},
+    )
 
 
 def _write(path: str, text: str) -> None:
