@@ -5,9 +5,10 @@
 Two measurements, JSON on stdout (docs/generation.md has the table):
 
 * ``generation``: tokens/s of greedy token generation (``generate_tokens``) from a BOS prompt to
-  ``--lengths`` tokens, with the cache (one new position per step) and without it (the whole
-  window re-run every step, as before the cache), for the packaged ``txl/position-tiny`` and
-  ``txl/position-small`` architectures at random init (speed does not depend on the weights;
+  ``--lengths`` tokens, ``--batch`` sequences at a time (new tokens of all of them per second),
+  with the cache (one new position per step) and without it (the whole window re-run every step,
+  as before the cache), for the packaged ``txl/position-tiny`` and ``txl/position-small``
+  architectures (``--recipes``) at random init (speed does not depend on the weights;
   vocabulary ``--vocab``). The cached run is timed whole. The uncached run costs
   sum_t forward(t); it is timed whole up to ``--full-uncached`` tokens, and beyond that
   estimated from ``--samples`` forwards at evenly spaced prefix lengths (each the median of
@@ -64,13 +65,15 @@ def uncached_cost(model, length: int, args) -> tuple[float, float, str]:
     """CPU / wall seconds of uncached generation to ``length`` tokens (whole, or sampled + integrated)."""
     if length <= args.full_uncached:
         cpu, wall, _ = timed(
-            lambda: model.generate_tokens(torch.ones(1, 1, dtype=torch.long), length - 1, use_cache=False)
+            lambda: model.generate_tokens(
+                torch.ones(args.batch, 1, dtype=torch.long), length - 1, use_cache=False
+            )
         )
         return cpu, wall, "timed whole"
     points = sorted({round(1 + i * (length - 1) / (args.samples - 1)) for i in range(args.samples)})
     cpu_at, wall_at = [], []
     for t in points:
-        ids = torch.randint(0, model.config.vocab_size, (1, t))
+        ids = torch.randint(0, model.config.vocab_size, (args.batch, t))
         runs = [timed(lambda ids=ids: model(ids)) for _ in range(args.reps)]
         cpu_at.append(statistics.median(r[0] for r in runs))
         wall_at.append(statistics.median(r[1] for r in runs))
@@ -92,25 +95,26 @@ def uncached_cost(model, length: int, args) -> tuple[float, float, str]:
 
 def bench_generation(args) -> list[dict]:
     rows = []
-    for name in RECIPES:
+    for name in args.recipes:
         model = recipe_model(name, args.vocab)
-        model.generate_tokens(torch.ones(1, 1, dtype=torch.long), 8)  # warm-up
+        model.generate_tokens(torch.ones(args.batch, 1, dtype=torch.long), 8)  # warm-up
         for length in args.lengths:
             c_cpu, c_wall, _ = timed(
                 lambda length=length, model=model: model.generate_tokens(
-                    torch.ones(1, 1, dtype=torch.long), length - 1
+                    torch.ones(args.batch, 1, dtype=torch.long), length - 1
                 )
             )
             u_cpu, u_wall, method = uncached_cost(model, length, args)
+            n_tok = (length - 1) * args.batch  # new tokens over all sequences
             rows.append(
                 {
                     "recipe": name,
                     "length": length,
                     "random_init": True,
-                    "cached_tokens_per_s_cpu": (length - 1) / c_cpu,
-                    "cached_tokens_per_s_wall": (length - 1) / c_wall,
-                    "uncached_tokens_per_s_cpu": (length - 1) / u_cpu,
-                    "uncached_tokens_per_s_wall": (length - 1) / u_wall,
+                    "cached_tokens_per_s_cpu": n_tok / c_cpu,
+                    "cached_tokens_per_s_wall": n_tok / c_wall,
+                    "uncached_tokens_per_s_cpu": n_tok / u_cpu,
+                    "uncached_tokens_per_s_wall": n_tok / u_wall,
                     "speedup_cpu": u_cpu / c_cpu,
                     "speedup_wall": u_wall / c_wall,
                     "uncached_method": method,
@@ -178,6 +182,8 @@ def main() -> None:
     ap.add_argument("--model", help="trained tiny TXL folder for the marginal (default: random init)")
     ap.add_argument("--lengths", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--batch", type=int, default=1, help="sequences generated together (default 1)")
+    ap.add_argument("--recipes", nargs="+", default=list(RECIPES), help="architectures to time")
     ap.add_argument(
         "--full-uncached", type=int, default=256, help="time uncached runs whole up to this length"
     )
