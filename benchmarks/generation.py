@@ -110,6 +110,7 @@ def bench_generation(args) -> list[dict]:
                 {
                     "recipe": name,
                     "length": length,
+                    "batch": args.batch,
                     "random_init": True,
                     "cached_tokens_per_s_cpu": n_tok / c_cpu,
                     "cached_tokens_per_s_wall": n_tok / c_wall,
