@@ -388,13 +388,14 @@ def generate(
     """Generate ``n`` sentences with their dependency trees (module docstring).
 
     ``strategy``: ``sample`` (``temperature``, ``top_k``, ``top_p``), ``greedy`` or ``beam``
-    (``num_beams``, joint log p(x, T)); tags are sampled at the same temperature (greedy / beam:
-    the best). ``prompt``: text the sentence starts with; its tags come from ``prompt_parse`` (a
-    parse of the prompt: ``words``, ``terminals``, ``nonterminals``), or from ``parser``, or else
-    from the model's own tag head. ``tags``: tree-controlled generation -- the sentence's whole
-    tag sequence (a TaggedSentence, e.g. an encoded CoNLL-U tree, or (terminals, nonterminals));
-    the prompt, if any, fills its first words. Each result's ``meta`` has ``text``, ``logprob``
-    (joint log p of the generated tokens and tags), ``prompt_words`` and ``strategy``.
+    (``num_beams``, joint log p(x, T)); tags are sampled with the same temperature and filters
+    (greedy / beam: the best). ``prompt``: text the sentence starts with; its tags come from
+    ``prompt_parse`` (a parse of the prompt: ``words``, ``terminals``, ``nonterminals``), or from
+    ``parser``, or else from the model's own tag head. ``tags``: tree-controlled generation --
+    the sentence's whole tag sequence (a TaggedSentence, e.g. an encoded CoNLL-U tree, or
+    (terminals, nonterminals)); the prompt, if any, fills its first words. Each result's ``meta``
+    has ``text``, ``logprob`` (joint log p of the generated tokens and tags), ``prompt_words``
+    and ``strategy``.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
