@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "structpe.eval.commands",
     "structpe.quickstart",
     "structpe.data.commands",
+    "structpe.generation_commands",
 ]
 
 

@@ -433,3 +433,21 @@ def test_cli_likelihood_modes_and_leakage(tok, parses, tmp_path, capsys):
     assert main([*argv, "--parser", "spacy", "--variants", "full", "prefix"]) == 0
     res = json.loads((out / "leakage.json").read_text())
     assert set(res["variants"]) == {"full", "prefix"}
+
+
+@pytest.mark.parametrize("injection,append_eos", [("input", False), ("position+attn_bias", True)])
+def test_cached_marginal_equals_the_uncached_beam(tok, parses, injection, append_eos, monkeypatch):
+    """The key/value-cached beam gives the same bounds (k = 1, 10, 100), per-token scores and best
+    sequence as re-running every prefix; a small row budget also splits the batch into groups."""
+    model = tiny_txl(tok, injection, seed=6)
+    sc = CausalScorer(model, tok, likelihood="marginal", k=100, batch_size=8, append_eos=append_eos)
+    enc = sc.encode([" ".join(p.words) for p in parses], parses)
+    ref = lk.marginal_scores(sc, enc, use_cache=False)
+    monkeypatch.setattr(lk, "CACHED_BEAM_ROWS", 150)  # 1 sentence per group at k = 100
+    for cached in (lk.marginal_scores(sc, enc), sc.score([" ".join(p.words) for p in parses], parses)):
+        for a, b in zip(cached, ref, strict=True):
+            for w in ("1", "10", "100"):
+                assert a.meta["bound_by_k"][w] == pytest.approx(b.meta["bound_by_k"][w], abs=1e-4)
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+            assert a.meta["best_terminals"] == b.meta["best_terminals"]
+            assert a.meta["n_sequences"] == b.meta["n_sequences"]

@@ -65,6 +65,7 @@ from structpe.eval.scoring import (
     forward_logits,
     model_device,
 )
+from structpe.models.txl import TransfoXLSiPEModel
 from structpe.syntax.hexatags import (
     DEFAULT_MAX_DEPTH,
     EOS,
@@ -309,6 +310,7 @@ class _Hyp:
     next_t: torch.Tensor | None = None  # tag head log-softmax at pos_i (predicts word i+1)
     next_n: torch.Tensor | None = None
     cum: list[float] = field(default_factory=list)  # score at each token of the current segment
+    parent: int = -1  # index of the parent in the previous beam (the cached beam copies its rows)
 
 
 @dataclass
@@ -345,7 +347,7 @@ def _select(parents: list[_Hyp], word: int, n_words: int, k: int, max_depth: int
         neg, _, pi, t, nt = heapq.heappop(heap)
         p = parents[pi]
         d = [d for tt, nn, d in allowed_pairs(p.depth, word, n_words, max_depth) if (tt, nn) == (t, nt)][0]
-        chosen.append(_Hyp([*p.terminals, t], [*p.nonterminals, nt], d, -neg, w))
+        chosen.append(_Hyp([*p.terminals, t], [*p.nonterminals, nt], d, -neg, w, parent=pi))
     return chosen
 
 
@@ -366,9 +368,17 @@ def _segment_rows(scorer: CausalScorer, s: _Sentence, step: int) -> list[Row]:
 
 
 def marginal_scores(
-    scorer: CausalScorer, batch: list[_Encoded], k: int | None = None, max_depth: int = DEFAULT_MAX_DEPTH
+    scorer: CausalScorer,
+    batch: list[_Encoded],
+    k: int | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    use_cache: bool | None = None,
 ) -> list[TokenScores]:
     """k-best lower bound on log p(x) (module docstring); ``k`` defaults to ``scorer.k``.
+
+    ``use_cache`` (default: whenever the model has a key/value cache, i.e. our TXL) runs the beam
+    token by token on cached states (``_beam_cached``); ``False`` re-runs every kept prefix at
+    every word (``_beam_uncached``, the reference). Both give the same bounds.
 
     ``meta``: ``k``; ``n_sequences`` (tag sequences in the final beam); ``bound_by_k`` (the bound
     at each width of ``MARGINAL_LADDER`` up to k, and at k); ``best_terminals`` /
@@ -385,6 +395,19 @@ def marginal_scores(
         end = len(e.ids) + int(scorer.append_eos)
         root = _Hyp([], [], 0, 0.0, 1)
         sents.append(_Sentence(e, tagged_positions(e), end, [root], [0.0] * end))
+    if use_cache is None:
+        use_cache = isinstance(scorer.model, TransfoXLSiPEModel)
+    if use_cache:
+        group = max(1, CACHED_BEAM_ROWS // k)
+        for i in range(0, len(sents), group):
+            _beam_cached(scorer, sents[i : i + group], k, max_depth)
+    else:
+        _beam_uncached(scorer, sents, k, max_depth)
+    return [_marginal_result(scorer, s, k) for s in sents]
+
+
+def _beam_uncached(scorer: CausalScorer, sents: list[_Sentence], k: int, max_depth: int) -> None:
+    """Word-synchronous beam: at each word, run every kept prefix up to the next word's first token."""
     max_words = max(len(s.positions) for s in sents)
     for step in range(0, max_words + 1):
         active = [s for s in sents if len(s.positions) >= step]
@@ -421,24 +444,102 @@ def marginal_scores(
                 if step < len(s.positions) and t == stop:
                     continue  # the next word's first token: set after its tags are chosen
                 s.bound[t - 1] = _lse([h.cum[j] for h in s.hyps])
-    res = []
-    for s in sents:
-        prev = 0.0
-        lps = []
-        for b in s.bound:
-            lps.append(b - prev)
-            prev = b
-        final = [h.score for h in s.hyps]
-        by_k = {w: _lse([h.score for h in s.hyps if h.tier <= w]) for w in (*MARGINAL_LADDER, k) if w <= k}
-        best = max(s.hyps, key=lambda h: h.score)
-        meta = {
-            "k": k,
-            "n_sequences": len(final),
-            "bound_by_k": {str(w): v for w, v in sorted(by_k.items())},
-            "best_terminals": best.terminals,
-            "best_nonterminals": best.nonterminals,
-            "best_joint": best.score,
-            "n_words": len(s.positions),
-        }
-        res.append(_token_scores(scorer, s.enc, lps, "marginal", meta))
-    return res
+
+
+def _marginal_result(scorer: CausalScorer, s: _Sentence, k: int) -> TokenScores:
+    """Per-token scores (differences of prefix bounds) and the ``meta`` of one finished beam."""
+    prev = 0.0
+    lps = []
+    for b in s.bound:
+        lps.append(b - prev)
+        prev = b
+    by_k = {w: _lse([h.score for h in s.hyps if h.tier <= w]) for w in (*MARGINAL_LADDER, k) if w <= k}
+    best = max(s.hyps, key=lambda h: h.score)
+    meta = {
+        "k": k,
+        "n_sequences": len(s.hyps),
+        "bound_by_k": {str(w): v for w, v in sorted(by_k.items())},
+        "best_terminals": best.terminals,
+        "best_nonterminals": best.nonterminals,
+        "best_joint": best.score,
+        "n_words": len(s.positions),
+    }
+    return _token_scores(scorer, s.enc, lps, "marginal", meta)
+
+
+# rows (kept prefixes, over the sentences of a group) per cached beam forward: the cache holds
+# rows x length x layers x 2 d_model floats, and the output projection rows x vocabulary
+CACHED_BEAM_ROWS = 1024
+
+
+@torch.no_grad()
+def _beam_cached(scorer: CausalScorer, sents: list[_Sentence], k: int, max_depth: int) -> None:
+    """The same nested beam, token-synchronous on a key/value cache (copy-on-branch).
+
+    Every kept prefix of every sentence is one row of one ``SiPECache``; all rows have fed the
+    same number of tokens, so one forward of one new position per row advances the whole group
+    (no padding). Before a word's first token is fed, its sentence's beam is re-selected
+    (``_select``) and the rows are gathered to the new hypotheses' parents
+    (``batch_select_indices``: children that share a parent get copies of its cached states,
+    which never change afterwards because a position's tags are fixed before it is fed). Then the
+    token goes in with the hypothesis' tags: the tag head at a word's first token (or BOS) gives
+    the next word's tag distribution, and the LM head the next token's log-prob. Cost per token:
+    one position per kept prefix, against the whole prefix per word without the cache.
+    """
+    model = scorer.model
+    device = model_device(model)
+    full = {id(s): _full_row(scorer, s.enc, [IGNORE] * len(s.enc.ids), [IGNORE] * len(s.enc.ids)).ids
+            for s in sents}
+    word_at = {id(s): {pos: w for w, pos in enumerate(s.positions)} for s in sents}
+    rows: list[tuple[_Sentence, _Hyp]] = [(s, s.hyps[0]) for s in sents]
+    cache = None
+    for t in range(max(s.end for s in sents) + 1):
+        # 1. word starts at t: choose the word's tags, gather rows to the new beam's parents
+        index: list[int] = []
+        new_rows: list[tuple[_Sentence, _Hyp]] = []
+        i = 0
+        while i < len(rows):
+            s = rows[i][0]
+            width = len(s.hyps)
+            w = word_at[id(s)].get(t)
+            if w is not None:
+                s.hyps = _select(s.hyps, w + 1, len(s.positions), k, max_depth)
+                s.bound[t - 1] = _lse([h.score for h in s.hyps])
+            if t < s.end:  # tokens left to feed
+                new_rows.extend((s, h) for h in s.hyps)
+                index.extend(i + h.parent if w is not None else i + j for j, h in enumerate(s.hyps))
+            i += width
+        if not new_rows:
+            break
+        if cache is not None and index != list(range(len(rows))):
+            cache.batch_select_indices(torch.tensor(index, device=device))
+        rows = new_rows
+        # 2. feed position t of every row, with the hypothesis' tags on a word's first token
+        ids, term, nonterm = [], [], []
+        for s, h in rows:
+            ids.append(full[id(s)][t])
+            w = word_at[id(s)].get(t)
+            term.append(h.terminals[w] if w is not None else IGNORE)
+            nonterm.append(h.nonterminals[w] if w is not None else IGNORE)
+        col = lambda v: torch.tensor(v, device=device)[:, None]  # noqa: E731
+        tags = {"terminal_ids": col(term), "nonterminal_ids": col(nonterm)}
+        out = model(col(ids), cache=cache, use_cache=True, **tags)
+        cache = out.cache
+        logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        target = torch.tensor([full[id(s)][t + 1] for s, _ in rows], device=logp.device)
+        tok_lp = logp.gather(-1, target[:, None]).squeeze(-1).tolist()
+        tag_rows = [j for j, (s, _) in enumerate(rows) if t == 0 or t in word_at[id(s)]]
+        if tag_rows:
+            sel = torch.tensor(tag_rows, device=logp.device)
+            t_lp = torch.log_softmax(out.terminal_logits[sel, -1].float(), dim=-1).cpu()
+            n_lp = torch.log_softmax(out.nonterminal_logits[sel, -1].float(), dim=-1).cpu()
+            for r, j in enumerate(tag_rows):
+                rows[j][1].next_t, rows[j][1].next_n = t_lp[r], n_lp[r]
+        for (_, h), lp in zip(rows, tok_lp, strict=True):
+            h.score += lp
+        # 3. the bound at token t + 1, unless a word starts there (set after its tags are chosen)
+        done: set[int] = set()
+        for s, _ in rows:
+            if id(s) not in done and (t + 1) not in word_at[id(s)]:
+                s.bound[t] = _lse([h.score for h in s.hyps])
+            done.add(id(s))

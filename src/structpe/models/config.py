@@ -104,6 +104,8 @@ class SiPEConfig(PreTrainedConfig):
     """
 
     model_type = "structpe-sipe"
+    # the Hugging Face names that transformers' generic code reads (e.g. DynamicCache in ``generate``)
+    attribute_map = {"num_hidden_layers": "n_layers"}
 
     def __init__(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers.utils import ModelOutput
@@ -27,3 +28,4 @@ class SiPEOutput(ModelOutput):
     nonterminal_loss: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
+    cache: Any = None  # the decoder's key/value cache (a transformers Cache) after use_cache=True

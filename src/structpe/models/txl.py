@@ -38,11 +38,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import Cache, DynamicCache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
@@ -71,6 +72,12 @@ def sinusoid(pos_seq: torch.Tensor, d_model: int, dtype: torch.dtype = torch.flo
     return torch.cat([angles.sin(), angles.cos()], dim=-1)
 
 
+def relative_embedding(pos_seq: torch.Tensor, d_model: int, dtype: torch.dtype) -> torch.Tensor:
+    """r for the model's dtype: the angles in float64 for a float64 model, else float32."""
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    return sinusoid(pos_seq, d_model, wide).to(dtype)
+
+
 def rel_shift(x: torch.Tensor) -> torch.Tensor:
     """TXL's relative shift: column k of ``x`` holds offset L-1-k; out[i, j] = x[i, j + L-1-i] for j <= i.
 
@@ -97,6 +104,75 @@ class LayerPrior:
         return table.shape[1]
 
 
+class SiPECache(DynamicCache):
+    """Key/value cache of the TXL decoder: a ``DynamicCache`` plus what the prior adds per key.
+
+    Tags are committed once per position, before its keys and values are computed (the causal tag
+    head makes the model generate its own tags, docs/generation.md), so nothing cached goes stale.
+    For a key j of any layer the later scores need: k_j and v_j (AC, the value sum; the layer's
+    ``DynamicLayer``), pair_j (``pair_ids`` [B, K], shared by all layers: c_ij, the attn-bias key
+    and value terms, through the layer's pair tables, which are parameters), and its absolute
+    position (BD through each new query's offset i - j). ``rel`` keeps W_R r_o per layer for the
+    offsets seen so far, so a step projects only its new offsets. Batch reordering (beam search,
+    the marginal beam's copy-on-branch) moves ``pair_ids`` with the keys; ``rel`` is batch-free.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pair_ids: torch.Tensor | None = None  # None: no position so far carries a tag
+        self.rel: dict[int, torch.Tensor] = {}
+        self.tables: tuple | None = None  # the prior's projected pair tables, see layer_tables
+
+    def append_pairs(self, pair_ids: torch.Tensor, past: int) -> torch.Tensor:
+        """Add the new positions' pair ids [B, L] after ``past`` cached ones; return all [B, K]."""
+        old = self.pair_ids if self.pair_ids is not None else pair_ids.new_zeros(pair_ids.shape[0], past)
+        self.pair_ids = torch.cat([old, pair_ids], dim=1)
+        return self.pair_ids
+
+    def layer_tables(self, compute):
+        """The prior's pair table and per-layer projections, computed once per cache: within one
+        decoding run the weights do not change, and recomputing them is most of a small step."""
+        if self.tables is None:
+            self.tables = compute()
+        return self.tables
+
+    def relative_keys(self, layer_idx: int, klen: int, clamp: int, project) -> torch.Tensor:
+        """W_R r_o for the offsets klen-1 .. 0 (clamped at ``clamp`` > 0), [klen, D]; each offset is
+        projected once per cache."""
+        need = min(klen, clamp + 1) if clamp > 0 else klen
+        table = self.rel.get(layer_idx)
+        have = 0 if table is None else table.shape[0]
+        if need > have:
+            device = table.device if table is not None else None
+            new = project(torch.arange(have, need, device=device))
+            table = new if table is None else torch.cat([table, new])
+            self.rel[layer_idx] = table
+        rows = table[:need].flip(0)  # offsets need-1 .. 0
+        if need < klen:  # offsets beyond clamp_len share the clamp_len row
+            rows = torch.cat([rows[:1].expand(klen - need, -1), rows])
+        return rows
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        super().reorder_cache(beam_idx)
+        if self.pair_ids is not None:
+            self.pair_ids = self.pair_ids.index_select(0, beam_idx.to(self.pair_ids.device))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)
+        if self.pair_ids is not None:
+            self.pair_ids = self.pair_ids[indices]
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        if self.pair_ids is not None:
+            self.pair_ids = self.pair_ids.repeat_interleave(repeats, dim=0)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        super().crop(tokens_to_remove)
+        if self.pair_ids is not None:
+            self.pair_ids = self.pair_ids[:, : self.get_seq_length()]
+
+
 class RelPartialLearnableAttention(nn.Module):
     """TXL relative multi-head attention (AC + BD) plus the SiPE score terms of one layer."""
 
@@ -119,11 +195,24 @@ class RelPartialLearnableAttention(nn.Module):
         allowed: torch.Tensor,
         prior: LayerPrior | None = None,
         output_attentions: bool = False,
+        cache: SiPECache | None = None,
+        layer_idx: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """h [B, L, D], r [L, D] (offsets L-1..0), allowed bool [B, 1, L, L] (causal & padding)."""
+        """h [B, L, D]; r [K, D] (offsets K-1..0) or, with a cache, (K, clamp_len);
+        allowed bool [B, 1, L, K] (causal & padding); K = cached + new keys."""
         bsz, length, _ = h.shape
         q, k, val = self.qkv(h).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
-        r_k = self.r_net(r).view(length, self.n_heads, self.d_head)
+        if cache is None:
+            r_k = self.r_net(r).view(-1, self.n_heads, self.d_head)
+        else:  # earlier keys and values as they were computed; W_R r_o per offset kept, not redone
+            k, val = cache.update(k, val, layer_idx)
+            d_model = self.n_heads * self.d_head
+
+            def project(offsets: torch.Tensor) -> torch.Tensor:
+                return self.r_net(relative_embedding(offsets.to(h.device), d_model, h.dtype))
+
+            klen, clamp = r
+            r_k = cache.relative_keys(layer_idx, klen, clamp, project).view(-1, self.n_heads, self.d_head)
         q_u = q + self.u[:, None, :]
         q_v = q + self.v[:, None, :]
         bd = rel_shift(torch.einsum("bhid,jhd->bhij", q_v, r_k))  # BD_ij = <q_i + v, W_R r_{i-j}>
@@ -264,17 +353,19 @@ class Block(nn.Module):
         allowed: torch.Tensor,
         prior: LayerPrior | None = None,
         output_attentions: bool = False,
+        cache: SiPECache | None = None,
+        layer_idx: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.pre_norm:
-            a, probs = self.attn(self.ln_attn(h), r, allowed, prior, output_attentions)
+            a, probs = self.attn(self.ln_attn(h), r, allowed, prior, output_attentions, cache, layer_idx)
             h = h + self.dropout(a)
             return h + self.dropout(self.ff(self.ln_ff(h))), probs
-        a, probs = self.attn(h, r, allowed, prior, output_attentions)
+        a, probs = self.attn(h, r, allowed, prior, output_attentions, cache, layer_idx)
         h = self.ln_attn(h + self.dropout(a))
         return self.ln_ff(h + self.dropout(self.ff(h))), probs
 
 
-class TransfoXLSiPEModel(PreTrainedModel):
+class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
     """The SiPE Transformer-XL decoder (causal LM + auxiliary next-tag heads); DESIGN §6 convention."""
 
     config_class = SiPEConfig
@@ -339,11 +430,21 @@ class TransfoXLSiPEModel(PreTrainedModel):
         deprel_ids: torch.Tensor | None,
         shape: torch.Size,
         device: torch.device,
+        cache: SiPECache | None = None,
     ) -> tuple[torch.Tensor | None, list[LayerPrior | None]]:
-        """Input-side prior [B, L, D] (or None) and each layer's LayerPrior (None below the entry layer)."""
+        """Input-side prior [B, L, D] (or None) and each layer's LayerPrior (None below the entry layer).
+
+        With a cache whose positions carry tags, a tagged model builds the LayerPriors over cached
+        and new keys, with pair 0 where no tags are given (its prior is the zero vector, so c and
+        the tag terms vanish); until the first tagged position the prior is skipped, as without a
+        cache.
+        """
         no_prior = [None] * self.config.n_layers
         if terminal_ids is None and nonterminal_ids is None:
-            return None, no_prior  # no parse given: m_p = 0 everywhere
+            if cache is None or self.prior is None or cache.pair_ids is None:
+                return None, no_prior  # no parse given (and none cached): m_p = 0 everywhere
+            terminal_ids = nonterminal_ids = torch.full(shape, IGNORE_INDEX, dtype=torch.long, device=device)
+            deprel_ids = terminal_ids if self.prior.deprel is not None else None  # all -100 as well
         if terminal_ids is None or nonterminal_ids is None:
             raise ValueError("pass both terminal_ids and nonterminal_ids (or neither)")
         if terminal_ids.shape != shape or nonterminal_ids.shape != shape:
@@ -359,9 +460,17 @@ class TransfoXLSiPEModel(PreTrainedModel):
             return None, no_prior
         deprel_ids = deprel_ids.to(device) if deprel_ids is not None else None
         pair_ids = self.prior.pair_ids(terminal_ids.to(device), nonterminal_ids.to(device), deprel_ids)
-        table = self.prior.pair_table()  # [P, D], row 0 = no tag
+        table, projected = self._prior_tables() if cache is None else cache.layer_tables(self._prior_tables)
         input_prior = table[pair_ids] if self.config.uses_input_prior else None
-        layers: list[LayerPrior | None] = []
+        past = cache.get_seq_length() if cache is not None else 0
+        key_pairs = pair_ids if cache is None else cache.append_pairs(pair_ids, past)
+        layers = [LayerPrior(key_pairs, **proj) if proj is not None else None for proj in projected]
+        return input_prior, layers
+
+    def _prior_tables(self) -> tuple[torch.Tensor, list[dict[str, torch.Tensor | None] | None]]:
+        """The pair table [P, D] (row 0 = no tag) and, per layer, its projections (None: no prior)."""
+        table = self.prior.pair_table()
+        projected: list[dict[str, torch.Tensor | None] | None] = []
         for i in range(self.config.n_layers):
             proj = {
                 name: (m(table, i) if m is not None and m.has_layer(i) else None)
@@ -371,8 +480,8 @@ class TransfoXLSiPEModel(PreTrainedModel):
                     ("value_bias", self.tag_value),
                 )
             }
-            layers.append(LayerPrior(pair_ids, **proj) if any(v is not None for v in proj.values()) else None)
-        return input_prior, layers
+            projected.append(proj if any(v is not None for v in proj.values()) else None)
+        return table, projected
 
     def forward(
         self,
@@ -384,17 +493,39 @@ class TransfoXLSiPEModel(PreTrainedModel):
         deprel_ids: torch.LongTensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs: Any,
     ) -> SiPEOutput:
         """Causal LM. ``labels`` are unshifted (HF style); tags [B, L] with -100 where a position has none.
 
         ``attention_mask`` (1 keep, 0 pad) hides padded keys; a padded query still sees itself so no
         softmax row is empty (its outputs are meaningless -- give its label -100). Without tag tensors
         the prior is absent (m_p = 0 everywhere) and no tag loss is computed.
+
+        Incremental decoding (Hugging Face conventions; ``past_key_values`` is the older name of
+        ``cache``): with ``use_cache=True`` or a ``cache`` (a :class:`SiPECache`; an empty Cache of
+        another class is replaced by one), ``input_ids`` and the tags are the *new* positions, which
+        follow the cached ones, ``attention_mask`` covers cached and new positions (or the new ones),
+        and ``out.cache`` holds every position so far. Other keyword arguments that ``generate``
+        passes (``position_ids`` ...) are ignored: positions are relative, counted from the cache.
         """
         bsz, length = input_ids.shape
         device = input_ids.device
+        cache = cache if cache is not None else past_key_values
+        if cache is not None and not isinstance(cache, SiPECache):
+            if cache.get_seq_length() > 0:
+                name = type(cache).__name__
+                raise ValueError(f"TXL needs a SiPECache (it keeps each key's tags), not a filled {name}")
+            cache = None
+            use_cache = True
+        if cache is None and use_cache:
+            cache = SiPECache()
+        past = cache.get_seq_length() if cache is not None else 0
+        klen = past + length
         input_prior, priors = self.layer_priors(
-            terminal_ids, nonterminal_ids, deprel_ids, input_ids.shape, device
+            terminal_ids, nonterminal_ids, deprel_ids, input_ids.shape, device, cache
         )
 
         h = self.embed(input_ids)
@@ -403,22 +534,34 @@ class TransfoXLSiPEModel(PreTrainedModel):
         # TXL scales the (tied) embedding by sqrt(d_model); the prior shares the token's units. Under
         # post-LN layer 1 sees this input un-normalised: unscaled, its q is ~0 and so are BD and c.
         h = self.dropout(h * self.embed_scale)
-        pos_seq = torch.arange(length - 1, -1, -1, device=device)
-        if self.config.clamp_len > 0:
-            pos_seq = pos_seq.clamp_max(self.config.clamp_len)
-        wide = torch.float64 if h.dtype == torch.float64 else torch.float32
-        r = self.dropout(sinusoid(pos_seq, self.config.d_model, wide).to(h.dtype))
+        if cache is not None:  # the layers look W_R r_o up per offset (SiPECache.relative_keys)
+            r = (klen, self.config.clamp_len)
+        else:
+            pos_seq = torch.arange(klen - 1, -1, -1, device=device)  # offsets of the newest query
+            if self.config.clamp_len > 0:
+                pos_seq = pos_seq.clamp_max(self.config.clamp_len)
+            r = self.dropout(relative_embedding(pos_seq, self.config.d_model, h.dtype))
 
-        allowed = torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
+        # query i (absolute position past + i) sees keys j <= past + i
+        allowed = torch.ones(length, klen, dtype=torch.bool, device=device).tril(past)[None, None]
         if attention_mask is not None:
-            keep = attention_mask.to(device=device, dtype=torch.bool)[:, None, None, :]
-            allowed = allowed & (keep | torch.eye(length, dtype=torch.bool, device=device))
+            mask = attention_mask.to(device=device, dtype=torch.bool)
+            if mask.shape[1] == length and past:
+                mask = torch.cat([mask.new_ones(bsz, past), mask], dim=1)
+            if mask.shape != (bsz, klen):
+                raise ValueError(
+                    f"attention_mask must be [B, {klen}] (cached + new) or [B, {length}], "
+                    f"got {tuple(mask.shape)}"
+                )
+            keys = torch.arange(klen, device=device)
+            own = keys[None, :] == (past + torch.arange(length, device=device))[:, None]  # j = past + i
+            allowed = allowed & (mask[:, None, None, :] | own)
 
         hidden_states, attentions = [], []
-        for layer, prior in zip(self.layers, priors, strict=True):
+        for idx, (layer, prior) in enumerate(zip(self.layers, priors, strict=True)):
             if output_hidden_states:
                 hidden_states.append(h)
-            h, probs = layer(h, r, allowed, prior, output_attentions)
+            h, probs = layer(h, r, allowed, prior, output_attentions, cache, idx)
             if output_attentions:
                 attentions.append(probs)
         if self.ln_f is not None:
@@ -457,6 +600,7 @@ class TransfoXLSiPEModel(PreTrainedModel):
             nonterminal_loss=nonterminal_loss,
             hidden_states=tuple(hidden_states) if output_hidden_states else None,
             attentions=tuple(attentions) if output_attentions else None,
+            cache=cache,
         )
 
     @torch.no_grad()
@@ -467,17 +611,22 @@ class TransfoXLSiPEModel(PreTrainedModel):
         temperature: float = 0.0,
         top_k: int | None = None,
         generator: torch.Generator | None = None,
+        use_cache: bool = True,
     ) -> torch.LongTensor:
         """Greedy (temperature 0) or sampled continuation, without tags (new tokens have no parse).
 
-        No cache: TXL here has no memory, so each step re-runs the window (fine for short demos).
-        Call ``model.eval()`` first, or dropout stays on.
+        With ``use_cache`` each step runs one new position against the key/value cache; without
+        it each step re-runs the whole window (the reference the cache is measured against).
+        ``structpe.generation.generate`` also writes each new word's tags. Call ``model.eval()``
+        first, or dropout stays on.
         """
         if max_new_tokens < 0 or temperature < 0:
             raise ValueError("max_new_tokens and temperature must be >= 0")
-        ids = input_ids
+        ids, step, cache = input_ids, input_ids, None
         for _ in range(max_new_tokens):
-            logits = self(ids).logits[:, -1].float()
+            out = self(step, cache=cache, use_cache=use_cache)
+            cache = out.cache
+            logits = out.logits[:, -1].float()
             if temperature == 0:
                 nxt = logits.argmax(-1, keepdim=True)
             else:
@@ -487,4 +636,5 @@ class TransfoXLSiPEModel(PreTrainedModel):
                     logits = logits.masked_fill(logits < kth, float("-inf"))
                 nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)
             ids = torch.cat([ids, nxt], dim=1)
+            step = nxt if use_cache else ids
         return ids
