@@ -92,10 +92,28 @@ def cmd_shakespeare(args: argparse.Namespace) -> int:
 def cmd_kg(args: argparse.Namespace) -> int:
     from structpe.lis.kg import KGConfig, merge, run
 
+    if args.setting != "template":
+        return cmd_kg_roles(args)
     if args.merge:
         merge(args.merge, args.out)
     else:
         run(build_config(KGConfig, "kg", args), args.out, eval_only=args.eval_only)
+    print((Path(args.out) / "results.md").read_text())
+    return 0
+
+
+def cmd_kg_roles(args: argparse.Namespace) -> int:
+    """The role-addressing settings of App. F.3 (Tables 5-7); profiles kg_<setting>_<profile>."""
+    from structpe.lis.kg_roles import RoleKGConfig, run
+
+    if args.merge:
+        raise ValueError("--merge combines template runs; role-addressing runs accumulate in one --out")
+    if args.profile == "tiny" and not args.config:
+        args.profile = "cpu"  # these settings have cpu / paper profiles
+    cfg = build_config(RoleKGConfig, f"kg_{args.setting}", args)
+    if cfg.setting != args.setting:
+        raise ValueError(f"--setting {args.setting} but the profile says setting: {cfg.setting}")
+    run(cfg, args.out, eval_only=args.eval_only)
     print((Path(args.out) / "results.md").read_text())
     return 0
 
@@ -120,4 +138,12 @@ def register(subparsers) -> None:
         description="KG/text diagnostic: role/slot and content-derived fact addresses (LIS App. F.3-F.4).",
     )
     _common(p, "runs/lis_kg")
+    p.add_argument(
+        "--setting",
+        choices=["template", "transfer", "kg2text", "bidirectional"],
+        default="template",
+        help="template: template-diverse KG->text (F.4); transfer: independent KG/text tiers (Table 5); "
+        "kg2text: zero-shot KG->text (Table 6); bidirectional: KG<->text (Table 7). "
+        "Profiles of the last three: cpu (default) and paper",
+    )
     p.set_defaults(func=cmd_kg)

@@ -420,19 +420,28 @@ def build_model(kind: str, cfg: KGConfig, vocab: Vocab, data: KGData) -> LISform
 def train_kg(model: LISformer, kind: str, data: KGData, vocab: Vocab, cfg: KGConfig) -> list[float]:
     """Single-fact KG | text sequences, causal LM loss over the whole sequence (F.4)."""
     rng = random.Random(cfg.seed + 1)
+
+    def batch() -> list[Example]:
+        return [
+            sample_example(kind, data, vocab, rng.choice(data.train_facts), rng)
+            for _ in range(cfg.batch_size)
+        ]
+
+    return train_loop(model, batch, vocab.pad, cfg, desc=kind)
+
+
+def train_loop(model: LISformer, make_batch, pad: int, cfg, desc: str = "") -> list[float]:
+    """AdamW + cosine schedule + clipping over batches of ``Example`` from ``make_batch()``;
+    ``cfg`` needs iters, lr, weight_decay, warmup and grad_clip. Returns the loss curve."""
     dev = next(model.parameters()).device
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
     losses = []
     model.train()
-    bar = tqdm(range(cfg.iters), desc=f"train {kind}", leave=False)
+    bar = tqdm(range(cfg.iters), desc=f"train {desc}", leave=False)
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = cosine_lr(step, cfg.iters, cfg.lr, cfg.warmup)
-        batch = [
-            sample_example(kind, data, vocab, rng.choice(data.train_facts), rng)
-            for _ in range(cfg.batch_size)
-        ]
-        ids, tgt, st = collate(batch, vocab.pad)
+        ids, tgt, st = collate(make_batch(), pad)
         _, loss = model(ids.to(dev), tgt.to(dev), structure=_to(st, dev))
         opt.zero_grad(set_to_none=True)
         loss.backward()

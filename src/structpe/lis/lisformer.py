@@ -38,6 +38,7 @@ from structpe.lis.addresses import ContentInstanceAddress, RoleAngles
 from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
 
 PE_SCHEMES = ("rope", "alibi", "lis", "random")
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
 
 @dataclass
@@ -50,6 +51,9 @@ class LISformerConfig:
     theta: float = 10000.0
     pe: str = "lis"
     n_roles: int = 0  # > 0: learned role/slot angle table (role 0 = no role)
+    # False: the table has exactly n_roles rows (ids 0..n_roles-1) and -1 marks "no role", so the
+    # slot-angle table of App. F.3 is 57 x 4 x d_head/2 parameters with no unused row
+    null_role_row: bool = True
     role_init_std: float = 0.5
     bias: bool = True
     attn_chunk: int = 256  # query chunk of the two-term score (exact for any value; speed only)
@@ -59,6 +63,7 @@ class LISformerConfig:
     # extension, not in the paper: ALiBi over instance (line) distance on the addressed term, so
     # distant lines fade; the own-line attention diagnostic motivates it (docs/lis.md)
     instance_alibi: bool = False
+    activation: str = "gelu"  # feed-forward nonlinearity: gelu (F.1) or relu (the KG models of F.3)
 
     def __post_init__(self) -> None:
         if self.pe not in PE_SCHEMES:
@@ -67,6 +72,8 @@ class LISformerConfig:
             raise ValueError("d_model / n_head must be an even integer (rotary pairs)")
         if self.instance_alibi and self.pe not in ("lis", "random"):
             raise ValueError("instance_alibi biases the two-term score; it needs pe='lis' or 'random'")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
         if self.n_roles and self.pe == "alibi":
             raise ValueError("role angles are rotary; they do not combine with pe='alibi'")
 
@@ -138,7 +145,11 @@ class Addresses(nn.Module):
         n_pairs = cfg.head_dim // 2
         self.address_heads = cfg.n_head if cfg.head_addresses else 1
         self.register_buffer("freqs", rope_frequencies(cfg.head_dim, cfg.theta), persistent=False)
-        self.roles = RoleAngles(cfg.n_roles, n_pairs, cfg.role_init_std) if cfg.n_roles else None
+        self.roles = (
+            RoleAngles(cfg.n_roles, n_pairs, cfg.role_init_std, zero_role=0 if cfg.null_role_row else None)
+            if cfg.n_roles
+            else None
+        )
         n_addr = self.address_heads * n_pairs
         self.content = ContentInstanceAddress(cfg.d_model, n_addr) if cfg.pe == "lis" else None
 
@@ -277,7 +288,7 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model)
         self.mlp = nn.Sequential(
             nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=cfg.bias),
-            nn.GELU(),
+            ACTIVATIONS[cfg.activation](),
             nn.Linear(4 * cfg.d_model, cfg.d_model, bias=cfg.bias),
             nn.Dropout(cfg.dropout),
         )
