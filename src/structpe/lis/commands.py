@@ -104,10 +104,13 @@ def cmd_kg(args: argparse.Namespace) -> int:
 
 def cmd_kg_roles(args: argparse.Namespace) -> int:
     """The role-addressing settings of App. F.3 (Tables 5-7); profiles kg_<setting>_<profile>."""
-    from structpe.lis.kg_roles import RoleKGConfig, run
+    from structpe.lis.kg import merge
+    from structpe.lis.kg_roles import RoleKGConfig, markdown_table, run
 
     if args.merge:
-        raise ValueError("--merge combines template runs; role-addressing runs accumulate in one --out")
+        merge(args.merge, args.out, render=markdown_table, draw=False)
+        print((Path(args.out) / "results.md").read_text())
+        return 0
     if args.profile == "tiny" and not args.config:
         args.profile = "cpu"  # these settings have cpu / paper profiles
     cfg = build_config(RoleKGConfig, f"kg_{args.setting}", args)

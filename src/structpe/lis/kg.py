@@ -563,8 +563,9 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
     return results
 
 
-def merge(folders: list[str | Path], out: str | Path) -> dict:
-    """Combine results.json of runs that trained different models (e.g. in parallel processes)."""
+def merge(folders: list[str | Path], out: str | Path, render=None, draw=None) -> dict:
+    """Combine results.json of runs that trained different models (e.g. in parallel processes);
+    ``render`` / ``draw`` replace the Markdown table and plot of the template diagnostic."""
     merged: dict = {"config": None, "data": None, "models": {}, "merged_from": [str(f) for f in folders]}
     for f in folders:
         res = json.loads((Path(f) / "results.json").read_text())
@@ -574,8 +575,9 @@ def merge(folders: list[str | Path], out: str | Path) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(merged, indent=2))
-    (out / "results.md").write_text(markdown_tables(merged))
-    plot(merged, out / "hit5.png")
+    (out / "results.md").write_text((render or markdown_tables)(merged))
+    if draw is not False:
+        (draw or plot)(merged, out / "hit5.png")
     return merged
 
 
