@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import string
 import time
@@ -65,7 +64,7 @@ import torch
 from tqdm.auto import tqdm
 
 from structpe.lis.kg import Example, random_names, score, train_loop
-from structpe.lis.lisformer import LISformer, LISformerConfig
+from structpe.lis.lisformer import LISformer, LISformerConfig, write_atomic
 
 DOMAINS = {
     "family": ["son", "father", "grandfather", "great grandfather"],
@@ -419,13 +418,6 @@ def eval_examples(kind: str, cfg: RoleKGConfig, vocab: Vocab, key: str, items: l
     return [paired(kind, vocab, f, d, random.Random(s)) for f, d, s in items]
 
 
-def _write(path: Path, text: str) -> None:
-    """Atomic write: a temporary file in the same folder, then rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def run(cfg: RoleKGConfig, out: str | Path, eval_only: bool = False) -> dict:
     """Train (or load ``out/checkpoints/<model>``) and score every model; writes results.json and
     results.md into ``out``."""
@@ -480,8 +472,8 @@ def run(cfg: RoleKGConfig, out: str | Path, eval_only: bool = False) -> dict:
                 model, eval_examples(kind, cfg, vocab, key, items), vocab.pad, cfg.eval_batch
             )
         results["models"][kind] = rec
-        _write(out / "results.json", json.dumps(results, indent=2))
-    _write(out / "results.md", markdown_table(results))
+        write_atomic(out / "results.json", json.dumps(results, indent=2))
+    write_atomic(out / "results.md", markdown_table(results))
     return results
 
 

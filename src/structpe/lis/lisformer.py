@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -427,6 +428,15 @@ class LISformer(nn.Module):
         model = cls(LISformerConfig(**meta["config"]), newline_id=meta["newline_id"])
         model.load_state_dict(load_file(str(folder / "model.safetensors")))
         return model
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` through a temporary file in the same folder and a rename, so a killed run
+    never leaves a truncated results file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def configure_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
