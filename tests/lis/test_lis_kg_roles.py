@@ -176,6 +176,12 @@ def test_end_to_end(tmp_path, setting):
     again = json.loads((tmp_path / "o" / "results.json").read_text())
     assert again["models"]["B"]["scores"] == res["models"]["B"]["scores"]
     assert again["models"]["B"]["train_seconds"] == res["models"]["B"]["train_seconds"]
+    # B and J trained in separate processes combine with --merge
+    args = _parser().parse_args(
+        ["lis", "kg", "--setting", setting, "--merge", str(tmp_path / "o"), "--out", str(tmp_path / "m")]
+    )
+    assert args.func(args) == 0
+    assert json.loads((tmp_path / "m" / "results.json").read_text())["models"].keys() == {"B", "J"}
     # a profile that contradicts --setting is refused
     bad = _parser().parse_args(
         ["lis", "kg", "--setting", "kg2text", "--config", str(path), "--out", str(tmp_path / "x")]

@@ -48,7 +48,7 @@ def build_config(cls, diagnostic: str, args: argparse.Namespace):
 
 
 def _common(p: argparse.ArgumentParser, default_out: str) -> None:
-    p.add_argument("--profile", default="tiny", help="named YAML profile: tiny (CPU) or gpu")
+    p.add_argument("--profile", default="tiny", help="named YAML profile: tiny / cpu (CPU) or gpu / paper")
     p.add_argument("--config", default=None, help="a YAML file instead of a named profile")
     p.add_argument("--out", default=default_out, help="output folder (JSON, Markdown, PNG, checkpoints)")
     p.add_argument("--data", default=None, help="data root (default: $STRUCTPE_DATA or ../shared/data)")
