@@ -73,6 +73,8 @@ def test_flex_forward_equals_sdpa(name, monkeypatch):
     assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
     with torch.enable_grad():  # gradients on a CPU: FlexAttention has no CPU backward -> SDPA path
         assert not flex.use_flex("flex", torch.device("cpu"))
+    with torch.no_grad():  # auto: CUDA only (the CPU kernel is slower than masked SDPA)
+        assert flex.use_flex("flex", torch.device("cpu")) and not flex.use_flex("auto", torch.device("cpu"))
 
 
 @pytest.mark.skipif(

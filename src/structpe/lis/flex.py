@@ -15,7 +15,7 @@ seconds per forward for L = 1024 on a CPU, and the pattern changes with every ba
 Where it runs (torch 2.13): compiled on CUDA for training and inference; on a CPU the compiled
 kernel (C++ through the system compiler) runs forward only -- FlexAttention has no CPU backward --
 so ``use_flex`` falls back to the SDPA path whenever gradients are needed on a CPU, or when
-compilation is unavailable.
+compilation is unavailable; ``auto`` uses it on CUDA only.
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ def flex_compiles(device_type: str) -> bool:
 
 
 def use_flex(backend: str, device: torch.device) -> bool:
-    """``flex`` / ``auto`` backends take the block-sparse path where it can run: CUDA, or a CPU
-    forward without gradients (no CPU backward in FlexAttention); ``sdpa`` never does."""
-    if backend == "sdpa":
+    """Whether a forward takes the block-sparse path. ``flex``: wherever it can run -- CUDA, or a
+    CPU forward without gradients (FlexAttention has no CPU backward); ``auto``: CUDA only (on a
+    CPU its forward measured slower than the masked SDPA path, docs/lis.md); ``sdpa``: never."""
+    if backend == "sdpa" or (backend == "auto" and device.type != "cuda"):
         return False
     if device.type == "cpu" and torch.is_grad_enabled():
         return False

@@ -68,7 +68,7 @@ class LISformerConfig:
     instance_alibi: bool = False
     activation: str = "gelu"  # feed-forward nonlinearity: gelu (F.1) or relu (the KG models of F.3)
     # two-term / ALiBi attention: sdpa (chunked masked SDPA, runs everywhere), flex (block-sparse
-    # FlexAttention where it can run, else sdpa; see structpe.lis.flex), auto = flex
+    # FlexAttention where it can run, else sdpa; see structpe.lis.flex), auto (flex on CUDA only)
     attn_backend: str = "sdpa"
 
     def __post_init__(self) -> None:
