@@ -6,7 +6,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import flex_attention
 
+from structpe.lis import flex
 from structpe.lis.lisformer import (
     LISformer,
     LISformerConfig,
@@ -27,9 +29,10 @@ def _seq(L=48, seed=0):
     return x
 
 
-def _model(pe, seed=0):
+def _model(pe, seed=0, **kw):
     torch.manual_seed(seed)
-    m = LISformer(LISformerConfig(vocab_size=12, n_layer=2, n_head=2, d_model=32, pe=pe), newline_id=NL)
+    cfg = LISformerConfig(vocab_size=12, n_layer=2, n_head=2, d_model=32, pe=pe, **kw)
+    m = LISformer(cfg, newline_id=NL)
     if m.addresses.content is not None:  # make addresses large so leaks would be visible
         torch.nn.init.normal_(m.addresses.content.proj.weight, std=1.0)
     return m.eval()
@@ -43,14 +46,22 @@ def test_line_structure():
     assert st.address.tolist() == [[0, 0, 0, 1, 1, -1, -1]]  # the unterminated last line: none
 
 
-@pytest.mark.parametrize("pe", ["lis", "rope", "alibi", "random"])
-def test_causal_no_earlier_prediction_moves(pe):
-    m = _model(pe)
+@pytest.mark.parametrize("pe", ["lis", "rope", "alibi", "random", "lis-alibi", "lis-flex", "alibi-flex"])
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_causal_no_earlier_prediction_moves(pe, monkeypatch):
+    """Every model (and the block-sparse path, eager FlexAttention so no compiler is needed)."""
+    kw = {"instance_alibi": True} if pe == "lis-alibi" else {}
+    if pe.endswith("-flex"):
+        monkeypatch.setattr(flex, "compiled_flex", lambda: flex_attention)
+        monkeypatch.setattr(flex, "flex_compiles", lambda device_type: True)
+        kw["attn_backend"] = "flex"
+    m = _model(pe.split("-")[0], **kw)
     x = _seq()
     with torch.no_grad():
         torch.manual_seed(1)
         base, _ = m(x)
-        for t in range(x.shape[1]):
+        # eager FlexAttention is slow: every 5th position (all others on the SDPA path)
+        for t in range(0, x.shape[1], 5 if pe.endswith("-flex") else 1):
             for new in [NL, 11] if pe != "random" else [11]:  # also turn a char into a newline
                 x2 = x.clone()
                 x2[:, t] = new if x[0, t] != new else 5

@@ -5,5 +5,7 @@
 * ``addresses``  -- rotary position/role/instance factors A(p, s, e) = R_pos^p R_s R_e, content-derived
   instance addresses, a non-commuting SO(k) family, journey operators P(j->i) = A(i)^-1 A(j).
 * ``lisformer``  -- the causal character LISformer and its baselines (RoPE, ALiBi, random addresses).
-* ``shakespeare``, ``kg`` -- the paper's diagnostics; ``commands`` -- ``structpe lis ...``.
+* ``flex``       -- block-sparse FlexAttention for the two-term / ALiBi scores (SDPA fallback).
+* ``shakespeare``, ``kg``, ``kg_roles`` -- the paper's diagnostics (App. F.1, F.4, F.3);
+  ``commands`` -- ``structpe lis ...``.
 """

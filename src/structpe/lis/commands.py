@@ -71,7 +71,17 @@ def _kg_models() -> list[str]:
     return list(MODELS)
 
 
-VALID_MODELS = {"shakespeare": _shakespeare_models, "kg": _kg_models}
+def _kg_roles_models() -> list[str]:
+    from structpe.lis.kg_roles import MODELS
+
+    return list(MODELS)
+
+
+VALID_MODELS = {
+    "shakespeare": _shakespeare_models,
+    "kg": _kg_models,
+    **{f"kg_{setting}": _kg_roles_models for setting in ("transfer", "kg2text", "bidirectional")},
+}
 
 
 def check_args(values: dict, valid_models: list[str]) -> None:
@@ -91,7 +101,7 @@ def check_args(values: dict, valid_models: list[str]) -> None:
 
 
 def _common(p: argparse.ArgumentParser, default_out: str) -> None:
-    p.add_argument("--profile", default="tiny", help="named YAML profile: tiny (CPU) or gpu")
+    p.add_argument("--profile", default="tiny", help="named YAML profile: tiny / cpu (CPU) or gpu / paper")
     p.add_argument("--config", default=None, help="a YAML file instead of a named profile")
     p.add_argument("--out", default=default_out, help="output folder (JSON, Markdown, PNG, checkpoints)")
     p.add_argument("--data", default=None, help="data root (default: $STRUCTPE_DATA or ../shared/data)")
@@ -142,11 +152,32 @@ def cmd_shakespeare(args: argparse.Namespace) -> int:
 def cmd_kg(args: argparse.Namespace) -> int:
     from structpe.lis.kg import KGConfig, merge, run
 
+    if args.setting != "template":
+        return cmd_kg_roles(args)
     if args.merge:
         _check_merge(args.merge)
         merge(args.merge, args.out)
     else:
         run(build_config(KGConfig, "kg", args), args.out, eval_only=args.eval_only)
+    print((Path(args.out) / "results.md").read_text())
+    return 0
+
+
+def cmd_kg_roles(args: argparse.Namespace) -> int:
+    """The role-addressing settings of App. F.3 (Tables 5-7); profiles kg_<setting>_<profile>."""
+    from structpe.lis.kg import merge
+    from structpe.lis.kg_roles import RoleKGConfig, markdown_table, run
+
+    if args.merge:
+        merge(args.merge, args.out, render=markdown_table, draw=False)
+        print((Path(args.out) / "results.md").read_text())
+        return 0
+    if args.profile == "tiny" and not args.config:
+        args.profile = "cpu"  # these settings have cpu / paper profiles
+    cfg = build_config(RoleKGConfig, f"kg_{args.setting}", args)
+    if cfg.setting != args.setting:
+        raise ValueError(f"--setting {args.setting} but the profile says setting: {cfg.setting}")
+    run(cfg, args.out, eval_only=args.eval_only)
     print((Path(args.out) / "results.md").read_text())
     return 0
 
@@ -171,4 +202,12 @@ def register(subparsers) -> None:
         description="KG/text diagnostic: role/slot and content-derived fact addresses (LIS App. F.3-F.4).",
     )
     _common(p, "runs/lis_kg")
+    p.add_argument(
+        "--setting",
+        choices=["template", "transfer", "kg2text", "bidirectional"],
+        default="template",
+        help="template: template-diverse KG->text (F.4); transfer: independent KG/text tiers (Table 5); "
+        "kg2text: zero-shot KG->text (Table 6); bidirectional: KG<->text (Table 7). "
+        "Profiles of the last three: cpu (default) and paper",
+    )
     p.set_defaults(func=cmd_kg)

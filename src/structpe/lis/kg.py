@@ -1,4 +1,6 @@
-"""KG/text diagnostics (LIS paper App. F.3-F.4): synthetic facts over random names, KG -> text.
+"""Template-diverse KG -> text (LIS paper App. F.4): synthetic facts over random names.
+
+The role-addressing diagnostics of App. F.3 (57 relation types, Tables 5-7) are in ``kg_roles``.
 
 Data (seeded, ``generate``):
   * ``template`` variant (F.4): 5 domains x 6 ordered roles; each domain chains a random permutation
@@ -6,10 +8,6 @@ Data (seeded, ``generate``):
     consecutive triple all 4 chain3 relations (r, r+1, r+2) -- 25 + 20 relation types. Each fact is
     rendered by one of 12 sentence templates (3 clause forms x 4 frames, our own wording) with the
     entities in any order (24 text variants per chain2 relation, 72 per chain3 relation).
-  * ``chains`` variant (F.3 flavour): family / work / military, 4 canonical slots per domain
-    (e.g. son, father, grandfather, great-grandfather); base relations on consecutive slots and
-    derived relations on non-consecutive ones, arity 2-3 (3 x (6 + 4) = 30 relation types; the
-    paper lists 57 without naming them), one sentence template.
   Training names and unseen test names are disjoint random lowercase strings of length 2-8.
 
 Models (one causal character Transformer, ``LISformer``, three ways to address the KG prefix):
@@ -52,11 +50,6 @@ TEMPLATE_DOMAINS = {
     "military": ["recruit", "private", "sergeant", "captain", "major", "colonel"],
     "school": ["freshman", "sophomore", "junior", "senior", "graduate", "alumnus"],
     "church": ["acolyte", "deacon", "priest", "bishop", "archbishop", "cardinal"],
-}
-CHAIN_DOMAINS = {
-    "family": ["son", "father", "grandfather", "great-grandfather"],
-    "work": ["employee", "boss", "superboss", "director"],
-    "military": ["private", "sergeant", "captain", "major"],
 }
 CLAUSES = ["{n} is the {r}", "the {r} is {n}", "{n} acts as the {r}"]
 MODELS = {
@@ -114,22 +107,8 @@ def _relations(variant: str) -> tuple[list[Relation], list[str], list[tuple[int,
     if variant == "template":
         domains, window = TEMPLATE_DOMAINS, 3
         subsets = [(r, r + 1) for r in range(5)] + [(r, r + 1, r + 2) for r in range(4)]
-    elif variant == "chains":
-        domains, window = CHAIN_DOMAINS, 4
-        subsets = [
-            (0, 1),
-            (1, 2),
-            (2, 3),
-            (0, 2),
-            (1, 3),
-            (0, 3),  # base + derived 2-ary
-            (0, 1, 2),
-            (1, 2, 3),
-            (0, 1, 3),
-            (0, 2, 3),
-        ]  # base + derived 3-ary
     else:
-        raise ValueError(f"unknown KG variant {variant!r} (template | chains)")
+        raise ValueError(f"unknown KG variant {variant!r} (template; App. F.3's chains: kg_roles)")
     for dom, roles in domains.items():
         base = len(role_names)
         role_names += [f"{dom}:{r}" for r in roles]
@@ -181,7 +160,7 @@ def generate(
         test_names,
         train_facts,
         test_facts,
-        n_templates=12 if variant == "template" else 1,
+        n_templates=12,
     )
 
 
@@ -192,32 +171,25 @@ def render_text(
     span of each entity in text order."""
     rel = data.relations[fact.rel]
     pieces: list[str | tuple[str, int]] = []  # str literal or (name, slot)
-    if data.variant == "chains":
-        for k, s in enumerate(order):
-            if k:
-                pieces.append(", " if k < len(order) - 1 else " and ")
-            pieces += [(fact.names[s], s), f" is the {rel.roles[s]}"]
-        pieces.append(f" in the {rel.domain} chain.")
+    clause_form, frame = CLAUSES[template % 3], template // 3
+    clauses = []
+    for s in order:
+        pre, post = clause_form.split("{n}")
+        clauses.append([pre.format(r=rel.roles[s]), (fact.names[s], s), post.format(r=rel.roles[s])])
+    given, last = clauses[:-1], clauses[-1]
+    joined: list = []
+    for k, c in enumerate(given):
+        if k:
+            joined.append(" and ")
+        joined += c
+    if frame == 0:
+        pieces = joined + [" and " if len(given) == 1 else ", and "] + last + ["."]
+    elif frame == 1:
+        pieces = ["if "] + joined + [", then "] + last + ["."]
+    elif frame == 2:
+        pieces = [f"in the {rel.domain}, if "] + joined + [", then "] + last + ["."]
     else:
-        clause_form, frame = CLAUSES[template % 3], template // 3
-        clauses = []
-        for s in order:
-            pre, post = clause_form.split("{n}")
-            clauses.append([pre.format(r=rel.roles[s]), (fact.names[s], s), post.format(r=rel.roles[s])])
-        given, last = clauses[:-1], clauses[-1]
-        joined: list = []
-        for k, c in enumerate(given):
-            if k:
-                joined.append(" and ")
-            joined += c
-        if frame == 0:
-            pieces = joined + [" and " if len(given) == 1 else ", and "] + last + ["."]
-        elif frame == 1:
-            pieces = ["if "] + joined + [", then "] + last + ["."]
-        elif frame == 2:
-            pieces = [f"in the {rel.domain}, if "] + joined + [", then "] + last + ["."]
-        else:
-            pieces = ["we know that "] + joined + ["; so "] + last + ["."]
+        pieces = ["we know that "] + joined + ["; so "] + last + ["."]
     text, spans = "", []
     for p in pieces:
         if isinstance(p, tuple):
@@ -421,19 +393,28 @@ def build_model(kind: str, cfg: KGConfig, vocab: Vocab, data: KGData) -> LISform
 def train_kg(model: LISformer, kind: str, data: KGData, vocab: Vocab, cfg: KGConfig) -> list[float]:
     """Single-fact KG | text sequences, causal LM loss over the whole sequence (F.4)."""
     rng = random.Random(cfg.seed + 1)
+
+    def batch() -> list[Example]:
+        return [
+            sample_example(kind, data, vocab, rng.choice(data.train_facts), rng)
+            for _ in range(cfg.batch_size)
+        ]
+
+    return train_loop(model, batch, vocab.pad, cfg, desc=kind)
+
+
+def train_loop(model: LISformer, make_batch, pad: int, cfg, desc: str = "") -> list[float]:
+    """AdamW + cosine schedule + clipping over batches of ``Example`` from ``make_batch()``;
+    ``cfg`` needs iters, lr, weight_decay, warmup and grad_clip. Returns the loss curve."""
     dev = next(model.parameters()).device
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
     losses = []
     model.train()
-    bar = tqdm(range(cfg.iters), desc=f"train {kind}", leave=False)
+    bar = tqdm(range(cfg.iters), desc=f"train {desc}", leave=False)
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = cosine_lr(step, cfg.iters, cfg.lr, cfg.warmup)
-        batch = [
-            sample_example(kind, data, vocab, rng.choice(data.train_facts), rng)
-            for _ in range(cfg.batch_size)
-        ]
-        ids, tgt, st = collate(batch, vocab.pad)
+        ids, tgt, st = collate(make_batch(), pad)
         _, loss = model(ids.to(dev), tgt.to(dev), structure=_to(st, dev))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -556,8 +537,9 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
     return results
 
 
-def merge(folders: list[str | Path], out: str | Path) -> dict:
-    """Combine results.json of runs that trained different models (e.g. in parallel processes)."""
+def merge(folders: list[str | Path], out: str | Path, render=None, draw=None) -> dict:
+    """Combine results.json of runs that trained different models (e.g. in parallel processes);
+    ``render`` / ``draw`` replace the Markdown table and plot of the template diagnostic."""
     merged: dict = {"config": None, "data": None, "models": {}, "merged_from": [str(f) for f in folders]}
     for f in folders:
         res = json.loads((Path(f) / "results.json").read_text())
@@ -569,8 +551,9 @@ def merge(folders: list[str | Path], out: str | Path) -> dict:
     merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "results.json", json.dumps(merged, indent=2))
-    atomic_write_text(out / "results.md", markdown_tables(merged))
-    plot(merged, out / "hit5.png")
+    atomic_write_text(out / "results.md", (render or markdown_tables)(merged))
+    if draw is not False:
+        (draw or plot)(merged, out / "hit5.png")
     return merged
 
 

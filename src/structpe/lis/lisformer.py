@@ -20,7 +20,8 @@ therefore two terms selected by a same-instance mask:
 i.e. the query's own, still incomplete, instance acts with R_e = I. Both terms go through
 ``F.scaled_dot_product_attention`` over the keys stacked twice ([addressed; local]) with a boolean
 mask that keeps exactly one copy of every causal key; queries are processed in chunks so each chunk
-only sees the keys it can reach (``two_term_plan``).
+only sees the keys it can reach (``two_term_plan``). ``attn_backend="flex"`` runs the same score
+as one block-sparse FlexAttention call that skips fully masked blocks (``structpe.lis.flex``).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ from torch import nn
 
 from structpe.io import atomic_write_bytes, atomic_write_text
 from structpe.lis.addresses import ContentInstanceAddress, RoleAngles
+from structpe.lis.flex import FlexPlan, alibi_flex_plan, flex_attend, two_term_flex_plan, use_flex
 from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
 
 PE_SCHEMES = ("rope", "alibi", "lis", "random")
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
 
 @dataclass
@@ -51,6 +54,9 @@ class LISformerConfig:
     theta: float = 10000.0
     pe: str = "lis"
     n_roles: int = 0  # > 0: learned role/slot angle table (role 0 = no role)
+    # False: the table has exactly n_roles rows (ids 0..n_roles-1) and -1 marks "no role", so the
+    # slot-angle table of App. F.3 is 57 x 4 x d_head/2 parameters with no unused row
+    null_role_row: bool = True
     role_init_std: float = 0.5
     bias: bool = True
     attn_chunk: int = 256  # query chunk of the two-term score (exact for any value; speed only)
@@ -60,6 +66,10 @@ class LISformerConfig:
     # extension, not in the paper: ALiBi over instance (line) distance on the addressed term, so
     # distant lines fade; the own-line attention diagnostic motivates it (docs/lis.md)
     instance_alibi: bool = False
+    activation: str = "gelu"  # feed-forward nonlinearity: gelu (F.1) or relu (the KG models of F.3)
+    # two-term / ALiBi attention: sdpa (chunked masked SDPA, runs everywhere), flex (block-sparse
+    # FlexAttention where it can run, else sdpa; see structpe.lis.flex), auto (flex on CUDA only)
+    attn_backend: str = "sdpa"
 
     def __post_init__(self) -> None:
         if self.pe not in PE_SCHEMES:
@@ -68,6 +78,10 @@ class LISformerConfig:
             raise ValueError("d_model / n_head must be an even integer (rotary pairs)")
         if self.instance_alibi and self.pe not in ("lis", "random"):
             raise ValueError("instance_alibi biases the two-term score; it needs pe='lis' or 'random'")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
+        if self.attn_backend not in ("sdpa", "flex", "auto"):
+            raise ValueError(f"attn_backend must be sdpa, flex or auto, got {self.attn_backend!r}")
         if self.n_roles and self.pe == "alibi":
             raise ValueError("role angles are rotary; they do not combine with pe='alibi'")
 
@@ -139,7 +153,11 @@ class Addresses(nn.Module):
         n_pairs = cfg.head_dim // 2
         self.address_heads = cfg.n_head if cfg.head_addresses else 1
         self.register_buffer("freqs", rope_frequencies(cfg.head_dim, cfg.theta), persistent=False)
-        self.roles = RoleAngles(cfg.n_roles, n_pairs, cfg.role_init_std) if cfg.n_roles else None
+        self.roles = (
+            RoleAngles(cfg.n_roles, n_pairs, cfg.role_init_std, zero_role=0 if cfg.null_role_row else None)
+            if cfg.n_roles
+            else None
+        )
         n_addr = self.address_heads * n_pairs
         self.content = ContentInstanceAddress(cfg.d_model, n_addr) if cfg.pe == "lis" else None
 
@@ -254,7 +272,13 @@ class CausalSelfAttention(nn.Module):
         B, L, D = x.shape
         q, k, v = self._qkv(x)
         p = self.cfg.dropout if self.training else 0.0
-        if k_ang_addr is not None:  # two-term LIS score (see module docstring); mask = plan
+        if isinstance(mask, FlexPlan):  # block-sparse path (two-term or ALiBi)
+            if k_ang_addr is not None:
+                q, ka, kl = apply_rotary(q, q_ang), apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)
+                y = flex_attend(q, kl, v, mask, ka)
+            else:
+                y = flex_attend(q, k, v, mask)
+        elif k_ang_addr is not None:  # two-term LIS score (see module docstring); mask = plan
             q, ka, kl = apply_rotary(q, q_ang), apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)
             ys = []
             for s, e, s0, m in mask:
@@ -278,7 +302,7 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model)
         self.mlp = nn.Sequential(
             nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=cfg.bias),
-            nn.GELU(),
+            ACTIVATIONS[cfg.activation](),
             nn.Linear(4 * cfg.d_model, cfg.d_model, bias=cfg.bias),
             nn.Dropout(cfg.dropout),
         )
@@ -338,8 +362,14 @@ class LISformer(nn.Module):
         x = self.tok_emb(idx)
         q_ang, k_ang, k_addr = self.addresses(x, st)
         mask = None
-        if k_addr is not None:
+        # FlexAttention has no dropout: the block-sparse path serves dropout-free passes only
+        flex = (self.cfg.dropout == 0 or not self.training) and use_flex(self.cfg.attn_backend, idx.device)
+        if k_addr is not None and flex:
+            mask = two_term_flex_plan(st.instance, self._instance_slopes())
+        elif k_addr is not None:
             mask = two_term_plan(st.instance, self.cfg.attn_chunk, x.dtype, self._instance_slopes())
+        elif self.cfg.pe == "alibi" and flex:
+            mask = alibi_flex_plan(B, L, self.slopes)
         elif self.cfg.pe == "alibi":
             t = torch.arange(L, device=idx.device)
             dist = (t[:, None] - t[None, :]).float()

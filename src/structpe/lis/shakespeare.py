@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +63,14 @@ class ShakespeareConfig:
     threads: int = 0  # 0: leave torch's default
     save_checkpoints: bool = True
     device: str = "auto"  # auto: cuda when available
+    # resumable training (long runs over several sittings): every ``checkpoint_every`` updates the
+    # model, AdamW state, data-sampler state and loss curve go to out/checkpoints/<model>-partial;
+    # a rerun resumes there, and a model whose final results exist is skipped. ``max_minutes`` > 0
+    # ends a sitting after that much training time (checkpointed; rerun to continue)
+    checkpoint_every: int = 0
+    max_minutes: float = 0.0
+    autocast_bf16: bool = False  # bf16 autocast of the training forward (check the loss first)
+    attn_backend: str = "sdpa"  # sdpa | flex | auto (LISformerConfig.attn_backend)
 
 
 def pick_device(name: str) -> torch.device:
@@ -99,20 +109,36 @@ class CharData:
         return x, y
 
 
-def train_model(model: LISformer, data: CharData, cfg: ShakespeareConfig, desc: str = "") -> list[float]:
-    """AdamW + cosine schedule + clipping at 1.0 (F.1); returns the training-loss curve."""
+class Unfinished(Exception):
+    """A sitting ended (``max_minutes``) before training finished; the checkpoint holds the state."""
+
+
+def train_model(
+    model: LISformer, data: CharData, cfg: ShakespeareConfig, desc: str = "", resume: Path | None = None
+) -> tuple[list[float], float]:
+    """AdamW + cosine schedule + clipping at 1.0 (F.1); returns the training-loss curve and the
+    training seconds (summed over sittings).
+
+    ``resume``: a folder for periodic checkpoints (``cfg.checkpoint_every``); training continues
+    from the last one found there and raises ``Unfinished`` when ``cfg.max_minutes`` runs out.
+    """
     gen = torch.Generator().manual_seed(cfg.seed)
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
     losses: list[float] = []
+    start, before = 0, 0.0
+    if resume is not None and (resume / LATEST).is_file():
+        start, losses, before = load_training_state(resume, model, opt, gen)
+    dev = next(model.parameters()).device
+    t0 = time.time()
     model.train()
-    bar = tqdm(range(cfg.iters), desc=f"train {desc}", leave=False)
+    bar = tqdm(range(start, cfg.iters), desc=f"train {desc}", leave=False, initial=start, total=cfg.iters)
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = cosine_lr(step, cfg.iters, cfg.lr, cfg.warmup)
         x, y = data.batch(cfg.train_ctx, cfg.batch_size, gen)
-        dev = next(model.parameters()).device
         x, y = x.to(dev), y.to(dev)
-        _, loss = model(x, y)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
+            _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -120,7 +146,59 @@ def train_model(model: LISformer, data: CharData, cfg: ShakespeareConfig, desc: 
         losses.append(loss.item())
         if step % 10 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
-    return losses
+        done = step + 1
+        out_of_time = cfg.max_minutes > 0 and time.time() - t0 > 60 * cfg.max_minutes
+        if (
+            resume is not None
+            and done < cfg.iters
+            and (out_of_time or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0))
+        ):
+            save_training_state(resume, done, losses, before + time.time() - t0, model, opt, gen)
+        if out_of_time and done < cfg.iters:
+            raise Unfinished(f"{desc}: {done}/{cfg.iters} updates after {cfg.max_minutes} min; rerun resumes")
+    return losses, before + time.time() - t0
+
+
+LATEST = "latest.json"
+
+
+def save_training_state(
+    folder: Path, step: int, losses, seconds: float, model, opt, gen: torch.Generator
+) -> None:
+    """Model (safetensors), AdamW state (safetensors + JSON), sampler state and losses in
+    ``folder/step-<n>``; ``latest.json`` is replaced atomically only when that folder is complete."""
+    from safetensors.torch import save_file
+
+    sub = folder / f"step-{step}"
+    model.save_pretrained(sub)
+    state = opt.state_dict()
+    tensors = {f"{i}.{k}": v for i, st in state["state"].items() for k, v in st.items()}
+    tensors["generator"] = gen.get_state()
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(sub / "optimizer.safetensors"))
+    meta = {"step": step, "losses": losses, "seconds": seconds, "param_groups": state["param_groups"]}
+    (sub / "training_state.json").write_text(json.dumps(meta))
+    tmp = folder / f".{LATEST}.tmp"
+    tmp.write_text(json.dumps({"folder": sub.name, "step": step}))
+    os.replace(tmp, folder / LATEST)
+    for old in folder.glob("step-*"):
+        if old != sub:
+            shutil.rmtree(old)
+
+
+def load_training_state(folder: Path, model, opt, gen: torch.Generator) -> tuple[int, list[float], float]:
+    from safetensors.torch import load_file
+
+    sub = folder / json.loads((folder / LATEST).read_text())["folder"]
+    model.load_state_dict(LISformer.from_pretrained(sub).state_dict())
+    tensors = load_file(str(sub / "optimizer.safetensors"))
+    gen.set_state(tensors.pop("generator"))
+    meta = json.loads((sub / "training_state.json").read_text())
+    state: dict = {}
+    for key, v in tensors.items():
+        i, k = key.split(".", 1)
+        state.setdefault(int(i), {})[k] = v
+    opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    return meta["step"], meta["losses"], meta["seconds"]
 
 
 @torch.no_grad()
@@ -169,12 +247,16 @@ def run(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = CharData(load_corpus(data_dir), cfg.n_chars, cfg.train_frac)
-    # earlier results of other models in this folder are kept (same configuration only)
-    kept = earlier_results(out / "results.json", cfg.__dict__, ignore=("threads", "device"))
+    # models an earlier sitting finished are kept (same configuration only; how a sitting runs may change)
+    sitting_keys = ("threads", "device", "max_minutes", "checkpoint_every")
+    kept = earlier_results(out / "results.json", cfg.__dict__, ignore=sitting_keys)
     results: dict = {"config": cfg.__dict__, "models": kept}
     for name in tqdm(cfg.models, desc="models"):
         if name not in MODEL_LABELS:
             raise ValueError(f"unknown model {name!r}; choose from {list(MODEL_LABELS)}")
+        done = results["models"].get(name, {})
+        if not eval_only and done.get("updates") == cfg.iters and (out / "checkpoints" / name).is_dir():
+            continue  # finished in an earlier sitting
         torch.manual_seed(cfg.seed)
         mcfg = LISformerConfig(
             vocab_size=data.vocab_size,
@@ -184,7 +266,9 @@ def run(
             dropout=cfg.dropout,
             pe=MODEL_SCHEMES[name][0],
             instance_alibi=MODEL_SCHEMES[name][1],
+            attn_backend=cfg.attn_backend,
         )
+        partial = out / "checkpoints" / f"{name}-partial"
         t0 = time.time()
         if eval_only:
             model = LISformer.from_pretrained(out / "checkpoints" / name).to(pick_device(cfg.device))
@@ -194,8 +278,15 @@ def run(
         else:
             trained = {}
             model = LISformer(mcfg, newline_id=data.newline_id).to(pick_device(cfg.device))
-            losses = train_model(model, data, cfg, desc=name)
-        train_s = time.time() - t0
+            resumable = cfg.checkpoint_every > 0 or cfg.max_minutes > 0
+            try:
+                losses, train_s = train_model(model, data, cfg, name, partial if resumable else None)
+            except Unfinished as stop:
+                results["unfinished"] = str(stop)
+                atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+                break
+        if eval_only:
+            train_s = time.time() - t0
         torch.manual_seed(cfg.seed + 1)  # the random-address model samples at evaluation too
         ppl = {}
         for ctx in tqdm(cfg.eval_ctx, desc=f"eval {name}", leave=False):
@@ -205,6 +296,7 @@ def run(
             "params": model.num_params(),
             "train_seconds": round(train_s, 1),
             "final_train_loss": sum(losses[-20:]) / len(losses[-20:]),
+            "updates": cfg.iters,
             "ppl": ppl,
         }
         if model.cfg.pe in ("lis", "random"):
@@ -213,11 +305,15 @@ def run(
             }
         # eval-only keeps the training record of the run that made the checkpoint
         results["models"][name].update(
-            {k: trained[k] for k in ("train_seconds", "final_train_loss") if k in trained}
+            {k: trained[k] for k in ("train_seconds", "final_train_loss", "updates") if k in trained}
         )
         if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / name)
+        if partial.is_dir():
+            shutil.rmtree(partial)
         atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+    if not results["models"]:
+        return results
     atomic_write_text(out / "results.md", markdown_table(results))
     plot(results, out / "ppl.png")
     return results
