@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "structpe.lis.commands",
     "structpe.eval.commands",
     "structpe.quickstart",
+    "structpe.study.commands",
 ]
 
 

@@ -1,0 +1,97 @@
+"""run_study on a tiny synthetic study: every cell's metrics.json, resume of an interrupted cell
+from its checkpoint, skipping of finished cells, refusal to mix configurations, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from transformers import TrainerCallback
+
+import structpe.train.pretrain as pretrain_module
+from structpe.study.data import StudyData
+from structpe.study.runner import StudyError, cell_dir, leakage_summary, run_study
+from structpe.study.spec import load_spec
+
+
+class Interrupt(TrainerCallback):
+    """Stop the first training run after step 4 (its step-3 checkpoint is complete)."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def on_step_end(self, args, state, control, **kw):  # noqa: D102
+        if not self.fired and state.global_step == 4:
+            self.fired = True
+            raise KeyboardInterrupt
+
+
+def test_study_runs_resumes_and_skips(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_spec(tiny_spec, "test")
+    out = tmp_path / "study"
+    with pytest.raises(KeyboardInterrupt):
+        run_study(spec, out, data=tiny_data, callbacks=[Interrupt()])
+    first = cell_dir(out, "none", 1)
+    assert (first / "run" / "checkpoint-3").is_dir() and not (first / "metrics.json").exists()
+
+    paths = run_study(spec, out, data=tiny_data, command="structpe study run tiny")
+    assert [p.parent for p in paths] == [
+        cell_dir(out, lab, s) for s in (1, 2) for lab in ("none", "position")
+    ]
+    summary = json.loads((first / "run" / "summary.json").read_text())
+    assert summary["resumed_from"].endswith("checkpoint-3") and summary["steps"] == 6
+    m = json.loads((cell_dir(out, "position", 2) / "metrics.json").read_text())
+    assert m["seed"] == 2 and m["data_fingerprint"] == "synthetic-1" and len(m["config_hash"]) == 64
+    s = m["scores"]
+    assert s["ppl.joint.word_ppl"] > 1.0 and s["ppl.conditional.word_ppl"] > 1.0 and "val_lm_loss" in s
+    assert {"train", "ppl-conditional", "ppl-joint", "total"} <= set(m["wall_s"])
+    base = json.loads((first / "metrics.json").read_text())["scores"]
+    # the baseline reads no tags: its p(x) is filed under every mode, computed once
+    assert base["ppl.joint.word_ppl"] == base["ppl.conditional.word_ppl"]
+    assert not (first / "evals" / "ppl-joint.json").exists()
+
+    def no_training(*a, **k):
+        raise AssertionError("a finished cell was trained again")
+
+    monkeypatch.setattr(pretrain_module, "pretrain", no_training)
+    run_study(spec, out, data=tiny_data)  # every cell finished: nothing trains, nothing changes
+    assert json.loads((cell_dir(out, "position", 2) / "metrics.json").read_text()) == m
+
+    study = json.loads((out / "study.json").read_text())
+    assert study["cells_finished"] == 4 and study["claims"][0]["verdict"] in (
+        "replicates",
+        "does not",
+        "inconclusive",
+    )
+    md = (out / "study.md").read_text()
+    assert "Verdict rule" in md and "structpe study run tiny" in md and "fixed parse" in md
+    assert (out / "ppl_modes.png").stat().st_size > 0
+
+
+def test_other_configuration_is_refused(tiny_spec: Path, tiny_data: StudyData, tmp_path: Path) -> None:
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1]
+    out = tmp_path / "study"
+    run_study(spec, out, data=tiny_data, report=False)
+    spec.profile_overrides = [*spec.profile_overrides, "train.max_steps=7"]
+    with pytest.raises(StudyError, match="another configuration"):
+        run_study(spec, out, data=tiny_data, report=False)
+
+
+def test_leakage_summary_share() -> None:
+    report = {
+        "variants": {
+            "full": {"word_ppl": 80.0, "token_ppl": 40.0},
+            "prefix": {"word_ppl": 95.0, "token_ppl": 47.0},
+            "prefix_drop_last": {"word_ppl": 99.0, "token_ppl": 49.0},
+        },
+        "baseline": {"word_ppl": 100.0},
+        "gain_vs_baseline": {"full": 0.2, "prefix": 0.05, "prefix_drop_last": 0.01},
+        "leaked_share_upper": 0.75,
+    }
+    s = leakage_summary(report)
+    assert s["summary.surviving_share"] == pytest.approx(0.25)
+    assert s["full.gain"] == 0.2 and s["baseline.word_ppl"] == 100.0
