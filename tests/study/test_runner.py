@@ -95,3 +95,25 @@ def test_leakage_summary_share() -> None:
     s = leakage_summary(report)
     assert s["summary.surviving_share"] == pytest.approx(0.25)
     assert s["full.gain"] == 0.2 and s["baseline.word_ppl"] == 100.0
+
+
+def test_encoder_cells_score_by_pll(tiny_spec: Path, tiny_data: StudyData, tmp_path: Path) -> None:
+    text = tiny_spec.read_text()
+    for old, new in (
+        ("{recipe: txl/none}", "{recipe: roberta/none}"),
+        ("{recipe: txl/position}", "{recipe: roberta/input}"),
+        ("[conditional, joint], sentences: 12", "[conditional], sentences: 12"),
+        ("[ppl.joint.word_ppl]", "[ppl.conditional.word_ppl]"),
+        ("    show: [ppl.conditional.word_ppl]\n", ""),
+        ("seeds: [1, 2]", "seeds: [1]"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    p = tmp_path / "encoders.yaml"
+    p.write_text(text)
+    spec = load_spec(p, "test")
+    out = tmp_path / "study"
+    run_study(spec, out, data=tiny_data)
+    m = json.loads((cell_dir(out, "position", 1) / "metrics.json").read_text())
+    assert set(m["scores"]) >= {"ppl.conditional.word_ppl", "val_lm_loss"}
+    assert not any(".joint." in k for k in m["scores"])  # a masked LM has no joint likelihood

@@ -100,3 +100,13 @@ def test_dry_run_lists_cells(tiny_spec: Path, capsys: pytest.CaptureFixture[str]
         "none/seed-2",
         "position/seed-2",
     ]
+
+
+@pytest.mark.parametrize("profile", ["cpu-mini", "smoke"])
+def test_encoder_spec_loads(profile: str) -> None:
+    spec = load_spec("sipe-encoders", profile)
+    assert spec.dataset.tokenizer == "wordpiece"
+    assert {c.against for c in spec.claims} == {"roberta_none", "deberta_none", "modernbert_none"}
+    assert all(
+        m == ["conditional"] for m in (spec.evaluations.blimp.likelihoods, spec.evaluations.ppl.likelihoods)
+    )
