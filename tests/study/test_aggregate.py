@@ -125,7 +125,7 @@ def test_report_files(tiny_spec: Path, tmp_path: Path) -> None:
     md = (tmp_path / "study.md").read_text()
     assert "| **ppl** |" in md and "**replicates**" in md
     assert "conditioned on one fixed parse" in md and "structpe study run tiny-study" in md
-    assert (tmp_path / "syntaxgym_circuits_conditional.png").stat().st_size > 0
+    assert (tmp_path / "syntaxgym_circuit_conditional.png").stat().st_size > 0
     assert (tmp_path / "ppl_modes.png").stat().st_size > 0
     data = json.loads((tmp_path / "study.json").read_text())
     assert data["claims"][0]["metrics"][0]["diffs"] == [-2.0, -3.0]

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from structpe.study.data import StudyData
 from structpe.study.spec import load_spec
 from structpe.train.pretrain import pretrain
 
 
+@pytest.mark.slow  # a 16-layer, d_model 512 model: ~30 s of CPU (build, one step, save)
 def test_paper_recipe_runs_a_few_steps(tiny_data: StudyData, tmp_path: Path) -> None:
     spec = load_spec("sipe-txl", "paper")
     run = pretrain(

@@ -73,33 +73,26 @@ def _plots(out: Path, agg: dict[str, Any]) -> list[Path]:
             errors[label] = [_zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
         return [k[len(prefix) :] for k in keys], series, errors
 
+    groups = (
+        ("syntaxgym", "circuit", "SyntaxGym per circuit"),
+        ("blimp", "phenomenon", "BLiMP per phenomenon"),
+    )
     for mode in ("conditional", "joint"):
-        labels, series, errors = grouped(f"syntaxgym.{mode}.circuit.")
-        if labels:
-            plots.append(
-                bar_plot(
-                    out / f"syntaxgym_circuits_{mode}.png",
-                    labels,
-                    series,
-                    errors=errors,
-                    title=f"SyntaxGym per circuit ({LABELS[mode]}), mean ± sd over seeds",
-                    ylabel="accuracy",
-                    hline=0.5,
+        for bench, group, title in groups:
+            labels, series, errors = grouped(f"{bench}.{mode}.{group}.")
+            if labels:
+                path = out / f"{bench}_{group}_{mode}.png"
+                plots.append(
+                    bar_plot(
+                        path,
+                        labels,
+                        series,
+                        errors=errors,
+                        title=f"{title} ({LABELS[mode]}), mean ± sd over seeds",
+                        ylabel="accuracy",
+                        hline=0.5,
+                    )
                 )
-            )
-        labels, series, errors = grouped(f"blimp.{mode}.phenomenon.")
-        if labels:
-            plots.append(
-                bar_plot(
-                    out / f"blimp_phenomena_{mode}.png",
-                    labels,
-                    series,
-                    errors=errors,
-                    title=f"BLiMP per phenomenon ({LABELS[mode]}), mean ± sd over seeds",
-                    ylabel="accuracy",
-                    hline=0.5,
-                )
-            )
     modes = [m for m in LABELS if any(f"ppl.{m}.word_ppl" in r["scores"] for r in recipes.values())]
     if modes:
         series = {

@@ -9,7 +9,8 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     recipes:     {label: {recipe: <family>/<injection>, overrides: [key=value, ...]}}
                  (the profile's ``recipe_profile`` is appended: ``txl/position`` -> ``txl/position-tiny``)
     dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len}
-    evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional)
+    evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
+                 null switches one off)
     profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}}}
                  a profile overrides dataset / evaluation fields and adds recipe overrides
     claims:      [{id, claim, recipe, against, metrics, show, better, paper: {...}}]
@@ -258,11 +259,12 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         list(EVAL_SPECS),
         f"{where}: evaluations",
     )
+    # an evaluation set to null is skipped (a profile can switch one off)
     evals = EvaluationsSpec(
         **{
-            k: _build(cls, v, f"{where}: evaluations.{k}")
+            k: _build(EVAL_SPECS[k], v, f"{where}: evaluations.{k}")
             for k, v in evals_raw.items()
-            if (cls := EVAL_SPECS[k])
+            if v is not None
         }
     )
     for name in ("ppl", "blimp", "syntaxgym"):
