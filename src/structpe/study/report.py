@@ -265,7 +265,14 @@ def render(
         )
     else:
         lines.append("(no leakage audit in this study)")
-    lines += ["", "## Cells", ""]
+    lines += [
+        "",
+        "## Cells",
+        "",
+        "Wall times in seconds, measured on the machine that ran the cell (possibly shared); for a "
+        "cell resumed after an interruption, `train s` is the last sitting's training time only.",
+        "",
+    ]
     rows = []
     for c in cells:
         w = c["wall_s"]

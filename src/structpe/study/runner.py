@@ -254,12 +254,12 @@ def run_cell(
         wall[name] = w
 
     def modes(likelihoods: list[str]) -> list[str]:
-        # a model that reads no tags scores p(x) (or its PLL) in every mode: run it once and file
-        # it under each mode; a masked LM that reads tags has only its PLL (filed as conditional)
+        # a decoder that reads no tags scores p(x) in every mode: run it once and file it under
+        # each mode; a masked LM has only its PLL (filed as conditional, no joint / marginal)
         return list(likelihoods) if tagged and causal else ["conditional"]
 
     def file_under_all(bench: str, likelihoods: list[str]) -> None:
-        if not tagged:
+        if causal and not tagged:
             for m in likelihoods:
                 for k, v in list(scores.items()):
                     if k.startswith(f"{bench}.conditional."):
@@ -271,7 +271,7 @@ def run_cell(
         fixed = [m for m in ev.ppl.likelihoods if m != "marginal"]
         ppl_modes = [
             *(modes(fixed) if fixed else []),
-            *(["marginal"] if "marginal" in ev.ppl.likelihoods else []),
+            *(["marginal"] if "marginal" in ev.ppl.likelihoods and causal else []),
         ]
         for mode in ppl_modes:
             sents = data.test_sentences[: ev.ppl.marginal_sentences if mode == "marginal" else n]
