@@ -10,6 +10,7 @@ import pytest
 from transformers import TrainerCallback
 
 import structpe.train.pretrain as pretrain_module
+from structpe.cli import main
 from structpe.study.data import StudyData
 from structpe.study.runner import StudyError, cell_dir, leakage_summary, run_study
 from structpe.study.spec import load_spec
@@ -69,6 +70,15 @@ def test_study_runs_resumes_and_skips(
     md = (out / "study.md").read_text()
     assert "Verdict rule" in md and "structpe study run tiny" in md and "fixed parse" in md
     assert (out / "ppl_modes.png").stat().st_size > 0
+    (out / "study.md").unlink()
+    assert main(["study", "report", str(out)]) == 0  # the report alone, from the saved spec
+    assert "structpe study run tiny" in (out / "study.md").read_text()
+
+
+def test_report_of_a_non_study_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["study", "report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "spec.json not found (not a study folder)" in err and "\n" not in err
 
 
 def test_other_configuration_is_refused(tiny_spec: Path, tiny_data: StudyData, tmp_path: Path) -> None:
