@@ -10,13 +10,9 @@ from typing import Any
 
 from structpe.study.aggregate import aggregate, load_cell_metrics
 from structpe.study.runner import write_json_atomic
-from structpe.study.spec import StudySpec
+from structpe.study.spec import LIKELIHOODS, StudySpec
 
-LABELS = {
-    "conditional": "conditional p(x | T(x)), conditioned on one fixed parse",
-    "joint": "joint p(x, T)",
-    "marginal": "marginal lower bound on p(x)",
-}
+SHORT = {"conditional": "conditional: one fixed parse", "joint": "joint p(x, T)"}
 TABLE_METRICS = (
     ("val LM loss", "val_lm_loss"),
     ("word PPL cond.*", "ppl.conditional.word_ppl"),
@@ -88,12 +84,12 @@ def _plots(out: Path, agg: dict[str, Any]) -> list[Path]:
                         labels,
                         series,
                         errors=errors,
-                        title=f"{title} ({LABELS[mode]}), mean ± sd over seeds",
+                        title=f"{title}, {SHORT[mode]} (mean ± sd over seeds)",
                         ylabel="accuracy",
                         hline=0.5,
                     )
                 )
-    modes = [m for m in LABELS if any(f"ppl.{m}.word_ppl" in r["scores"] for r in recipes.values())]
+    modes = [m for m in LIKELIHOODS if any(f"ppl.{m}.word_ppl" in r["scores"] for r in recipes.values())]
     if modes:
         series = {
             lab: [r["scores"].get(f"ppl.{m}.word_ppl", {}).get("mean", math.nan) for m in modes]
@@ -109,7 +105,7 @@ def _plots(out: Path, agg: dict[str, Any]) -> list[Path]:
                 modes,
                 series,
                 errors=errors,
-                title="test word perplexity per likelihood mode, mean ± sd over seeds",
+                title="test word PPL per likelihood mode (mean ± sd over seeds)",
                 ylabel="word PPL (lower is better)",
             )
         )
@@ -134,6 +130,7 @@ def render(
     lines += [
         f"- Cells finished: {agg['cells_finished']} of {agg['cells_planned']} "
         f"({len(spec.recipes)} recipes x seeds {spec.seeds}); baseline `{spec.baseline}`.",
+        f"- Profile `{spec.profile}`: {spec.profile_description or '-'}",
         f"- Recipes at profile `{spec.profile}` (recipe profile `{spec.recipe_profile}`, overrides "
         f"`{' '.join(spec.profile_overrides) or '-'}`); data: {spec.dataset.corpus}, parser "
         f"{spec.dataset.parser}, {spec.dataset.train_sentences} train sentences.",
@@ -231,8 +228,8 @@ def render(
     rows = []
     for label, r in agg["recipes"].items():
         s = r["scores"]
-        if "leakage.full.gain" not in s:
-            continue
+        if not s.get("leakage.full.gain", {}).get("n"):
+            continue  # no audit for this recipe (e.g. the baseline reads no tags)
         share = s.get("leakage.summary.surviving_share", {})
         causal = [k for k in s if k.startswith("leakage.prefix") and k.endswith(".gain")]
         rows.append(

@@ -136,6 +136,7 @@ class StudySpec:
     claims: list[Claim]
     profile_overrides: list[str] = field(default_factory=list)
     description: str = ""
+    profile_description: str = ""
 
     def recipe(self, label: str) -> RecipeSpec:
         return next(r for r in self.recipes if r.label == label)
@@ -351,6 +352,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         claims=claims,
         profile_overrides=profile_overrides,
         description=str(raw.get("description") or ""),
+        profile_description=str(prof.get("description") or "").strip(),
     )
 
 
