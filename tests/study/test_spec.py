@@ -63,6 +63,12 @@ def _edit(tiny_spec: Path, old: str, new: str) -> Path:
         ("seeds: [1, 2]", "seeds: [1, 1]", "seeds has duplicates"),
         ("baseline: none", "baseline: nothing", "baseline 'nothing' is not one of the recipes"),
         ("better: lower", "better: smaller", "better must be one of"),
+        (
+            "sentences: 12}",
+            "sentences: twelve}",
+            "evaluations.ppl.sentences: expected int or null, got 'twelve'",
+        ),
+        ("seq_len: 64", "seq_len: null", "dataset.seq_len: expected int, got None"),
     ],
 )
 def test_bad_spec_names_the_key(tiny_spec: Path, old: str, new: str, expect: str) -> None:

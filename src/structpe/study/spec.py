@@ -26,6 +26,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,21 +188,33 @@ def _check_keys(d: Any, valid: tuple[str, ...] | list[str], where: str) -> dict[
     return d
 
 
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a YAML value has the type a spec field declares (int, str, list, or unions of them)."""
+    args = typing.get_args(hint)
+    if args and typing.get_origin(hint) is not list:  # a union such as `int | None`
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    base = typing.get_origin(hint) or hint
+    if base is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, base)
+
+
+def _type_name(hint: Any) -> str:
+    base = typing.get_origin(hint) or hint
+    return "null" if base is type(None) else getattr(base, "__name__", str(base))
+
+
 def _build(cls: type, raw: Any, where: str) -> Any:
-    """A dataclass from a mapping, with every key and scalar type checked."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    raw = _check_keys(raw, names, where)
-    obj = cls(**raw)
-    defaults = cls()
-    for f in dataclasses.fields(cls):
-        value, default = getattr(obj, f.name), getattr(defaults, f.name)
-        if isinstance(default, bool) or value is None or default is None:
-            continue
-        if isinstance(default, int) and not (isinstance(value, int) and not isinstance(value, bool)):
-            raise StudySpecError(f"{where}.{f.name}: expected an integer, got {value!r}")
-        if isinstance(default, str) and not isinstance(value, (str, list)):
-            raise StudySpecError(f"{where}.{f.name}: expected a string, got {value!r}")
-    return obj
+    """A dataclass from a mapping, with every key and value type checked."""
+    hints = typing.get_type_hints(cls)
+    raw = _check_keys(raw, list(hints), where)
+    for key, value in raw.items():
+        if not _fits(value, hints[key]):
+            want = " or ".join(_type_name(a) for a in (typing.get_args(hints[key]) or (hints[key],)))
+            raise StudySpecError(f"{where}.{key}: expected {want}, got {value!r}")
+    return cls(**raw)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
