@@ -81,13 +81,26 @@ def test_report_of_a_non_study_folder(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "spec.json not found (not a study folder)" in err and "\n" not in err
 
 
-def test_other_configuration_is_refused(tiny_spec: Path, tiny_data: StudyData, tmp_path: Path) -> None:
+def test_changed_evaluations_rerun_without_training(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = load_spec(tiny_spec, "test")
     spec.seeds = [1]
     out = tmp_path / "study"
     run_study(spec, out, data=tiny_data, report=False)
-    spec.profile_overrides = [*spec.profile_overrides, "train.max_steps=7"]
-    with pytest.raises(StudyError, match="another configuration"):
+    metrics = cell_dir(out, "position", 1) / "metrics.json"
+    assert json.loads(metrics.read_text())["scores"]["ppl.joint.n_sentences"] == 12
+
+    def no_training(*a, **k):
+        raise AssertionError("an evaluation change must not retrain the model")
+
+    monkeypatch.setattr(pretrain_module, "pretrain", no_training)
+    spec.evaluations.ppl.sentences = 6  # an evaluation setting: the models are reused
+    run_study(spec, out, data=tiny_data, report=False)
+    assert json.loads(metrics.read_text())["scores"]["ppl.joint.n_sentences"] == 6
+
+    spec.profile_overrides = [*spec.profile_overrides, "train.max_steps=7"]  # another model
+    with pytest.raises(StudyError, match="trained under another configuration"):
         run_study(spec, out, data=tiny_data, report=False)
 
 

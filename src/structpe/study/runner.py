@@ -12,8 +12,10 @@ Layout of the output folder::
 
 Resume rules: a cell whose ``metrics.json`` carries the current configuration hash is skipped; a
 cell without one continues where it stopped (pre-training from its newest complete checkpoint,
-exactly as ``structpe pretrain --resume``; finished evaluations from their cache files). A cell
-folder written under another configuration is never overwritten: the run stops with a message.
+exactly as ``structpe pretrain --resume``; finished evaluations from their cache files). Changed
+evaluation settings re-run only the evaluations whose cache keys changed. A cell folder whose
+model was trained under another configuration (recipe, overrides, seed, data) is never
+overwritten: the run stops with a message.
 
 Cells run seed-major with the baseline first, so that each seed's baseline model exists when the
 other recipes' leakage audits need it, and a partly finished study already has complete seeds.
@@ -82,27 +84,42 @@ def cells(spec: StudySpec) -> list[tuple[str, int]]:
     return [(label, seed) for seed in spec.seeds for label in order]
 
 
-def cell_config(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> dict[str, Any]:
-    """Everything that determines a cell's numbers (its hash is the cache key of the cell)."""
+def train_config(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> dict[str, Any]:
+    """What determines a cell's trained model (its hash owns the cell folder)."""
     return {
         "recipe": spec.recipe_name(label),
         "overrides": spec.cell_overrides(label),
         "seed": seed,
         "data_fingerprint": data_fingerprint,
         "dataset": dataclasses.asdict(spec.dataset),
-        "evaluations": dataclasses.asdict(spec.evaluations),
-        # the leakage audit's reference is the baseline cell of the same seed
-        "leakage_baseline": spec.baseline if spec.evaluations.leakage and label != spec.baseline else None,
     }
 
 
-def _check_owner(path: Path, config_hash: str) -> None:
+def eval_keys(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> dict[str, str]:
+    """One cache key per evaluation: the model's training hash plus that evaluation's settings
+    (and, for the leakage audit, the training hash of the same seed's baseline model)."""
+    ev = spec.evaluations
+    own = stable_hash(train_config(spec, label, seed, data_fingerprint))
+    base = stable_hash(train_config(spec, spec.baseline, seed, data_fingerprint))
+    k = ev.ppl.k if ev.ppl is not None else None
+    keys = {}
+    for name in ("ppl", "blimp", "syntaxgym"):
+        sub = getattr(ev, name)
+        if sub is not None:
+            for mode in sub.likelihoods:
+                keys[f"{name}-{mode}"] = stable_hash([own, name, mode, dataclasses.asdict(sub), k])
+    if ev.leakage is not None:
+        keys["leakage"] = stable_hash([own, "leakage", dataclasses.asdict(ev.leakage), base])
+    return keys
+
+
+def _check_owner(path: Path, train_hash: str) -> None:
     if path.is_file():
-        old = json.loads(path.read_text()).get("config_hash")
-        if old != config_hash:
+        old = json.loads(path.read_text()).get("train_hash")
+        if old != train_hash:
             raise StudyError(
-                f"{path} was written by a cell with another configuration (hash {str(old)[:12]}, now "
-                f"{config_hash[:12]}); use a new --output folder or delete {path.parent} to rerun it"
+                f"{path} was written by a cell trained under another configuration (hash {str(old)[:12]}, "
+                f"now {train_hash[:12]}); use a new --output folder or delete {path.parent} to rerun it"
             )
 
 
@@ -203,20 +220,21 @@ def run_cell(
     from structpe.train.tokenizer import load_tokenizer
 
     d = cell_dir(out, label, seed)
-    config = cell_config(spec, label, seed, data.fingerprint)
-    config_hash = stable_hash(config)
+    config = train_config(spec, label, seed, data.fingerprint)
+    train_hash = stable_hash(config)
+    keys = eval_keys(spec, label, seed, data.fingerprint)
+    config_hash = stable_hash([train_hash, keys])
     metrics_path = d / METRICS_FILE
     name = f"{label}/seed-{seed}"
 
     def log(msg: str) -> None:
         print(f"study {spec.name} [{name}]: {msg}", flush=True)
 
-    _check_owner(metrics_path, config_hash)
-    if metrics_path.is_file():
+    _check_owner(d / CELL_FILE, train_hash)
+    if metrics_path.is_file() and json.loads(metrics_path.read_text()).get("config_hash") == config_hash:
         log("finished (metrics.json matches the configuration); skipped")
         return metrics_path
-    _check_owner(d / CELL_FILE, config_hash)
-    write_json_atomic(d / CELL_FILE, {"config_hash": config_hash, "config": config})
+    write_json_atomic(d / CELL_FILE, {"train_hash": train_hash, "config": config})
 
     wall: dict[str, float] = {}
     run_dir = d / "run"
@@ -245,11 +263,8 @@ def run_cell(
     ev = spec.evaluations
     evals = d / "evals"
 
-    def key(name: str) -> str:
-        return stable_hash([config_hash, name])
-
     def run(name: str, compute: Callable[[], dict[str, float]], prefix: str) -> None:
-        s, w = _cached_eval(evals, name, key(name), compute, log)
+        s, w = _cached_eval(evals, name, keys[name], compute, log)
         scores.update(_flat(prefix, s))
         wall[name] = w
 
@@ -345,6 +360,7 @@ def run_cell(
         "recipe": spec.recipe_name(label),
         "seed": seed,
         "config_hash": config_hash,
+        "train_hash": train_hash,
         "data_fingerprint": data.fingerprint,
         "train": {k: summary.get(k) for k in ("steps", "parameters", "resumed_from", "train_wall_s")},
         "wall_s": {k: round(v, 1) for k, v in wall.items()},
