@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "structpe.quickstart",
     "structpe.data.commands",
     "structpe.generation_commands",
+    "structpe.study.commands",
 ]
 
 

@@ -101,8 +101,12 @@ def bar_plot(
     title: str,
     ylabel: str,
     hline: float | None = None,
+    errors: Mapping[str, Sequence[float]] | None = None,
 ) -> Path:
-    """Grouped horizontal-label bar chart (one group per label, one bar per series)."""
+    """Grouped horizontal-label bar chart (one group per label, one bar per series).
+
+    ``errors`` (same keys as ``series``) draws symmetric error bars, e.g. the sd over seeds.
+    """
     plt = _pyplot()
     n = len(labels)
     k = max(1, len(series))
@@ -110,7 +114,8 @@ def bar_plot(
     fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * n * k + 2), 4.5))
     for j, (name, vals) in enumerate(series.items()):
         xs = [i + (j - (k - 1) / 2) * width for i in range(n)]
-        ax.bar(xs, list(vals), width=width, label=name)
+        yerr = list(errors[name]) if errors and name in errors else None
+        ax.bar(xs, list(vals), width=width, label=name, yerr=yerr, capsize=2 if yerr else 0)
     if hline is not None:
         ax.axhline(hline, color="grey", lw=0.8, ls="--")
     ax.set_xticks(range(n))

@@ -1,0 +1,106 @@
+"""``structpe study run|report``: replication studies over recipes x seeds (thin CLI)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from structpe.study.spec import StudySpecError
+
+RUN_HELP = """Run every (recipe, seed) cell of a study spec, resumably, then write study.md / study.json.
+
+Rerunning the same command skips finished cells (metrics.json with the same configuration
+hash), resumes an interrupted cell from its newest checkpoint and reuses finished evaluations,
+so a study can span several sittings. Example:
+
+    structpe study run sipe-txl --profile cpu-mini --output runs/sipe-txl-cpu-mini
+"""
+
+
+def _spec(args: argparse.Namespace):
+    from structpe.study.spec import load_spec, select
+
+    return select(load_spec(args.spec, args.profile), args.recipes, args.seeds)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from structpe.study.runner import StudyError, cells, run_study
+
+    try:
+        spec = _spec(args)
+    except StudySpecError as err:
+        print(f"structpe study: error: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.output or f"runs/study-{spec.name}-{spec.profile}")
+    if args.dry_run:
+        for label, seed in cells(spec):
+            overrides = " ".join(spec.cell_overrides(label))
+            print(f"{label}/seed-{seed}: {spec.recipe_name(label)} {overrides}")
+        return 0
+    parts = ["structpe", "study", "run", args.spec, "--profile", spec.profile, "--output", str(out)]
+    if args.recipes:
+        parts += ["--recipes", *args.recipes]
+    if args.seeds:
+        parts += ["--seeds", *map(str, args.seeds)]
+    command = " ".join(shlex.quote(a) for a in parts)
+    from structpe.train.prepare import PreparedDataError
+    from structpe.train.pretrain import NonFiniteLossError, VocabularyMismatchError
+    from structpe.train.recipe import RecipeError
+
+    try:
+        run_study(spec, out, data_dir=args.data_dir, progress=args.progress, command=command)
+    except (StudyError, RecipeError, PreparedDataError, VocabularyMismatchError, FileNotFoundError) as err:
+        print(f"structpe study: error: {err}", file=sys.stderr)
+        return 2
+    except NonFiniteLossError as err:
+        print(f"structpe study: stopped: {err}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    import json
+
+    from structpe.study.report import write_study_report
+    from structpe.study.spec import load_spec, select
+
+    spec_file = Path(args.output) / "spec.json"
+    if not spec_file.is_file():
+        print(f"structpe study report: error: {spec_file} not found (not a study folder)", file=sys.stderr)
+        return 2
+    saved = json.loads(spec_file.read_text())
+    try:
+        spec = select(load_spec(saved["source"], saved["profile"]), saved.get("recipes"), saved.get("seeds"))
+    except StudySpecError as err:
+        print(f"structpe study report: error: {err}", file=sys.stderr)
+        return 2
+    write_study_report(args.output, spec)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """``structpe study run SPEC`` and ``structpe study report DIR``."""
+    p = sub.add_parser("study", help="replication studies: recipes x seeds, resumable, with verdicts")
+    area = p.add_subparsers(dest="study_command", metavar="ACTION", required=True)
+    r = area.add_parser(
+        "run",
+        help="run or resume every cell of a study spec",
+        description=RUN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("spec", help="study spec: a YAML file or a shipped name (e.g. sipe-txl)")
+    r.add_argument(
+        "--profile", default=None, help="scale profile of the spec (default: its first, e.g. cpu-mini)"
+    )
+    r.add_argument("--output", "-o", default=None, help="study folder (default: runs/study-<name>-<profile>)")
+    r.add_argument("--recipes", nargs="+", default=None, help="only these recipe labels (plus the baseline)")
+    r.add_argument("--seeds", nargs="+", type=int, default=None, help="only these seeds of the spec")
+    r.add_argument("--data-dir", default=None, help="shared data root (default: $STRUCTPE_DATA)")
+    r.add_argument("--progress", action="store_true", help="show progress bars")
+    r.add_argument("--dry-run", action="store_true", help="print the cells and their recipes, run nothing")
+    r.set_defaults(func=_run)
+    rep = area.add_parser("report", help="(re)write study.md / study.json / plots from finished cells")
+    rep.add_argument("output", help="a study folder written by `structpe study run`")
+    rep.set_defaults(func=_report)

@@ -1,0 +1,439 @@
+"""Running a study: every (recipe, seed) cell in turn, resumably, each writing a ``metrics.json``.
+
+Layout of the output folder::
+
+    data/                        tokenizer, prepared train/validation data (shared by all cells)
+    cells/<recipe>/seed-<s>/
+        cell.json                the cell's configuration and its hash (written first)
+        run/                     the pre-training run folder (checkpoints, final/, metrics.csv)
+        evals/<name>.json        one cached result per evaluation (ppl-joint, blimp-conditional, ...)
+        metrics.json             written last: config hash, data fingerprint, seed, wall times, scores
+    study.json, study.md, *.png  the aggregate (``structpe study report``)
+
+Resume rules: a cell whose ``metrics.json`` carries the current configuration hash is skipped; a
+cell without one continues where it stopped (pre-training from its newest complete checkpoint,
+exactly as ``structpe pretrain --resume``; finished evaluations from their cache files). Changed
+evaluation settings re-run only the evaluations whose cache keys changed. A cell folder whose
+model was trained under another configuration (recipe, overrides, seed, data) is never
+overwritten: the run stops with a message.
+
+Cells run seed-major with the baseline first, so that each seed's baseline model exists when the
+other recipes' leakage audits need it, and a partly finished study already has complete seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from structpe.errors import StructpeError
+from structpe.io import atomic_write_text
+from structpe.study.data import StudyData
+from structpe.study.spec import StudySpec, stable_hash
+
+CELL_FILE = "cell.json"
+METRICS_FILE = "metrics.json"
+
+
+class StudyError(StructpeError):
+    """A study cannot continue (e.g. an output folder written under another configuration)."""
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """JSON through structpe's atomic writer (never a torn file), creating the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+class CachedParser:
+    """A parser that remembers its parse of each text, so that the cells of a study (and the
+    likelihood modes of a cell) parse each BLiMP / SyntaxGym / leakage sentence once."""
+
+    def __init__(self, parser: Any):
+        self.parser = parser
+        self._cache: dict[str, Any] = {}
+
+    def parse_text(self, texts: list[str], *, split_sentences: bool = False) -> list[Any]:
+        if split_sentences:
+            return self.parser.parse_text(list(texts))
+        todo = sorted({t for t in texts if t not in self._cache})
+        if todo:
+            for t, p in zip(todo, self.parser.parse_text(todo, split_sentences=False), strict=True):
+                self._cache[t] = p
+        return [self._cache[t] for t in texts]
+
+    def __getattr__(self, name: str) -> Any:  # parse_words, name, ... of the wrapped parser
+        return getattr(self.parser, name)
+
+
+def cell_dir(out: Path, label: str, seed: int) -> Path:
+    return out / "cells" / label / f"seed-{seed}"
+
+
+def cells(spec: StudySpec) -> list[tuple[str, int]]:
+    """(recipe label, seed) in run order: seed-major, baseline first."""
+    order = [spec.baseline, *[r.label for r in spec.recipes if r.label != spec.baseline]]
+    return [(label, seed) for seed in spec.seeds for label in order]
+
+
+def train_config(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> dict[str, Any]:
+    """What determines a cell's trained model (its hash owns the cell folder)."""
+    return {
+        "recipe": spec.recipe_name(label),
+        "overrides": spec.cell_overrides(label),
+        "seed": seed,
+        "data_fingerprint": data_fingerprint,
+        "dataset": dataclasses.asdict(spec.dataset),
+    }
+
+
+def eval_keys(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> dict[str, str]:
+    """One cache key per evaluation: the model's training hash plus that evaluation's settings
+    (and, for the leakage audit, the training hash of the same seed's baseline model)."""
+    ev = spec.evaluations
+    own = stable_hash(train_config(spec, label, seed, data_fingerprint))
+    base = stable_hash(train_config(spec, spec.baseline, seed, data_fingerprint))
+    k = ev.ppl.k if ev.ppl is not None else None
+    keys = {}
+    for name in ("ppl", "blimp", "syntaxgym"):
+        sub = getattr(ev, name)
+        if sub is not None:
+            for mode in sub.likelihoods:
+                keys[f"{name}-{mode}"] = stable_hash([own, name, mode, dataclasses.asdict(sub), k])
+    if ev.leakage is not None:
+        keys["leakage"] = stable_hash([own, "leakage", dataclasses.asdict(ev.leakage), base])
+    return keys
+
+
+def _check_owner(path: Path, train_hash: str) -> None:
+    if path.is_file():
+        old = json.loads(path.read_text()).get("train_hash")
+        if old != train_hash:
+            raise StudyError(
+                f"{path} was written by a cell trained under another configuration (hash {str(old)[:12]}, "
+                f"now {train_hash[:12]}); use a new --output folder or delete {path.parent} to rerun it"
+            )
+
+
+def _cached_eval(
+    folder: Path, name: str, key: str, compute: Callable[[], dict[str, float]], log: Callable[[str], None]
+) -> tuple[dict[str, float], float]:
+    """The scores of one evaluation, from its cache file when the key matches, else computed."""
+    path = folder / f"{name}.json"
+    if path.is_file():
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            return cached["scores"], float(cached["wall_s"])
+    log(f"evaluate {name}")
+    t0 = time.time()
+    scores = compute()
+    wall = time.time() - t0
+    write_json_atomic(path, {"key": key, "wall_s": round(wall, 2), "scores": scores})
+    return scores, wall
+
+
+def _flat(prefix: str, d: dict[str, float]) -> dict[str, float]:
+    return {f"{prefix}.{k}": float(v) for k, v in d.items()}
+
+
+def _ppl_scores(r: dict[str, Any]) -> dict[str, float]:
+    return {k: float(r[k]) for k in ("token_ppl", "word_ppl", "n_sentences", "n_tokens")}
+
+
+def _blimp_scores(r: dict[str, Any]) -> dict[str, float]:
+    return {
+        "overall": r["overall"],
+        "n_pairs": r["n_pairs"],
+        **_flat("phenomenon", r["per_phenomenon"]),
+        **_flat("paradigm", r["per_paradigm"]),
+    }
+
+
+def _sg_scores(r: dict[str, Any]) -> dict[str, float]:
+    return {
+        "sg_score": r["sg_score"],
+        "n_suites": r["n_suites"],
+        **_flat("circuit", r["circuits"]),
+        **_flat("suite", r["suite_accuracy"]),
+    }
+
+
+def paper_suites(data_dir: str | Path | None) -> list[str]:
+    """The paper's 31 SyntaxGym suites among the stored ones (the SG score's suites)."""
+    from structpe.eval.syntaxgym import EXCLUDE_RE, suites_dir
+
+    return sorted(
+        p.name.removesuffix(".json")
+        for p in suites_dir(data_dir).glob("*.json")
+        if not EXCLUDE_RE.match(p.name)
+    )
+
+
+def leakage_summary(report: dict[str, Any]) -> dict[str, float]:
+    """Per-condition perplexities plus the share of the full-parse gain that causal tagging keeps.
+
+    ``surviving_share`` = max(best causal gain, 0) / full gain over the baseline's p(x)
+    (1 - ``leaked_share_upper`` of the audit); undefined (absent) when the full parse gains nothing.
+    """
+    out: dict[str, float] = {}
+    for cond, r in report["variants"].items():
+        out[f"{cond}.word_ppl"] = r["word_ppl"]
+        out[f"{cond}.token_ppl"] = r["token_ppl"]
+    gains = report.get("gain_vs_baseline", {})
+    for cond, g in gains.items():
+        out[f"{cond}.gain"] = g
+    out["baseline.word_ppl"] = report["baseline"]["word_ppl"]
+    if "leaked_share_upper" in report:
+        out["summary.surviving_share"] = 1.0 - report["leaked_share_upper"]
+    return out
+
+
+def run_cell(
+    spec: StudySpec,
+    label: str,
+    seed: int,
+    data: StudyData,
+    out: Path,
+    *,
+    parser: Any,
+    data_dir: str | None = None,
+    progress: bool = False,
+    callbacks: Sequence[Any] = (),
+) -> Path:
+    """Train and evaluate one cell (or skip / resume it); return its ``metrics.json``."""
+    from structpe.eval.blimp import evaluate_blimp
+    from structpe.eval.leakage import leakage_audit
+    from structpe.eval.ppl import evaluate_ppl, sentence_text
+    from structpe.eval.scoring import model_kind, uses_tags
+    from structpe.eval.syntaxgym import evaluate_syntaxgym
+    from structpe.models import load
+    from structpe.quickstart import _final_model_dir, _val_lm_loss
+    from structpe.train.pretrain import pretrain, read_metrics
+    from structpe.train.tokenizer import load_tokenizer
+
+    d = cell_dir(out, label, seed)
+    config = train_config(spec, label, seed, data.fingerprint)
+    train_hash = stable_hash(config)
+    keys = eval_keys(spec, label, seed, data.fingerprint)
+    config_hash = stable_hash([train_hash, keys])
+    metrics_path = d / METRICS_FILE
+    name = f"{label}/seed-{seed}"
+
+    def log(msg: str) -> None:
+        print(f"study {spec.name} [{name}]: {msg}", flush=True)
+
+    _check_owner(d / CELL_FILE, train_hash)
+    if metrics_path.is_file() and json.loads(metrics_path.read_text()).get("config_hash") == config_hash:
+        log("finished (metrics.json matches the configuration); skipped")
+        return metrics_path
+    write_json_atomic(d / CELL_FILE, {"train_hash": train_hash, "config": config})
+
+    wall: dict[str, float] = {}
+    run_dir = d / "run"
+    summary_path = run_dir / "summary.json"
+    if summary_path.is_file() and (run_dir / "final" / "config.json").is_file():
+        log("pre-training finished earlier; reusing run/final")
+    else:
+        overrides = [
+            *spec.cell_overrides(label),
+            f"train.dataset={data.dataset_dir}",
+            f"train.output_dir={run_dir}",
+            f"train.seed={seed}",
+            f"train.progress={str(progress).lower()}",
+        ]
+        log(f"pre-train {spec.recipe_name(label)}")
+        pretrain(spec.recipe_name(label), overrides, resume=True, callbacks=callbacks)
+    summary = json.loads(summary_path.read_text())
+    wall["train"] = float(summary["train_wall_s"])
+    val = [m for m in read_metrics(run_dir / "metrics.csv") if _val_lm_loss(m) is not None]
+    scores: dict[str, float] = {"val_lm_loss": float(_val_lm_loss(val[-1]))} if val else {}
+
+    model = load(_final_model_dir(run_dir)).eval()
+    tokenizer = load_tokenizer(data.tokenizer_dir)
+    tagged = uses_tags(model)
+    causal = model_kind(model) == "causal"
+    ev = spec.evaluations
+    evals = d / "evals"
+
+    def run(name: str, compute: Callable[[], dict[str, float]], prefix: str) -> None:
+        s, w = _cached_eval(evals, name, keys[name], compute, log)
+        scores.update(_flat(prefix, s))
+        wall[name] = w
+
+    def modes(likelihoods: list[str]) -> list[str]:
+        # a decoder that reads no tags scores p(x) in every mode: run it once and file it under
+        # each mode; a masked LM has only its PLL (filed as conditional, no joint / marginal)
+        return list(likelihoods) if tagged and causal else ["conditional"]
+
+    def file_under_all(bench: str, likelihoods: list[str]) -> None:
+        if causal and not tagged:
+            for m in likelihoods:
+                for k, v in list(scores.items()):
+                    if k.startswith(f"{bench}.conditional."):
+                        scores[k.replace(".conditional.", f".{m}.", 1)] = v
+
+    if ev.ppl is not None:
+        n = ev.ppl.sentences or spec.dataset.test_sentences
+        # marginal runs on its own (smaller) sentence set, so it is scored separately in any case
+        fixed = [m for m in ev.ppl.likelihoods if m != "marginal"]
+        ppl_modes = [
+            *(modes(fixed) if fixed else []),
+            *(["marginal"] if "marginal" in ev.ppl.likelihoods and causal else []),
+        ]
+        for mode in ppl_modes:
+            sents = data.test_sentences[: ev.ppl.marginal_sentences if mode == "marginal" else n]
+            run(
+                f"ppl-{mode}",
+                lambda s=sents, m=mode: _ppl_scores(
+                    evaluate_ppl(model, tokenizer, s, likelihood=m, k=ev.ppl.k, progress=progress)
+                ),
+                f"ppl.{mode}",
+            )
+        file_under_all("ppl", fixed)
+    if ev.blimp is not None:
+        paradigms = None if ev.blimp.paradigms == "all" else list(ev.blimp.paradigms)
+        for mode in modes(ev.blimp.likelihoods):
+            run(
+                f"blimp-{mode}",
+                lambda m=mode: _blimp_scores(
+                    evaluate_blimp(
+                        model,
+                        tokenizer,
+                        parser,
+                        Path(_data_root(data_dir)) / "blimp",
+                        paradigms,
+                        limit=ev.blimp.limit,
+                        likelihood=m,
+                        k=_k(ev),
+                        progress=progress,
+                    )
+                ),
+                f"blimp.{mode}",
+            )
+        file_under_all("blimp", ev.blimp.likelihoods)
+    if ev.syntaxgym is not None:
+        root = Path(_data_root(data_dir)) / "syntaxgym"
+        suites = paper_suites(root) if ev.syntaxgym.suites == "paper31" else list(ev.syntaxgym.suites)
+        for mode in modes(ev.syntaxgym.likelihoods):
+            run(
+                f"syntaxgym-{mode}",
+                lambda m=mode: _sg_scores(
+                    evaluate_syntaxgym(
+                        model, tokenizer, parser, root, suites, likelihood=m, k=_k(ev), progress=progress
+                    )
+                ),
+                f"syntaxgym.{mode}",
+            )
+        file_under_all("syntaxgym", ev.syntaxgym.likelihoods)
+    if ev.leakage is not None and tagged and causal:
+        base = load(_final_model_dir(cell_dir(out, spec.baseline, seed) / "run")).eval()
+        sents = data.test_sentences[: ev.leakage.sentences]
+        run(
+            "leakage",
+            lambda: leakage_summary(
+                leakage_audit(
+                    model,
+                    tokenizer,
+                    [sentence_text(s) for s in sents],
+                    parser,
+                    parses=sents,
+                    baseline=base,
+                    variants=ev.leakage.conditions,
+                )
+            ),
+            "leakage",
+        )
+
+    wall["total"] = sum(wall.values())
+    metrics = {
+        "study": spec.name,
+        "profile": spec.profile,
+        "recipe_label": label,
+        "recipe": spec.recipe_name(label),
+        "seed": seed,
+        "config_hash": config_hash,
+        "train_hash": train_hash,
+        "data_fingerprint": data.fingerprint,
+        "train": {k: summary.get(k) for k in ("steps", "parameters", "resumed_from", "train_wall_s")},
+        "wall_s": {k: round(v, 1) for k, v in wall.items()},
+        "scores": scores,
+    }
+    write_json_atomic(metrics_path, metrics)
+    log(f"done ({wall['total']:.0f} s of training + evaluation)")
+    return metrics_path
+
+
+def _k(ev: Any) -> int:
+    return ev.ppl.k if ev.ppl is not None else 10
+
+
+def _data_root(data_dir: str | None) -> Path:
+    from structpe.data.paths import data_root
+
+    return data_root(data_dir)
+
+
+def run_study(
+    spec: StudySpec,
+    out: str | Path,
+    *,
+    data_dir: str | None = None,
+    data: StudyData | None = None,
+    parser: Any = None,
+    progress: bool = False,
+    callbacks: Sequence[Any] = (),
+    report: bool = True,
+    command: str | None = None,
+) -> list[Path]:
+    """Run (or resume) every cell of ``spec`` into ``out``; then write the aggregate report.
+
+    ``data`` / ``parser`` replace the data stage and the spec's parser (tests, custom data).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if parser is None:
+        from structpe.syntax.parsers import get_parser
+
+        parser = CachedParser(get_parser(spec.dataset.parser))
+    if data is None:
+        from structpe.study.data import prepare_study_data
+
+        data = prepare_study_data(spec.dataset, out / "data", data_dir, parser=parser, progress=progress)
+    if command is None and (out / "spec.json").is_file():  # a resume without a command keeps the first
+        command = json.loads((out / "spec.json").read_text()).get("command")
+    write_json_atomic(
+        out / "spec.json",
+        {
+            "source": spec.source,
+            "profile": spec.profile,
+            "recipes": [r.label for r in spec.recipes],
+            "seeds": spec.seeds,
+            "command": command,
+            "data_fingerprint": data.fingerprint,
+            "spec": spec.to_dict(),
+        },
+    )
+    paths = []
+    for label, seed in cells(spec):
+        paths.append(
+            run_cell(
+                spec,
+                label,
+                seed,
+                data,
+                out,
+                parser=parser,
+                data_dir=data_dir,
+                progress=progress,
+                callbacks=callbacks,
+            )
+        )
+    if report:
+        from structpe.study.report import write_study_report
+
+        write_study_report(out, spec, command)
+    return paths

@@ -1,0 +1,407 @@
+"""Study specs: which recipes, seeds, data and evaluations make up one replication study.
+
+A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with these keys::
+
+    name:        study name (default: the file's stem)
+    description: free text
+    baseline:    the recipe every claim is compared with unless it names another (``against``)
+    seeds:       list of ints; every recipe runs once per seed
+    recipes:     {label: {recipe: <family>/<injection>, overrides: [key=value, ...]}}
+                 (the profile's ``recipe_profile`` is appended: ``txl/position`` -> ``txl/position-tiny``)
+    dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len}
+    evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
+                 null switches one off)
+    profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}}}
+                 a profile overrides dataset / evaluation fields and adds recipe overrides
+    claims:      [{id, claim, recipe, against, metrics, show, better, paper: {...}}]
+
+Every key is checked before anything runs; an unknown key or recipe fails with one line naming
+the file, the key and the valid choices (the same contract as the pre-training recipes).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from structpe.train.recipe import CONFIG_ROOT, RecipeError, load_recipe
+
+STUDY_ROOT = CONFIG_ROOT / "studies"
+LIKELIHOODS = ("conditional", "joint", "marginal")
+LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
+BETTER = ("higher", "lower")
+
+
+class StudySpecError(ValueError):
+    """A study spec is invalid; the message names the file and the key."""
+
+
+@dataclass
+class DatasetSpec:
+    """How the study's data is prepared (the quickstart's data path: Brown, spaCy hexatags)."""
+
+    corpus: str = "brown"
+    parser: str = "spacy"
+    tokenizer: str = "bpe"  # bpe (decoders) | wordpiece (encoders); see structpe tokenizer train
+    vocab_size: int = 8192
+    train_sentences: int = 20000
+    valid_sentences: int = 2000
+    test_sentences: int = 500
+    seq_len: int = 128
+
+
+@dataclass
+class PplSpec:
+    """Perplexity on the corpus's test sentences; ``marginal`` uses the first ``marginal_sentences``."""
+
+    likelihoods: list[str] = field(default_factory=lambda: list(LIKELIHOODS))
+    k: int = 10
+    sentences: int | None = None  # None = dataset.test_sentences
+    marginal_sentences: int = 100
+
+
+@dataclass
+class LeakageSpec:
+    """The leakage audit (``structpe eval leakage``) against the same seed's baseline model."""
+
+    conditions: list[str] = field(default_factory=lambda: ["full", "prefix", "prefix_drop_last"])
+    sentences: int = 50
+
+
+@dataclass
+class BlimpSpec:
+    """BLiMP: ``paradigms: all`` is the 67; ``limit`` pairs per paradigm (None = all 1,000)."""
+
+    paradigms: str | list[str] = "all"
+    limit: int | None = None
+    likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
+
+
+@dataclass
+class SyntaxGymSpec:
+    """SyntaxGym: ``suites: paper31`` is the paper's 31 suites (with circuits)."""
+
+    suites: str | list[str] = "paper31"
+    likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
+
+
+@dataclass
+class EvaluationsSpec:
+    ppl: PplSpec | None = None
+    leakage: LeakageSpec | None = None
+    blimp: BlimpSpec | None = None
+    syntaxgym: SyntaxGymSpec | None = None
+
+
+@dataclass
+class RecipeSpec:
+    label: str
+    recipe: str  # family/injection, without the profile suffix
+    overrides: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Claim:
+    """One claim of the paper: ``recipe`` vs ``against`` on ``metrics`` (the verdict) and ``show``."""
+
+    id: str
+    claim: str
+    recipe: str
+    against: str
+    metrics: list[str]
+    better: str
+    show: list[str] = field(default_factory=list)
+    paper: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StudySpec:
+    name: str
+    source: str
+    profile: str
+    recipe_profile: str
+    baseline: str
+    seeds: list[int]
+    recipes: list[RecipeSpec]
+    dataset: DatasetSpec
+    evaluations: EvaluationsSpec
+    claims: list[Claim]
+    profile_overrides: list[str] = field(default_factory=list)
+    description: str = ""
+    profile_description: str = ""
+
+    def recipe(self, label: str) -> RecipeSpec:
+        return next(r for r in self.recipes if r.label == label)
+
+    def recipe_name(self, label: str) -> str:
+        return f"{self.recipe(label).recipe}-{self.recipe_profile}"
+
+    def cell_overrides(self, label: str) -> list[str]:
+        """Profile overrides first, then the recipe's own (a recipe's setting wins)."""
+        return [*self.profile_overrides, *self.recipe(label).overrides]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+TOP_KEYS = (
+    "name",
+    "description",
+    "baseline",
+    "seeds",
+    "recipes",
+    "dataset",
+    "evaluations",
+    "profiles",
+    "claims",
+)
+PROFILE_KEYS = ("description", "recipe_profile", "overrides", "dataset", "evaluations")
+RECIPE_KEYS = ("recipe", "overrides")
+CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "show", "better", "paper")
+EVAL_SPECS: dict[str, type] = {
+    "ppl": PplSpec,
+    "leakage": LeakageSpec,
+    "blimp": BlimpSpec,
+    "syntaxgym": SyntaxGymSpec,
+}
+
+
+def _check_keys(d: Any, valid: tuple[str, ...] | list[str], where: str) -> dict[str, Any]:
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise StudySpecError(f"{where}: expected a mapping, got {type(d).__name__}")
+    for key in d:
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), list(valid), n=2)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise StudySpecError(f"{where}: unknown key {key!r}.{hint} Valid keys: {', '.join(valid)}")
+    return d
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a YAML value has the type a spec field declares (int, str, list, or unions of them)."""
+    args = typing.get_args(hint)
+    if args and typing.get_origin(hint) is not list:  # a union such as `int | None`
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    base = typing.get_origin(hint) or hint
+    if base is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, base)
+
+
+def _type_name(hint: Any) -> str:
+    base = typing.get_origin(hint) or hint
+    return "null" if base is type(None) else getattr(base, "__name__", str(base))
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    """A dataclass from a mapping, with every key and value type checked."""
+    hints = typing.get_type_hints(cls)
+    raw = _check_keys(raw, list(hints), where)
+    for key, value in raw.items():
+        if not _fits(value, hints[key]):
+            want = " or ".join(_type_name(a) for a in (typing.get_args(hints[key]) or (hints[key],)))
+            raise StudySpecError(f"{where}.{key}: expected {want}, got {value!r}")
+    return cls(**raw)
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _check_choices(values: list[str], choices: tuple[str, ...], where: str) -> None:
+    if not isinstance(values, list) or not values:
+        raise StudySpecError(f"{where}: expected a non-empty list from {', '.join(choices)}")
+    bad = [v for v in values if v not in choices]
+    if bad:
+        raise StudySpecError(f"{where}: unknown value(s) {bad}; choose from {', '.join(choices)}")
+
+
+def resolve_spec_path(spec: str | Path) -> Path:
+    """A path to a YAML file, or the name of a shipped study (``sipe-txl``)."""
+    p = Path(spec)
+    if p.is_file():
+        return p
+    cand = STUDY_ROOT / f"{spec}.yaml"
+    if cand.is_file():
+        return cand
+    shipped = sorted(q.stem for q in STUDY_ROOT.glob("*.yaml"))
+    raise StudySpecError(f"no study spec file or name {str(spec)!r}; shipped studies: {', '.join(shipped)}")
+
+
+def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
+    """Read and validate a study spec at ``profile`` (default: the first profile in the file)."""
+    path = resolve_spec_path(spec)
+    where = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise StudySpecError(f"{where}: not valid YAML: {err}") from None
+    raw = _check_keys(raw, TOP_KEYS, where)
+    profiles = raw.get("profiles") or {}
+    if not isinstance(profiles, dict) or not profiles:
+        raise StudySpecError(f"{where}: 'profiles' must name at least one profile (e.g. cpu-mini)")
+    profile = profile or next(iter(profiles))
+    if profile not in profiles:
+        raise StudySpecError(f"{where}: unknown profile {profile!r}; this spec has {', '.join(profiles)}")
+    prof = _check_keys(profiles[profile], PROFILE_KEYS, f"{where}: profiles.{profile}")
+    if "recipe_profile" not in prof:
+        raise StudySpecError(f"{where}: profiles.{profile}.recipe_profile is required (e.g. tiny)")
+
+    dataset = _build(
+        DatasetSpec,
+        _merge(raw.get("dataset") or {}, prof.get("dataset") or {}),
+        f"{where}: dataset",
+    )
+    evals_raw = _check_keys(
+        _merge(raw.get("evaluations") or {}, prof.get("evaluations") or {}),
+        list(EVAL_SPECS),
+        f"{where}: evaluations",
+    )
+    # an evaluation set to null is skipped (a profile can switch one off)
+    evals = EvaluationsSpec(
+        **{
+            k: _build(EVAL_SPECS[k], v, f"{where}: evaluations.{k}")
+            for k, v in evals_raw.items()
+            if v is not None
+        }
+    )
+    for name in ("ppl", "blimp", "syntaxgym"):
+        sub = getattr(evals, name)
+        if sub is not None:
+            _check_choices(sub.likelihoods, LIKELIHOODS, f"{where}: evaluations.{name}.likelihoods")
+    if evals.leakage is not None:
+        _check_choices(
+            evals.leakage.conditions, LEAKAGE_CONDITIONS, f"{where}: evaluations.leakage.conditions"
+        )
+        if "full" not in evals.leakage.conditions:
+            raise StudySpecError(f"{where}: evaluations.leakage.conditions must include 'full'")
+
+    seeds = raw.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
+        raise StudySpecError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise StudySpecError(f"{where}: seeds has duplicates: {seeds}")
+
+    recipes_raw = raw.get("recipes")
+    if not isinstance(recipes_raw, dict) or not recipes_raw:
+        raise StudySpecError(f"{where}: recipes must be a mapping label -> {{recipe: family/injection}}")
+    recipe_profile = str(prof["recipe_profile"])
+    profile_overrides = [str(o) for o in prof.get("overrides") or []]
+    recipes = []
+    for label, r in recipes_raw.items():
+        r = _check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
+        if "recipe" not in r:
+            raise StudySpecError(f"{where}: recipes.{label}: 'recipe' is required (e.g. txl/position)")
+        rs = RecipeSpec(str(label), str(r["recipe"]), [str(o) for o in r.get("overrides") or []])
+        try:  # every recipe and override must resolve before any cell runs
+            load_recipe(f"{rs.recipe}-{recipe_profile}", [*profile_overrides, *rs.overrides])
+        except RecipeError as err:
+            raise StudySpecError(f"{where}: recipes.{label}: {err}") from None
+        recipes.append(rs)
+    labels = [r.label for r in recipes]
+    baseline = raw.get("baseline")
+    if baseline not in labels:
+        raise StudySpecError(
+            f"{where}: baseline {baseline!r} is not one of the recipes ({', '.join(labels)})"
+        )
+
+    claims = []
+    for i, c in enumerate(raw.get("claims") or []):
+        cw = f"{where}: claims[{i}]"
+        c = _check_keys(c, CLAIM_KEYS, cw)
+        for key in ("id", "claim", "recipe", "metrics", "better"):
+            if key not in c:
+                raise StudySpecError(f"{cw}: '{key}' is required")
+        claim = Claim(
+            id=str(c["id"]),
+            claim=str(c["claim"]),
+            recipe=str(c["recipe"]),
+            against=str(c.get("against", baseline)),
+            metrics=list(c["metrics"]),
+            better=str(c["better"]),
+            show=list(c.get("show") or []),
+            paper=dict(c.get("paper") or {}),
+        )
+        for lab in (claim.recipe, claim.against):
+            if lab not in labels:
+                raise StudySpecError(
+                    f"{cw} ({claim.id}): unknown recipe {lab!r}; recipes: {', '.join(labels)}"
+                )
+        if claim.better not in BETTER:
+            raise StudySpecError(f"{cw} ({claim.id}): better must be one of {BETTER}, got {claim.better!r}")
+        for m in [*claim.metrics, *claim.show]:
+            if not _metric_planned(m, evals):
+                raise StudySpecError(
+                    f"{cw} ({claim.id}): metric {m!r} is not produced by this spec's evaluations"
+                )
+        claims.append(claim)
+
+    return StudySpec(
+        name=str(raw.get("name") or path.stem),
+        source=str(path),
+        profile=profile,
+        recipe_profile=recipe_profile,
+        baseline=str(baseline),
+        seeds=list(seeds),
+        recipes=recipes,
+        dataset=dataset,
+        evaluations=evals,
+        claims=claims,
+        profile_overrides=profile_overrides,
+        description=str(raw.get("description") or ""),
+        profile_description=str(prof.get("description") or "").strip(),
+    )
+
+
+def _metric_planned(metric: str, evals: EvaluationsSpec) -> bool:
+    """Whether ``metric`` (``bench.mode.name``) is among the scores the evaluations write."""
+    parts = metric.split(".")
+    if parts[0] == "val_lm_loss":
+        return True
+    sub = getattr(evals, parts[0], None) if parts[0] in EVAL_SPECS else None
+    if sub is None or len(parts) < 3:
+        return False
+    if parts[0] == "leakage":
+        return parts[1] in (*sub.conditions, "summary")
+    return parts[1] in sub.likelihoods
+
+
+def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] | None = None) -> StudySpec:
+    """The spec restricted to some recipes / seeds (the baseline is always kept: claims need it)."""
+    out = copy.deepcopy(spec)
+    if recipes:
+        unknown = [r for r in recipes if r not in [x.label for x in spec.recipes]]
+        if unknown:
+            raise StudySpecError(
+                f"--recipes: unknown {unknown}; the spec has {', '.join(x.label for x in spec.recipes)}"
+            )
+        keep = {spec.baseline, *recipes}
+        out.recipes = [r for r in spec.recipes if r.label in keep]
+        out.claims = [c for c in spec.claims if c.recipe in keep and c.against in keep]
+    if seeds:
+        unknown_s = [s for s in seeds if s not in spec.seeds]
+        if unknown_s:
+            raise StudySpecError(f"--seeds: {unknown_s} not in the spec's seeds {spec.seeds}")
+        out.seeds = [s for s in spec.seeds if s in seeds]
+    return out
+
+
+def stable_hash(obj: Any) -> str:
+    """sha256 of a JSON-able object with sorted keys (config hashes, cache keys)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,142 @@
+"""run_study on a tiny synthetic study: every cell's metrics.json, resume of an interrupted cell
+from its checkpoint, skipping of finished cells, refusal to mix configurations, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from transformers import TrainerCallback
+
+import structpe.train.pretrain as pretrain_module
+from structpe.cli import main
+from structpe.study.data import StudyData
+from structpe.study.runner import StudyError, cell_dir, leakage_summary, run_study
+from structpe.study.spec import load_spec
+
+
+class Interrupt(TrainerCallback):
+    """Stop the first training run after step 4 (its step-3 checkpoint is complete)."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def on_step_end(self, args, state, control, **kw):  # noqa: D102
+        if not self.fired and state.global_step == 4:
+            self.fired = True
+            raise KeyboardInterrupt
+
+
+def test_study_runs_resumes_and_skips(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_spec(tiny_spec, "test")
+    out = tmp_path / "study"
+    with pytest.raises(KeyboardInterrupt):
+        run_study(spec, out, data=tiny_data, callbacks=[Interrupt()])
+    first = cell_dir(out, "none", 1)
+    assert (first / "run" / "checkpoint-3").is_dir() and not (first / "metrics.json").exists()
+
+    paths = run_study(spec, out, data=tiny_data, command="structpe study run tiny")
+    assert [p.parent for p in paths] == [
+        cell_dir(out, lab, s) for s in (1, 2) for lab in ("none", "position")
+    ]
+    summary = json.loads((first / "run" / "summary.json").read_text())
+    assert summary["resumed_from"].endswith("checkpoint-3") and summary["steps"] == 6
+    m = json.loads((cell_dir(out, "position", 2) / "metrics.json").read_text())
+    assert m["seed"] == 2 and m["data_fingerprint"] == "synthetic-1" and len(m["config_hash"]) == 64
+    s = m["scores"]
+    assert s["ppl.joint.word_ppl"] > 1.0 and s["ppl.conditional.word_ppl"] > 1.0 and "val_lm_loss" in s
+    assert {"train", "ppl-conditional", "ppl-joint", "total"} <= set(m["wall_s"])
+    base = json.loads((first / "metrics.json").read_text())["scores"]
+    # the baseline reads no tags: its p(x) is filed under every mode, computed once
+    assert base["ppl.joint.word_ppl"] == base["ppl.conditional.word_ppl"]
+    assert not (first / "evals" / "ppl-joint.json").exists()
+
+    def no_training(*a, **k):
+        raise AssertionError("a finished cell was trained again")
+
+    monkeypatch.setattr(pretrain_module, "pretrain", no_training)
+    run_study(spec, out, data=tiny_data)  # every cell finished: nothing trains, nothing changes
+    assert json.loads((cell_dir(out, "position", 2) / "metrics.json").read_text()) == m
+
+    study = json.loads((out / "study.json").read_text())
+    assert study["cells_finished"] == 4 and study["claims"][0]["verdict"] in (
+        "replicates",
+        "does not",
+        "inconclusive",
+    )
+    md = (out / "study.md").read_text()
+    assert "Verdict rule" in md and "structpe study run tiny" in md and "fixed parse" in md
+    assert (out / "ppl_modes.png").stat().st_size > 0
+    (out / "study.md").unlink()
+    assert main(["study", "report", str(out)]) == 0  # the report alone, from the saved spec
+    assert "structpe study run tiny" in (out / "study.md").read_text()
+
+
+def test_report_of_a_non_study_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["study", "report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "spec.json not found (not a study folder)" in err and "\n" not in err
+
+
+def test_changed_evaluations_rerun_without_training(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1]
+    out = tmp_path / "study"
+    run_study(spec, out, data=tiny_data, report=False)
+    metrics = cell_dir(out, "position", 1) / "metrics.json"
+    assert json.loads(metrics.read_text())["scores"]["ppl.joint.n_sentences"] == 12
+
+    def no_training(*a, **k):
+        raise AssertionError("an evaluation change must not retrain the model")
+
+    monkeypatch.setattr(pretrain_module, "pretrain", no_training)
+    spec.evaluations.ppl.sentences = 6  # an evaluation setting: the models are reused
+    run_study(spec, out, data=tiny_data, report=False)
+    assert json.loads(metrics.read_text())["scores"]["ppl.joint.n_sentences"] == 6
+
+    spec.profile_overrides = [*spec.profile_overrides, "train.max_steps=7"]  # another model
+    with pytest.raises(StudyError, match="trained under another configuration"):
+        run_study(spec, out, data=tiny_data, report=False)
+
+
+def test_leakage_summary_share() -> None:
+    report = {
+        "variants": {
+            "full": {"word_ppl": 80.0, "token_ppl": 40.0},
+            "prefix": {"word_ppl": 95.0, "token_ppl": 47.0},
+            "prefix_drop_last": {"word_ppl": 99.0, "token_ppl": 49.0},
+        },
+        "baseline": {"word_ppl": 100.0},
+        "gain_vs_baseline": {"full": 0.2, "prefix": 0.05, "prefix_drop_last": 0.01},
+        "leaked_share_upper": 0.75,
+    }
+    s = leakage_summary(report)
+    assert s["summary.surviving_share"] == pytest.approx(0.25)
+    assert s["full.gain"] == 0.2 and s["baseline.word_ppl"] == 100.0
+
+
+def test_encoder_cells_score_by_pll(tiny_spec: Path, tiny_data: StudyData, tmp_path: Path) -> None:
+    text = tiny_spec.read_text()
+    for old, new in (
+        ("{recipe: txl/none}", "{recipe: roberta/none}"),
+        ("{recipe: txl/position}", "{recipe: roberta/input}"),
+        ("[conditional, joint], sentences: 12", "[conditional], sentences: 12"),
+        ("[ppl.joint.word_ppl]", "[ppl.conditional.word_ppl]"),
+        ("    show: [ppl.conditional.word_ppl]\n", ""),
+        ("seeds: [1, 2]", "seeds: [1]"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    p = tmp_path / "encoders.yaml"
+    p.write_text(text)
+    spec = load_spec(p, "test")
+    out = tmp_path / "study"
+    run_study(spec, out, data=tiny_data)
+    m = json.loads((cell_dir(out, "position", 1) / "metrics.json").read_text())
+    assert set(m["scores"]) >= {"ppl.conditional.word_ppl", "val_lm_loss"}
+    assert not any(".joint." in k for k in m["scores"])  # a masked LM has no joint likelihood

@@ -1,0 +1,118 @@
+"""Study spec validation: the shipped spec loads at every profile; a bad key or recipe is one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from structpe.cli import main
+from structpe.study.spec import StudySpecError, load_spec, select
+
+
+@pytest.mark.parametrize("profile", ["cpu-mini", "smoke", "paper"])
+def test_shipped_spec_loads(profile: str) -> None:
+    spec = load_spec("sipe-txl", profile)
+    assert [r.label for r in spec.recipes] == [
+        "none",
+        "input",
+        "position",
+        "disentangled",
+        "attn_bias",
+        "position_k2",
+    ]
+    assert spec.seeds == [1, 2, 3] and spec.baseline == "none"
+    assert spec.recipe_name("position_k2") == f"txl/position-{spec.recipe_profile}"
+    assert "model.entry_layer=2" in spec.cell_overrides("position_k2")
+    ppl = next(c for c in spec.claims if c.id == "pp-ppl")
+    assert ppl.paper["baseline"] == 18.63 and ppl.paper["recipe"] == 16.95
+    assert all(".conditional." not in m for m in ppl.metrics)  # the PPL verdict uses honest likelihoods
+    k2 = next(c for c in spec.claims if c.id == "k2-sg")
+    assert k2.against == "position" and k2.better == "lower"
+
+
+def test_paper_profile_is_the_papers_depth() -> None:
+    spec = load_spec("sipe-txl", "paper")
+    assert "model.n_layers=16" in spec.profile_overrides
+    assert spec.evaluations.blimp.limit is None  # every BLiMP pair
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    return p
+
+
+def _edit(tiny_spec: Path, old: str, new: str) -> Path:
+    text = tiny_spec.read_text()
+    assert old in text
+    return _write(tiny_spec.parent, text.replace(old, new))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expect"),
+    [
+        ("baseline: none", "baseline: none\nseed: [1]", "unknown key 'seed'. Did you mean 'seeds'"),
+        ("{recipe: txl/position}", "{recipe: txl/positon}", "recipes.position: no recipe file or name"),
+        ("{recipe: txl/position}", "{recipe: txl/position, overides: []}", "unknown key 'overides'"),
+        ("model.d_ff=64", "model.d_fff=64", "unknown model key 'd_fff'"),
+        ("ppl: {likelihoods", "ppl: {k_best: 3, likelihoods", "evaluations.ppl: unknown key 'k_best'"),
+        ("[conditional, joint]", "[conditional, jiont]", "unknown value(s) ['jiont']"),
+        ("recipe: position\n", "recipe: positio\n", "unknown recipe 'positio'"),
+        ("[ppl.joint.word_ppl]", "[ppl.marginal.word_ppl]", "not produced by this spec's evaluations"),
+        ("seeds: [1, 2]", "seeds: [1, 1]", "seeds has duplicates"),
+        ("baseline: none", "baseline: nothing", "baseline 'nothing' is not one of the recipes"),
+        ("better: lower", "better: smaller", "better must be one of"),
+        (
+            "sentences: 12}",
+            "sentences: twelve}",
+            "evaluations.ppl.sentences: expected int or null, got 'twelve'",
+        ),
+        ("seq_len: 64", "seq_len: null", "dataset.seq_len: expected int, got None"),
+    ],
+)
+def test_bad_spec_names_the_key(tiny_spec: Path, old: str, new: str, expect: str) -> None:
+    bad = _edit(tiny_spec, old, new)
+    with pytest.raises(StudySpecError) as err:
+        load_spec(bad, "test")
+    assert str(bad) in str(err.value) and expect in str(err.value)
+
+
+def test_unknown_profile(tiny_spec: Path) -> None:
+    with pytest.raises(StudySpecError, match="unknown profile 'gpu'; this spec has test"):
+        load_spec(tiny_spec, "gpu")
+
+
+def test_select_keeps_the_baseline(tiny_spec: Path) -> None:
+    spec = select(load_spec(tiny_spec), ["position"], [2])
+    assert [r.label for r in spec.recipes] == ["none", "position"] and spec.seeds == [2]
+    with pytest.raises(StudySpecError, match="--seeds"):
+        select(spec, None, [7])
+
+
+def test_cli_error_is_one_line(tiny_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = _edit(tiny_spec, "{recipe: txl/position}", "{recipe: txl/nonsense}")
+    assert main(["study", "run", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("structpe study: error:") and "\n" not in err and "Traceback" not in err
+
+
+def test_dry_run_lists_cells(tiny_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["study", "run", str(tiny_spec), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split(":")[0] for ln in lines] == [
+        "none/seed-1",
+        "position/seed-1",
+        "none/seed-2",
+        "position/seed-2",
+    ]
+
+
+@pytest.mark.parametrize("profile", ["cpu-mini", "smoke"])
+def test_encoder_spec_loads(profile: str) -> None:
+    spec = load_spec("sipe-encoders", profile)
+    assert spec.dataset.tokenizer == "wordpiece"
+    assert {c.against for c in spec.claims} == {"roberta_none", "deberta_none", "modernbert_none"}
+    assert all(
+        m == ["conditional"] for m in (spec.evaluations.blimp.likelihoods, spec.evaluations.ppl.likelihoods)
+    )
