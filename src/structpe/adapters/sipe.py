@@ -260,15 +260,20 @@ class SiPEAdapterForCausalLM(nn.Module):
             self._table = self.prior.pair_table()
         else:
             self._pair_ids = self._table = None
-        # kept until the next forward, so gradient checkpointing's recomputation sees the same tags
         base = _unwrap(self.base)
-        out = getattr(base, base.base_model_prefix)(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            use_cache=False,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
-        )
+        try:
+            out = getattr(base, base.base_model_prefix)(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                use_cache=False,
+                output_hidden_states=output_hidden_states,
+                output_attentions=output_attentions,
+            )
+        finally:
+            # gradient checkpointing re-runs the layers in backward: the hooks must see the same tags
+            # then; otherwise clear them, so calling the base model directly gives its own numbers
+            if not any(getattr(m, "gradient_checkpointing", False) for m in base.modules()):
+                self._pair_ids = self._table = None
         h = out.last_hidden_state
         logits = base.get_output_embeddings()(h)
         terminal_logits = nonterminal_logits = None
@@ -390,7 +395,6 @@ def load_adapted(
     path: str | Path, base_model: str | Path | None = None, **base_kwargs: Any
 ) -> SiPEAdapterForCausalLM:
     """Load an adapter folder onto its base model (``config.base_model``, or ``base_model``)."""
-    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
     path = Path(path)
@@ -421,9 +425,31 @@ def load_adapted(
         adapted.base = PeftModel.from_pretrained(base, path / LORA_FOLDER)
         adapted.config.lora = lora
         adapted.attach_hooks()
+    load_adapter_weights(adapted, path, lora=False)
+    return adapted.to(base.device)
+
+
+def load_adapter_weights(adapted: SiPEAdapterForCausalLM, path: str | Path, lora: bool = True) -> None:
+    """Load a saved adapter folder's trained weights into ``adapted`` (same architecture, in place).
+
+    ``sipe.safetensors`` always; with ``lora`` also the LoRA weights of ``lora/``, and a full base
+    of ``base/`` when the folder has one (what the Trainer's resume needs).
+    """
+    from safetensors.torch import load_file
+
+    path = Path(path)
     weights = load_file(str(path / ADAPTER_WEIGHTS))
     missing, unexpected = adapted.load_state_dict(weights, strict=False)
     missing = [k for k in missing if not k.startswith("base.")]
     if missing or unexpected:
         raise ValueError(f"{path / ADAPTER_WEIGHTS}: missing {missing}, unexpected {unexpected}")
-    return adapted.to(base.device)
+    if lora and adapted.config.lora is not None:
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(
+            adapted.base, load_file(str(path / LORA_FOLDER / "adapter_model.safetensors"))
+        )
+    elif lora and (path / "base" / "model.safetensors").is_file():
+        _unwrap(adapted.base).load_state_dict(
+            load_file(str(path / "base" / "model.safetensors")), strict=False
+        )

@@ -266,7 +266,7 @@ def last_complete_checkpoint(run_dir: str | Path) -> Path | None:
             json.loads((p / "trainer_state.json").read_text())
         except (OSError, json.JSONDecodeError):
             continue  # killed while saving
-        if (p / "model.safetensors").is_file():
+        if (p / "model.safetensors").is_file() or (p / "sipe.safetensors").is_file():  # model / adapter
             found.append((int(suffix), p))
     return max(found)[1] if found else None
 
@@ -407,7 +407,13 @@ def pretrain(
     from structpe.models import build_model
 
     torch.manual_seed(tc.seed)
-    model = build_model(model_config)
+    trainer_class = SiPETrainer
+    if recipe.adapter is not None:  # a Hugging Face base model + SiPE adapter (structpe.adapters.train)
+        from structpe.adapters.train import adapter_trainer_class, build_adapted
+
+        model, trainer_class = build_adapted(recipe, tokenizer, tc.seq_len), adapter_trainer_class()
+    else:
+        model = build_model(model_config)
     collator = collator_for(objective, tokenizer, tc.mlm_probability, model_config.vocab_size, seed=tc.seed)
     save_every = tc.save_every or tc.eval_every
     args = TrainingArguments(
@@ -442,7 +448,7 @@ def pretrain(
     cbs: list[TrainerCallback] = [RunFolderCallback(run_dir), *callbacks]
     if isinstance(collator, MLMCollator):
         cbs.append(EpochToCollator(collator))
-    trainer = SiPETrainer(
+    trainer = trainer_class(
         model=model,
         args=args,
         train_dataset=dd["train"],
@@ -457,7 +463,7 @@ def pretrain(
         n_params = sum(p.numel() for p in model.parameters())
         per_step = tc.batch_size * tc.grad_accum * args.world_size
         print(
-            f"pretrain: {recipe.name} ({model_config.family}/{model_config.injection}, "
+            f"pretrain: {recipe.name} ({model.config.family}/{model.config.injection}, "
             f"{n_params:,} parameters, {objective}) on {len(dd['train']):,} train / "
             f"{len(dd['validation']):,} validation sequences; {tc.max_steps} steps x {per_step} "
             f"sequences; run folder {run_dir}"
