@@ -11,6 +11,8 @@ from transformers import (
     GPTNeoXForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
 )
@@ -28,6 +30,8 @@ def tiny(arch: str) -> torch.nn.Module:
     )
     if arch == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common, num_key_value_heads=2))
+    elif arch == "mistral":
+        model = MistralForCausalLM(MistralConfig(**common, num_key_value_heads=2, sliding_window=4))
     elif arch == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**common, num_key_value_heads=2))
     else:  # GPT-NeoX with partial rotary: only half of each head is rotated
@@ -53,7 +57,7 @@ def randomise(model) -> None:
                 p.normal_(std=0.5)
 
 
-ARCHS = ("llama", "qwen2", "gpt_neox")
+ARCHS = ("llama", "mistral", "qwen2", "gpt_neox")
 
 
 @pytest.mark.parametrize("arch", ARCHS)
