@@ -72,13 +72,21 @@ def test_scratch_then_sipe_lora_then_eval(scratch_run: Path, gold_dataset: Path,
 
 
 def test_resume_continues_an_adapter_run(scratch_run: Path, gold_dataset: Path, tmp_path: Path) -> None:
+    """3 steps, then --resume to 6, ends where an uninterrupted 6-step run ends."""
+    from safetensors.torch import load_file
+
     recipe = tmp_path / "continue.yaml"
     recipe.write_text(CONTINUE.format(base=scratch_run / "final" / "base"))
+    data = f"train.dataset={gold_dataset}"
     out = f"train.output_dir={tmp_path / 'sipe'}"
-    pretrain(recipe, [f"train.dataset={gold_dataset}", out, "max_steps=3"])
-    run = pretrain(recipe, [f"train.dataset={gold_dataset}", out], resume=True)
+    pretrain(recipe, [data, out, "max_steps=3"])
+    run = pretrain(recipe, [data, out], resume=True)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["resumed_from"].endswith("checkpoint-3") and summary["steps"] == 6
+    straight = pretrain(recipe, [data, f"train.output_dir={tmp_path / 'straight'}"])
+    for name in ("sipe.safetensors", "lora/adapter_model.safetensors"):
+        a, b = load_file(run / "final" / name), load_file(straight / "final" / name)
+        assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a), name
 
 
 @pytest.mark.parametrize(
