@@ -4,6 +4,8 @@ For Llama and GPT-NeoX of the benchmark size (random weights, built here): forwa
 the causal LM loss for
 
   base       the ``transformers`` model alone (its own loss), tags not used
+  none       + the adapter with ``injection="none"``: the adapter's forward path without SiPE
+             (a control: ``position / none`` is the cost of SiPE itself)
   position   + SiPE adapter, rotary phase offset, tags on ~70 % of the tokens, LM + tag losses
   input      + SiPE adapter, prior on the embeddings, same tags and losses
 
@@ -82,7 +84,7 @@ def bench(arch: str, args, device: str) -> dict:
     out: dict = {}
     for training in ("full", "lora"):
         models, steps = {}, {}
-        for name in ("base", "position", "input"):
+        for name in ("base", "none", "position", "input"):
             base = base_model(arch, args)
             if name == "base":
                 model = base
@@ -108,8 +110,9 @@ def bench(arch: str, args, device: str) -> dict:
                     "overhead": t[name]["min"] / t["base"]["min"],
                     "overhead_of_medians": t[name]["median"] / t["base"]["median"],
                 }
-                for name in ("position", "input")
+                for name in ("none", "position", "input")
             },
+            "position_over_none": t["position"]["min"] / t["none"]["min"],
         }
     n_base = sum(p.numel() for p in base_model(arch, args).parameters())
     extra = {}

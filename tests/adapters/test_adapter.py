@@ -72,6 +72,8 @@ def test_zero_initialised_adapter_is_exactly_the_base(arch: str, injection: str)
         assert torch.equal(model(ids, terminal_ids=t, nonterminal_ids=n).logits, ref)
         mask = torch.ones_like(ids)
         assert torch.equal(model(ids, attention_mask=mask, terminal_ids=t, nonterminal_ids=n).logits, ref)
+        lm_loss = model(ids, terminal_ids=t, nonterminal_ids=n, labels=ids).lm_loss
+        assert torch.equal(lm_loss, base(input_ids=ids, labels=ids).loss)  # the base's own LM loss
 
 
 @pytest.mark.parametrize("arch", ARCHS)

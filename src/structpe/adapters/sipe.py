@@ -39,14 +39,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedConfig
 
 from structpe.models.encoder_common import check_tags
 from structpe.models.modernbert import shifted_cos_sin
 from structpe.models.outputs import SiPEOutput
-from structpe.modules.prior import IGNORE_INDEX, HexatagPrior, TagHeads, causal_tag_targets, tag_losses
+from structpe.modules.prior import HexatagPrior, TagHeads, causal_tag_targets, tag_losses
 from structpe.modules.prior_projection import PriorProjection
 
 ADAPTER_MODEL_TYPE = "structpe-sipe-adapter"
@@ -281,11 +280,8 @@ class SiPEAdapterForCausalLM(nn.Module):
             terminal_logits, nonterminal_logits = self.tag_heads(h)
         lm_loss = terminal_loss = nonterminal_loss = loss = None
         if labels is not None:
-            lm_loss = F.cross_entropy(
-                logits[:, :-1].float().reshape(-1, logits.shape[-1]),
-                labels[:, 1:].reshape(-1).to(device),
-                ignore_index=IGNORE_INDEX,
-            )
+            # the base model's own causal LM loss (shifts the labels, upcasts, ignores -100)
+            lm_loss = base.loss_function(logits=logits, labels=labels, vocab_size=base.config.vocab_size)
             loss = lm_loss
         if tagged:
             t_target, n_target = causal_tag_targets(terminal_ids.to(device), nonterminal_ids.to(device))
