@@ -62,4 +62,5 @@ def test_packaged_recipes_load() -> None:
     names = list_recipes()
     for name in names:
         r = load_recipe(name)
-        assert isinstance(r.train, TrainConfig) and r.model["family"] == name.split("/")[0]
+        assert isinstance(r.train, TrainConfig)
+        assert r.adapter is not None if name.startswith("adapters/") else r.model["family"] == name.split("/")[0]
