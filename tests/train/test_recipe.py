@@ -63,4 +63,5 @@ def test_packaged_recipes_load() -> None:
     for name in names:
         r = load_recipe(name)
         assert isinstance(r.train, TrainConfig)
-        assert r.adapter is not None if name.startswith("adapters/") else r.model["family"] == name.split("/")[0]
+        folder = name.split("/")[0]
+        assert r.adapter is not None if folder == "adapters" else r.model["family"] == folder
