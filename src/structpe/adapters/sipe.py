@@ -234,9 +234,6 @@ class SiPEAdapterForCausalLM(nn.Module):
     def get_output_embeddings(self) -> nn.Module:
         return _unwrap(self.base).get_output_embeddings()
 
-    def base_parameters(self) -> int:
-        return sum(p.numel() for n, p in self.named_parameters() if n.startswith("base."))
-
     def adapter_state_dict(self) -> dict[str, torch.Tensor]:
         """The SiPE parameters (tag tables, W_delta, tag heads): what ``sipe.safetensors`` holds."""
         return {k: v for k, v in self.state_dict().items() if not k.startswith("base.")}
