@@ -62,6 +62,10 @@ def load_model_and_tokenizer(
         from structpe.models import load
 
         model = load(path)
+    elif cfg.get("model_type") == "structpe-sipe-adapter":  # a Hugging Face LM + SiPE adapter folder
+        from structpe.adapters import load_adapted
+
+        model = load_adapted(path)
     else:
         from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 

@@ -95,8 +95,8 @@ def model_kind(model: Any) -> str:
     causal; our encoders and HF ``*ForMaskedLM`` are masked."""
     cfg = getattr(model, "config", None)
     family = getattr(cfg, "family", None)
-    if family is not None:
-        return "causal" if family == "txl" else "masked"
+    if family is not None:  # "hf": a Hugging Face causal LM with a SiPE adapter (structpe.adapters)
+        return "causal" if family in ("txl", "hf") else "masked"
     name = type(model).__name__
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,

@@ -284,11 +284,14 @@ def checkpoint_problem(ckpt: Path) -> str | None:
         json.loads((ckpt / "trainer_state.json").read_text())
     except (OSError, json.JSONDecodeError) as err:
         return f"trainer_state.json unreadable ({err})"
+    # a full model, or an adapter run's SiPE weights (structpe.adapters)
+    weights = next((ckpt / n for n in ("model.safetensors", "sipe.safetensors") if (ckpt / n).is_file()),
+                   ckpt / "model.safetensors")
     try:
-        with safe_open(str(ckpt / "model.safetensors"), "pt"):
+        with safe_open(str(weights), "pt"):
             pass
     except (OSError, SafetensorError) as err:
-        return f"model.safetensors unreadable ({err})"
+        return f"{weights.name} unreadable ({err})"
     for name in ("optimizer.pt", "scheduler.pt"):
         if (ckpt / name).exists() and not zipfile.is_zipfile(ckpt / name):
             return f"{name} is truncated or corrupt"
@@ -441,7 +444,13 @@ def pretrain(
     from structpe.models import build_model
 
     torch.manual_seed(tc.seed)
-    model = build_model(model_config)
+    trainer_class = SiPETrainer
+    if recipe.adapter is not None:  # a Hugging Face base model + SiPE adapter (structpe.adapters.train)
+        from structpe.adapters.train import adapter_trainer_class, build_adapted
+
+        model, trainer_class = build_adapted(recipe, tokenizer, tc.seq_len), adapter_trainer_class()
+    else:
+        model = build_model(model_config)
     collator = collator_for(objective, tokenizer, tc.mlm_probability, model_config.vocab_size, seed=tc.seed)
     save_every = tc.save_every or tc.eval_every
     args = TrainingArguments(
@@ -476,7 +485,7 @@ def pretrain(
     cbs: list[TrainerCallback] = [RunFolderCallback(run_dir), *callbacks]
     if isinstance(collator, MLMCollator):
         cbs.append(EpochToCollator(collator))
-    trainer = SiPETrainer(
+    trainer = trainer_class(
         model=model,
         args=args,
         train_dataset=dd["train"],
@@ -491,7 +500,7 @@ def pretrain(
         n_params = sum(p.numel() for p in model.parameters())
         per_step = tc.batch_size * tc.grad_accum * args.world_size
         print(
-            f"pretrain: {recipe.name} ({model_config.family}/{model_config.injection}, "
+            f"pretrain: {recipe.name} ({model.config.family}/{model.config.injection}, "
             f"{n_params:,} parameters, {objective}) on {len(dd['train']):,} train / "
             f"{len(dd['validation']):,} validation sequences; {tc.max_steps} steps x {per_step} "
             f"sequences; run folder {run_dir}"

@@ -27,7 +27,7 @@ from structpe.io import atomic_write_text
 from structpe.models.config import SiPEConfig
 
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
-TOP_LEVEL_KEYS = ("model", "train", "description")
+TOP_LEVEL_KEYS = ("model", "train", "description", "adapter")
 OBJECTIVES = ("auto", "causal", "mlm")
 SCHEDULES = ("cosine", "linear", "constant_with_warmup")
 
@@ -117,6 +117,7 @@ class Recipe:
     source: str | None = None
     description: str | None = None
     overrides: list[str] = field(default_factory=list)
+    adapter: dict[str, Any] | None = None  # a Hugging Face base + SiPE adapter (structpe.adapters.train)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -124,6 +125,8 @@ class Recipe:
             out["description"] = self.description
         out["model"] = dict(self.model)
         out["train"] = dataclasses.asdict(self.train)
+        if self.adapter is not None:
+            out["adapter"] = dict(self.adapter)
         return out
 
     def dump(self, path: str | Path) -> None:
@@ -153,7 +156,10 @@ def list_recipes(root: Path = CONFIG_ROOT) -> list[str]:
     from structpe.models.config import FAMILIES
 
     return sorted(
-        f"{fam}/{p.stem}" for fam in FAMILIES if (root / fam).is_dir() for p in (root / fam).glob("*.yaml")
+        f"{fam}/{p.stem}"
+        for fam in (*FAMILIES, "adapters")
+        if (root / fam).is_dir()
+        for p in (root / fam).glob("*.yaml")
     )
 
 
@@ -269,8 +275,12 @@ def load_recipe(config: str | Path, overrides: list[str] | None = None) -> Recip
     for key in train_raw:
         if key not in tkeys:
             raise _unknown(str(key), "train", list(tkeys), str(path))
+    adapter_raw = raw.get("adapter")
+    if adapter_raw is not None and not isinstance(adapter_raw, dict):
+        raise RecipeError(f"{path}: 'adapter' must be a mapping")
     model = dict(model_raw)
     train = dict(train_raw)
+    adapter = dict(adapter_raw) if adapter_raw is not None else None
     for item in overrides or []:
         if "=" not in item:
             raise RecipeError(f"override {item!r} is not of the form key=value (e.g. train.lr=1e-3)")
@@ -299,6 +309,8 @@ def load_recipe(config: str | Path, overrides: list[str] | None = None) -> Recip
             if name not in mkeys:
                 raise _unknown(name, "model", list(mkeys), "command line")
             model[name] = value
+        elif section == "adapter" and adapter is not None:
+            adapter[name] = value
         else:
             raise RecipeError(f"override {key!r}: section must be 'train' or 'model', not {section!r}")
     for key, value in list(model.items()):
@@ -310,6 +322,10 @@ def load_recipe(config: str | Path, overrides: list[str] | None = None) -> Recip
         SiPEConfig(**{k: v for k, v in model.items() if not (k == "vocab_size" and v is None)})
     except (TypeError, ValueError) as err:
         raise RecipeError(f"{path} (model): {err}") from None
+    if adapter is not None:
+        from structpe.adapters.train import adapter_settings
+
+        adapter_settings(adapter, str(path))  # validates every key and value now, before anything runs
     try:
         name = str(path.resolve().relative_to(CONFIG_ROOT.resolve()).with_suffix(""))
     except ValueError:
@@ -321,4 +337,5 @@ def load_recipe(config: str | Path, overrides: list[str] | None = None) -> Recip
         source=str(path),
         description=raw.get("description"),
         overrides=list(overrides or []),
+        adapter=adapter,
     )
