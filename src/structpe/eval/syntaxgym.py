@@ -324,12 +324,21 @@ def load_suites(data_dir: str | Path | None = None, names: Sequence[str] | None 
     return [load_suite(d / f"{n}.json") for n in chosen]
 
 
-def sentence_and_spans(contents: Sequence[str]) -> tuple[str, list[tuple[int, int] | None]]:
+def sentence_and_spans(
+    contents: Sequence[str], text: str = "as_written"
+) -> tuple[str, list[tuple[int, int] | None]]:
     """Join non-empty regions by single spaces (syntaxgym-core ``Suite.iter_sentences``).
 
     Returns the sentence and, per region, the character span it owns: from the joining space
-    before it to its end (None for an empty region).
+    before it to its end (None for an empty region). ``text="raw"`` detokenizes the sentence
+    first: the suites are written PTB-style (``shot , the``, ``book .``, ``teacher 's``), while
+    our models (like any Hugging Face LM) are trained on raw text; a region then owns the text
+    from the end of the previous region's last word (so a glued ``,`` owns no space).
     """
+    if text == "raw":
+        return _raw_sentence_and_spans(contents)
+    if text != "as_written":
+        raise ValueError(f"text must be 'as_written' or 'raw', got {text!r}")
     parts: list[str] = []
     spans: list[tuple[int, int] | None] = []
     pos = 0
@@ -344,6 +353,25 @@ def sentence_and_spans(contents: Sequence[str]) -> tuple[str, list[tuple[int, in
         pos = start + len(c)
         spans.append((owned_from, pos))
     return " ".join(parts), spans
+
+
+def _raw_sentence_and_spans(contents: Sequence[str]) -> tuple[str, list[tuple[int, int] | None]]:
+    from structpe.train.corpus import detokenize_words
+
+    words, owner = [], []
+    for i, c in enumerate(contents):
+        for w in c.split():
+            words.append(w)
+            owner.append(i)
+    _, sentence, word_spans = detokenize_words(words, brown=False)
+    spans: list[tuple[int, int] | None] = [None] * len(contents)
+    prev_end = 0
+    for i in range(len(contents)):
+        mine = [sp for sp, o in zip(word_spans, owner, strict=True) if o == i]
+        if mine:
+            spans[i] = (prev_end, mine[-1][1])
+            prev_end = mine[-1][1]
+    return sentence, spans
 
 
 def region_surprisals(
@@ -430,8 +458,12 @@ def evaluate_syntaxgym(
     max_items: int | None = None,
     progress: bool = True,
     scorer: CausalScorer | MaskedScorer | None = None,
+    text: str = "raw",
 ) -> dict[str, Any]:
     """Run SyntaxGym suites on a model; returns per-item results, suite accuracy, SG score, circuits.
+
+    ``text`` = ``raw`` scores the detokenized sentences (the form LMs are trained on; see
+    :func:`sentence_and_spans`), ``as_written`` the suites' PTB-tokenized text.
 
     Decoders: BOS-conditioned surprisal (``likelihood`` as in :class:`CausalScorer`); encoders:
     PLL (``pll_metric``, word-l2r by default as REFERENCE_NOTES §5 recommends).
@@ -461,7 +493,7 @@ def evaluate_syntaxgym(
         keys, texts, spans = [], [], []
         for item in items:
             for cond, contents in item.conditions.items():
-                s, sp = sentence_and_spans(contents)
+                s, sp = sentence_and_spans(contents, text)
                 keys.append((item.number, cond))
                 texts.append(s)
                 spans.append(sp)
@@ -496,6 +528,7 @@ def evaluate_syntaxgym(
         "scoring": describe_scoring(scorer),
         "likelihood": scorer.likelihood,
         "protocol": protocol,
+        "text": text,
         "suite_accuracy": acc,
         **agg,
         "complete_31": agg["n_suites"] == 31,
