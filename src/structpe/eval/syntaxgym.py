@@ -441,6 +441,48 @@ def evaluate_item(suite: Suite, values: Mapping[tuple[str, int | None], float]) 
     return [p.evaluate(values) for p in suite.predictions]
 
 
+def chance_scores(
+    suites: Sequence[Suite], *, draws: int = 100, seed: int = 0, protocol: str = "prediction0"
+) -> dict[str, Any]:
+    """Expected scores of a model whose surprisals carry no information: the chance row.
+
+    Every (condition, region) surprisal of every item is an independent draw from Exponential(1)
+    (non-negative, like a surprisal; an empty region has none, so 0), and the suite's predictions
+    are evaluated on it exactly as for a model. ``draws`` Monte Carlo draws per item with a fixed
+    ``seed``; returns per-suite accuracy, circuit means and the SG score like a model's result.
+    Chance is not 0.5 everywhere: a prediction that compares one region with a sum of two, or
+    that conjoins several comparisons, is met by chance more or less often than half the time.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}")
+    rng = np.random.default_rng(seed)
+    acc: dict[str, float] = {}
+    for suite in suites:
+        hits = 0
+        for item in suite.items:
+            conds = list(item.conditions.items())
+            n_regions = len(conds[0][1])
+            empty = np.array([[not c.strip() for c in contents] for _, contents in conds])
+            for x in rng.exponential(size=(draws, len(conds), n_regions)):
+                x[empty] = 0.0
+                values: dict[tuple[str, int | None], float] = {}
+                for (cond, _), row in zip(conds, x, strict=True):
+                    values.update({(cond, r): float(v) for r, v in enumerate(row, start=1)})
+                    values[(cond, None)] = float(row.sum())
+                preds = evaluate_item(suite, values)
+                hits += bool(preds[0] if protocol == "prediction0" else all(preds))
+        acc[suite.name] = hits / (draws * len(suite.items)) if suite.items else math.nan
+    return {
+        "benchmark": "syntaxgym-chance",
+        "distribution": "independent Exponential(1) surprisal per (condition, region)",
+        "draws_per_item": draws,
+        "seed": seed,
+        "protocol": protocol,
+        "suite_accuracy": acc,
+        **aggregate(acc),
+    }
+
+
 def evaluate_syntaxgym(
     model: Any,
     tokenizer: Any,
