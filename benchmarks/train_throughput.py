@@ -54,8 +54,12 @@ from structpe.train.recipe import load_recipe
 QS = QuickstartConfig()
 MODELS = {
     # name: (recipe, model overrides, batch size, sequence length)
-    "quickstart": ("txl/{injection}-tiny", {"d_model": QS.d_model, "n_layers": QS.n_layers,
-                                            "n_heads": QS.n_heads, "d_ff": QS.d_ff}, QS.batch_size, QS.seq_len),
+    "quickstart": (
+        "txl/{injection}-tiny",
+        {"d_model": QS.d_model, "n_layers": QS.n_layers, "n_heads": QS.n_heads, "d_ff": QS.d_ff},
+        QS.batch_size,
+        QS.seq_len,
+    ),
     "tiny": ("txl/{injection}-tiny", {}, 16, 128),  # the recipe as packaged (the old quickstart size)
     "position-small": ("txl/position-small", {}, 4, 512),
 }

