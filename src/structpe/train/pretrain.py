@@ -490,6 +490,18 @@ def pretrain(
     return run_dir
 
 
+def native_bf16() -> bool:
+    """True when bf16 autocast runs on native hardware: a CUDA GPU with bf16, or a CPU whose oneDNN
+    has bf16 kernels (AVX-512 BF16 / AMX). Elsewhere bf16 is emulated and, on this project's AVX2
+    development CPU, 5x slower than float32 (docs/pretraining.md), so it is never a good default."""
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN
+        return False
+
+
 def _world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 

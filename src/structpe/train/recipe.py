@@ -60,7 +60,9 @@ class TrainConfig:
       log_every        steps between training-loss log rows
       seed             seeds model init, data order, masking and dropout
       num_workers      DataLoader workers (0 keeps exact resume simple: all randomness in one process)
-      bf16             bfloat16 autocast (GPUs)
+      bf16             bfloat16 autocast: GPUs, and CPUs with native bf16 (AVX-512 BF16 / AMX;
+                       ``structpe.train.pretrain.native_bf16``); emulated bf16 on other CPUs is
+                       several times slower than float32, so the CPU recipes keep it off
       progress         show progress bars
     """
 
