@@ -58,7 +58,7 @@ class QuickstartConfig:
     n_layers: int = 3
     n_heads: int = 4
     d_ff: int = 512
-    max_steps: int = 1200
+    max_steps: int = 1000
     batch_size: int = 16
     lr: float = 1e-3
     eval_every: int = 250
