@@ -2,7 +2,8 @@
 
 Pipeline, as in ``syntaxgym-core`` + LM-Zoo (REFERENCE_NOTES §5, data/syntaxgym/PROVENANCE.md):
 
-1. a condition's sentence is its non-empty regions joined by single spaces;
+1. a condition's sentence is its non-empty regions joined by single spaces, then (``text="raw"``,
+   the default) detokenized like our training text: the suites are PTB-tokenized (``book .``);
 2. token surprisal in bits, -log2 p(x_t | x_<t), from the shared scorer (BOS-conditioned for
    decoders, PLL-word-l2r for encoders); a token belongs to the region whose character span holds
    the token's start offset (the joining space before a region belongs to that region, so GPT-2's
