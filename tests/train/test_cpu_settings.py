@@ -1,10 +1,13 @@
-"""bf16 autocast on CPU (the CPU recipes' default) trains like float32 on a tiny model."""
+"""CPU training settings: bf16 autocast trains like float32 on a tiny model (so it can be the
+default wherever it is native), and the thread count follows the free cores."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from structpe.models import SiPEConfig, build_model
+from structpe.train.pretrain import cpu_threads
 
 
 def _batch(seed: int, vocab: int = 300, batch: int = 4, seq: int = 32) -> dict[str, torch.Tensor]:
@@ -47,3 +50,15 @@ def test_bf16_loss_curve_matches_fp32() -> None:
         assert abs(a - b) / a < 0.02
     tail = slice(-10, None)
     assert abs(sum(fp32[tail]) - sum(bf16[tail])) / sum(fp32[tail]) < 0.01
+
+
+def test_cpu_threads_follow_the_free_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.setattr("os.getloadavg", lambda: (2.2, 0.0, 0.0))
+    assert cpu_threads() == 6
+    monkeypatch.setattr("os.getloadavg", lambda: (20.0, 0.0, 0.0))
+    assert cpu_threads() == 1  # an oversubscribed machine: one thread, never zero
+    assert cpu_threads(3) == 3  # an explicit train.threads wins
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cpu_threads() == 2
