@@ -403,6 +403,7 @@ TRAIN_KEYS = {
     "eval_every",
     "seed",
     "bf16",
+    "threads",
 }
 
 
