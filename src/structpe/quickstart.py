@@ -371,7 +371,8 @@ def _final_model_dir(run_dir: Path) -> Path:
 
 COLUMNS = ["model", "likelihood", "val LM loss", "test token PPL", "test word PPL", "BLiMP subset",
            "SyntaxGym", "train s"]
-MODE_NAMES = {"conditional": "conditional p(x | T)", "joint": "joint p(x, T)", "marginal": "marginal"}
+# "\|": a bare pipe would split the Markdown table cell
+MODE_NAMES = {"conditional": "conditional p(x \\| T)", "joint": "joint p(x, T)", "marginal": "marginal"}
 
 
 def report_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
