@@ -35,6 +35,7 @@ layer norm, softmax and the losses (logits are upcast before cross-entropy) in f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -203,7 +204,8 @@ def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
     from structpe.train.prepare import load_prepared
 
     work = Path(args.work or tempfile.mkdtemp(prefix="throughput-"))
-    dataset = Path(args.dataset) if args.dataset else ewt_dataset(work)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the JSON
+        dataset = Path(args.dataset) if args.dataset else ewt_dataset(work)
     dd, meta = load_prepared(dataset)
     recipe = load_recipe(f"txl/{injection}-tiny")
     cfg, batch, _ = model_config("quickstart", injection, meta["vocab_size"])
