@@ -32,6 +32,16 @@ def test_quickstart_smoke(shared_data, tmp_path):
             "number_prep",
             "--vocab-size",
             "600",
+            "--d-model",
+            "32",
+            "--n-layers",
+            "1",
+            "--k",
+            "1",
+            "--leakage-sentences",
+            "3",
+            "--chance-draws",
+            "5",
             "--no-progress",
             "train.eval_every=2",
             "train.batch_size=4",
@@ -41,12 +51,21 @@ def test_quickstart_smoke(shared_data, tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert set(report["variants"]) == {"none", "position"}
     pos = report["variants"]["position"]["eval"]
-    assert set(pos) == {"conditional", "joint"}
+    assert set(pos) == {"conditional", "joint", "marginal"}
+    # the chance row: BLiMP 0.5 and a Monte Carlo SyntaxGym score for the suite that was run
+    chance = report["chance"]
+    assert chance["blimp"] == 0.5 and set(chance["syntaxgym_suites"]) == {"number_prep"}
+    assert 0.0 <= chance["syntaxgym"] <= 1.0
+    assert "leakage audit" in report["variants"]["position"]["leakage"]["verdict"]
+    assert report["timings"]["total_s"] > 0
+    assert report["variants"]["none"]["eval"]["conditional"]["syntaxgym"] >= 0.0
     # paying for the tags can only cost probability: p(x, T) <= p(x | T) is not guaranteed per model,
     # but both must be finite, positive perplexities computed on the same sentences
     for mode in pos.values():
         assert mode["token_ppl"] > 1.0 and mode["token_ppl"] < 1e6
         assert 0.0 <= mode["blimp"] <= 1.0
     md = (out / "report.md").read_text()
-    assert "| txl-position | joint |" in md and "| txl-none |" in md
+    assert "| txl-position | joint p(x, T) |" in md and "| txl-none |" in md and "| chance |" in md
+    assert "leakage audit" in md
     assert (out / "val_loss.png").stat().st_size > 0
+    assert (out / "syntaxgym_circuits.png").stat().st_size > 0

@@ -405,6 +405,7 @@ TRAIN_KEYS = {
     "eval_every",
     "seed",
     "bf16",
+    "threads",
 }
 
 

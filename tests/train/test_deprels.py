@@ -68,7 +68,11 @@ def test_gold_deprel_ids_aligned_like_the_tags(gold_dataset: Path, ewt_slices: d
         got += [x for x in d if x != IGN]
     assert all(0 <= x < N_DEPRELS for x in got)
     gold = [universal_relation(r) for s in read_conllu(ewt_slices["train"]) for r in s.deprels]
-    assert [UD_RELATIONS[x] for x in got] == gold  # every word, in order, its own label
+    # every tagged word, in order, its own label; in the raw text form a word sharing its first
+    # token with the previous word (the `"` of `."`) has neither tag nor label
+    assert len(got) == len(gold) - stats["unaligned_words"]
+    rest = iter(gold)
+    assert all(any(UD_RELATIONS[x] == g for g in rest) for x in got)  # an in-order subsequence
 
 
 def test_spacy_labels_are_mapped(bpe_tokenizer: Path, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 from datasets import load_from_disk
 
 from structpe.syntax.parsers import get_parser
+from structpe.train.corpus import detokenize_words
 from structpe.train.prepare import (
     METADATA_FILE,
     PreparedDataError,
@@ -49,9 +50,13 @@ def unpack(rows: list[dict], bos: int, eos: int) -> list[tuple[list[int], list[i
 
 
 def test_tags_on_first_subwords_and_decode_back(
-    gold_dataset: Path, ewt_slices: dict, bpe_tokenizer: Path
+    ewt_slices: dict, bpe_tokenizer: Path, tmp_path: Path
 ) -> None:
-    dd, meta = load_prepared(gold_dataset)
+    """The ``tokenized`` text form: pre-split words, tags on each word's first subword."""
+    settings = PrepareSettings(parser="gold", seq_len=SEQ_LEN, text_form="tokenized")
+    out = prepare({k: [v] for k, v in ewt_slices.items()}, bpe_tokenizer, tmp_path / "tok", settings=settings)
+    dd, meta = load_prepared(out)
+    assert meta["text_form"]["text_form"] == "tokenized"
     tok = load_tokenizer(bpe_tokenizer)
     gold = list(get_parser("gold").parse_conllu(ewt_slices["train"]))
     assert meta["stats"]["train"]["sentences"] == len(gold) == 300
@@ -69,6 +74,38 @@ def test_tags_on_first_subwords_and_decode_back(
         assert [t[j] for j in first] == g.terminals and [n[j] for j in first] == g.nonterminals
         multi += len(ids) > len(first)
     assert multi > 50  # the 600-token BPE splits many words: the first-subword rule is exercised
+
+
+def test_raw_form_tags_follow_the_detokenized_text(
+    gold_dataset: Path, ewt_slices: dict, bpe_tokenizer: Path
+) -> None:
+    """The default ``raw`` form (the tokenizer's): ids are the detokenized text's tokens, as the
+    scorers tokenize it, and each word's tags sit on the first token overlapping its characters."""
+    dd, meta = load_prepared(gold_dataset)
+    assert meta["text_form"]["text_form"] == "raw" and meta["settings"]["text_form"] == "raw"
+    tok = load_tokenizer(bpe_tokenizer)
+    gold = list(get_parser("gold").parse_conllu(ewt_slices["train"]))
+    sents = unpack(list(dd["train"]), meta["bos_token_id"], meta["eos_token_id"])
+    assert len(sents) == len(gold)
+    glued = 0
+    for (ids, t, _), g in zip(sents, gold, strict=True):
+        words, text, spans = detokenize_words(g.words)
+        assert words == list(g.words)  # UD words need no Brown normalisation
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert enc.input_ids == ids and tok.decode(ids).strip() == text
+        offsets = enc["offset_mapping"]
+        tagged = [j for j, x in enumerate(t) if x != IGN]
+        expect = []
+        for a, b in spans:
+            j = next(j for j, (s0, s1) in enumerate(offsets) if s1 > a and s0 < b)
+            if j not in expect:
+                expect.append(j)
+        assert tagged == expect
+        glued += " " not in text[spans[0][1] :] or any(
+            text[spans[i][1] : spans[i + 1][0]] == "" for i in range(len(spans) - 1)
+        )
+    assert glued > 100  # most sentences end in a period glued to its word: the raw form is exercised
+    assert meta["stats"]["train"]["unaligned_words"] >= 0
 
 
 def test_pack_long_sentence_and_bos_per_sentence() -> None:
@@ -140,9 +177,9 @@ def test_spacy_parser_on_raw_text(bpe_tokenizer: Path, tmp_path: Path) -> None:
     tok = load_tokenizer(bpe_tokenizer)
     sents = unpack(list(dd["train"]), meta["bos_token_id"], meta["eos_token_id"])
     assert [tok.decode(s[0]).strip() for s in sents] == [
-        "The old man saw the boat .",
-        "It was red and very small .",
-        "She ran home quickly .",
+        "The old man saw the boat.",
+        "It was red and very small.",
+        "She ran home quickly.",
     ]
     assert meta["stats"]["train"] == {**meta["stats"]["train"], "units": 2, "sentences": 3}
 

@@ -76,6 +76,10 @@ def load_model_and_tokenizer(
         kw = {"attn_implementation": "eager"} if eager_attention else {}
         model = cls.from_pretrained(path, **kw)
     tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(path, tokenizer))
+    from structpe.train.tokenizer import text_form_warning
+
+    if warning := text_form_warning(tok):
+        print(warning, file=sys.stderr)
     return model.to(device).eval(), tok
 
 

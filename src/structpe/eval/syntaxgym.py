@@ -2,7 +2,8 @@
 
 Pipeline, as in ``syntaxgym-core`` + LM-Zoo (REFERENCE_NOTES §5, data/syntaxgym/PROVENANCE.md):
 
-1. a condition's sentence is its non-empty regions joined by single spaces;
+1. a condition's sentence is its non-empty regions joined by single spaces, then (``text="raw"``,
+   the default) detokenized like our training text: the suites are PTB-tokenized (``book .``);
 2. token surprisal in bits, -log2 p(x_t | x_<t), from the shared scorer (BOS-conditioned for
    decoders, PLL-word-l2r for encoders); a token belongs to the region whose character span holds
    the token's start offset (the joining space before a region belongs to that region, so GPT-2's
@@ -325,12 +326,21 @@ def load_suites(data_dir: str | Path | None = None, names: Sequence[str] | None 
     return [load_suite(d / f"{n}.json") for n in chosen]
 
 
-def sentence_and_spans(contents: Sequence[str]) -> tuple[str, list[tuple[int, int] | None]]:
+def sentence_and_spans(
+    contents: Sequence[str], text: str = "as_written"
+) -> tuple[str, list[tuple[int, int] | None]]:
     """Join non-empty regions by single spaces (syntaxgym-core ``Suite.iter_sentences``).
 
     Returns the sentence and, per region, the character span it owns: from the joining space
-    before it to its end (None for an empty region).
+    before it to its end (None for an empty region). ``text="raw"`` detokenizes the sentence
+    first: the suites are written PTB-style (``shot , the``, ``book .``, ``teacher 's``), while
+    our models (like any Hugging Face LM) are trained on raw text; a region then owns the text
+    from the end of the previous region's last word (so a glued ``,`` owns no space).
     """
+    if text == "raw":
+        return _raw_sentence_and_spans(contents)
+    if text != "as_written":
+        raise ValueError(f"text must be 'as_written' or 'raw', got {text!r}")
     parts: list[str] = []
     spans: list[tuple[int, int] | None] = []
     pos = 0
@@ -345,6 +355,25 @@ def sentence_and_spans(contents: Sequence[str]) -> tuple[str, list[tuple[int, in
         pos = start + len(c)
         spans.append((owned_from, pos))
     return " ".join(parts), spans
+
+
+def _raw_sentence_and_spans(contents: Sequence[str]) -> tuple[str, list[tuple[int, int] | None]]:
+    from structpe.train.corpus import detokenize_words
+
+    words, owner = [], []
+    for i, c in enumerate(contents):
+        for w in c.split():
+            words.append(w)
+            owner.append(i)
+    _, sentence, word_spans = detokenize_words(words, brown=False)
+    spans: list[tuple[int, int] | None] = [None] * len(contents)
+    prev_end = 0
+    for i in range(len(contents)):
+        mine = [sp for sp, o in zip(word_spans, owner, strict=True) if o == i]
+        if mine:
+            spans[i] = (prev_end, mine[-1][1])
+            prev_end = mine[-1][1]
+    return sentence, spans
 
 
 def region_surprisals(
@@ -414,6 +443,48 @@ def evaluate_item(suite: Suite, values: Mapping[tuple[str, int | None], float]) 
     return [p.evaluate(values) for p in suite.predictions]
 
 
+def chance_scores(
+    suites: Sequence[Suite], *, draws: int = 100, seed: int = 0, protocol: str = "prediction0"
+) -> dict[str, Any]:
+    """Expected scores of a model whose surprisals carry no information: the chance row.
+
+    Every (condition, region) surprisal of every item is an independent draw from Exponential(1)
+    (non-negative, like a surprisal; an empty region has none, so 0), and the suite's predictions
+    are evaluated on it exactly as for a model. ``draws`` Monte Carlo draws per item with a fixed
+    ``seed``; returns per-suite accuracy, circuit means and the SG score like a model's result.
+    Chance is not 0.5 everywhere: a prediction that compares one region with a sum of two, or
+    that conjoins several comparisons, is met by chance more or less often than half the time.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}")
+    rng = np.random.default_rng(seed)
+    acc: dict[str, float] = {}
+    for suite in suites:
+        hits = 0
+        for item in suite.items:
+            conds = list(item.conditions.items())
+            n_regions = len(conds[0][1])
+            empty = np.array([[not c.strip() for c in contents] for _, contents in conds])
+            for x in rng.exponential(size=(draws, len(conds), n_regions)):
+                x[empty] = 0.0
+                values: dict[tuple[str, int | None], float] = {}
+                for (cond, _), row in zip(conds, x, strict=True):
+                    values.update({(cond, r): float(v) for r, v in enumerate(row, start=1)})
+                    values[(cond, None)] = float(row.sum())
+                preds = evaluate_item(suite, values)
+                hits += bool(preds[0] if protocol == "prediction0" else all(preds))
+        acc[suite.name] = hits / (draws * len(suite.items)) if suite.items else math.nan
+    return {
+        "benchmark": "syntaxgym-chance",
+        "distribution": "independent Exponential(1) surprisal per (condition, region)",
+        "draws_per_item": draws,
+        "seed": seed,
+        "protocol": protocol,
+        "suite_accuracy": acc,
+        **aggregate(acc),
+    }
+
+
 def evaluate_syntaxgym(
     model: Any,
     tokenizer: Any,
@@ -431,8 +502,12 @@ def evaluate_syntaxgym(
     max_items: int | None = None,
     progress: bool = True,
     scorer: CausalScorer | MaskedScorer | None = None,
+    text: str = "raw",
 ) -> dict[str, Any]:
     """Run SyntaxGym suites on a model; returns per-item results, suite accuracy, SG score, circuits.
+
+    ``text`` = ``raw`` scores the detokenized sentences (the form LMs are trained on; see
+    :func:`sentence_and_spans`), ``as_written`` the suites' PTB-tokenized text.
 
     Decoders: BOS-conditioned surprisal (``likelihood`` as in :class:`CausalScorer`); encoders:
     PLL (``pll_metric``, word-l2r by default as REFERENCE_NOTES §5 recommends).
@@ -462,7 +537,7 @@ def evaluate_syntaxgym(
         keys, texts, spans = [], [], []
         for item in items:
             for cond, contents in item.conditions.items():
-                s, sp = sentence_and_spans(contents)
+                s, sp = sentence_and_spans(contents, text)
                 keys.append((item.number, cond))
                 texts.append(s)
                 spans.append(sp)
@@ -497,6 +572,7 @@ def evaluate_syntaxgym(
         "scoring": describe_scoring(scorer),
         "likelihood": scorer.likelihood,
         "protocol": protocol,
+        "text": text,
         "suite_accuracy": acc,
         **agg,
         "complete_31": agg["n_suites"] == 31,

@@ -40,6 +40,9 @@ def register(subparsers: Any) -> None:
     tt.add_argument("--min-frequency", type=int, default=2, help="minimum pair frequency (default 2)")
     tt.add_argument("--input-format", choices=("lines", "text", "conllu"), help="override the guess by name")
     tt.add_argument("--lowercase", action="store_true", help="lowercase before training (default: cased)")
+    tt.add_argument("--text-form", choices=("raw", "tokenized"), default="raw",
+                    help="raw: detokenize pre-tokenized sentences (Brown, CoNLL-U) into the form benchmarks "
+                         "are written in (default); tokenized: words joined with spaces")
     tt.set_defaults(func=_tokenizer_train)
 
     # -- structpe prepare -----------------------------------------------------------------------
@@ -72,6 +75,8 @@ def register(subparsers: Any) -> None:
     pp.add_argument("--max-sentences", type=int, help="use only the first N sentences (paragraphs for "
                                                       "text input) of each split")
     pp.add_argument("--nonprojective", choices=("lift", "skip", "error"), default="lift")
+    pp.add_argument("--text-form", choices=("raw", "tokenized"),
+                    help="text the model is trained on (default: the form the tokenizer was trained on)")
     pp.add_argument("--num-proc", type=int, default=1, help="processes for parsing and tokenizing")
     pp.add_argument("--force", action="store_true", help="rebuild even if the cache matches")
     pp.set_defaults(func=_prepare)
@@ -121,6 +126,7 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
     tok = train_tokenizer(
         inputs, args.output, kind=args.kind or default_kind(args.family), vocab_size=args.vocab_size,
         min_frequency=args.min_frequency, input_format=fmt, lowercase=args.lowercase,
+        text_form=args.text_form,
     )
     print(f"tokenizer: {len(tok)} tokens -> {args.output}")
     return 0
@@ -155,7 +161,7 @@ def _prepare(args: argparse.Namespace) -> int:
         kwargs["quantize"] = args.parser_quantize  # part of parser_kwargs, so of the fingerprint
     settings = PrepareSettings(
         parser=args.parser, parser_kwargs=kwargs, input_format=fmt, seq_len=args.seq_len, bos=args.bos,
-        max_units=args.max_sentences, nonprojective=args.nonprojective,
+        max_units=args.max_sentences, nonprojective=args.nonprojective, text_form=args.text_form,
     )
     try:
         out = prepare(splits, args.tokenizer, args.output, settings=settings, num_proc=args.num_proc,

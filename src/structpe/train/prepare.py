@@ -8,7 +8,13 @@ Pipeline, per split (each step a ``datasets`` map; steps 1-2 run on ``num_proc``
             split into paragraphs at blank lines and sentence-split + tokenized by the parser
             (``parse_text``). Non-projective parses are lifted (arc lifting, counted in the metadata).
 2. align    words -> subword ids with the run's tokenizer; each word's tags go on its *first*
-            subword, every other position gets -100 (``structpe.syntax.alignment.align_tags``).
+            subword, every other position gets -100. Text form ``raw`` (the default of tokenizers
+            trained by ``structpe tokenizer train``): the sentence is detokenized (``glass.``, ``"``;
+            :func:`structpe.train.corpus.detokenize_words`), the *text* is tokenized as evaluation
+            tokenizes it, and each word's tags go on the first token overlapping the word's
+            characters (:func:`structpe.eval.scoring.align_tags_by_offsets`, the scorers' rule).
+            Text form ``tokenized``: words are tokenized pre-split
+            (``structpe.syntax.alignment.align_tags``), i.e. trained on ``glass .``.
 3. pack     sentences, in corpus order, are packed greedily into sequences of at most ``seq_len``
             tokens. Layout (``bos="sequence"``, the default):
 
@@ -37,11 +43,18 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from structpe.train.corpus import FORMATS, guess_format, iter_units
+from structpe.train.corpus import (
+    FORMATS,
+    TEXT_FORMS,
+    detokenize_words,
+    guess_format,
+    iter_units,
+    text_form_record,
+)
 from structpe.train.prepare_deprels import (
     WORD_COLUMNS,
     attach_deprel_ids,
@@ -82,6 +95,7 @@ class PrepareSettings:
     bos: str = "sequence"
     max_units: int | None = None
     nonprojective: str = "lift"
+    text_form: str | None = None  # raw | tokenized; None: the tokenizer's form (resolve_text_form)
 
     def validate(self) -> None:
         if self.parser not in PARSERS:
@@ -96,6 +110,22 @@ class PrepareSettings:
             raise ValueError(f"nonprojective must be lift | skip | error, got {self.nonprojective!r}")
         if self.max_units is not None and self.max_units < 1:
             raise ValueError("max_units must be >= 1")
+        if self.text_form is not None and self.text_form not in TEXT_FORMS:
+            raise ValueError(f"text_form must be one of {TEXT_FORMS}, got {self.text_form!r}")
+
+
+def resolve_text_form(settings: PrepareSettings, tokenizer: Any) -> str:
+    """The text form to prepare in: the setting, else the one the tokenizer was trained on.
+
+    A tokenizer without a record (trained before text forms were recorded) was trained on the
+    words joined with spaces, so it gets ``tokenized``: data and tokenizer must agree.
+    """
+    if settings.text_form is not None:
+        return settings.text_form
+    from structpe.train.tokenizer import TEXT_FORM_KEY
+
+    record = (getattr(tokenizer, "init_kwargs", None) or {}).get(TEXT_FORM_KEY) or {}
+    return record.get("text_form", "tokenized")
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -142,6 +172,7 @@ def fingerprint(splits: dict[str, list[Path]], tokenizer_dir: str | Path, settin
         "tokenizer": tokenizer_hash(tokenizer_dir),
         "settings": asdict(settings),
         "parser": parser_identity(settings),
+        "text_form": text_form_record(settings.text_form or "tokenized"),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -210,7 +241,20 @@ def _parse_batch(batch: dict[str, list], parser: str, parser_kwargs: dict[str, A
     # (Brown lines, or CoNLL-U words re-parsed by a predicted parser)
     if "text" in batch:
         return _sentence_columns(p.parse_text(batch["text"]))
-    return _sentence_columns(p.parse_words(batch["words_in"]))
+    cols = _sentence_columns(p.parse_words(batch["words_in"]))
+    if "raw_text" in batch:
+        _keep_raw_text(batch, cols)
+    return cols
+
+
+def _keep_raw_text(batch: dict[str, list], cols: dict[str, list]) -> None:
+    """Carry each sentence's detokenized text past the parser (it must return one parse per input)."""
+    if cols["words"] != [list(w) for w in batch["words_in"]]:
+        raise ValueError(
+            "the parser changed or dropped sentences, so their detokenized text no longer matches; "
+            "use nonprojective='lift' (or text_form='tokenized')"
+        )
+    cols["raw_text"] = list(batch["raw_text"])
 
 
 def _gold_units(paths: Sequence[Path], policy: str, max_units: int | None) -> tuple[dict[str, list], int]:
@@ -225,7 +269,9 @@ def _gold_units(paths: Sequence[Path], policy: str, max_units: int | None) -> tu
 
 
 # -- step 2: align ------------------------------------------------------------------------------------
-def _align_batch(batch: dict[str, list], tokenizer_path: str) -> dict:
+def _align_batch(batch: dict[str, list], tokenizer_path: str, text_form: str = "tokenized") -> dict:
+    if text_form == "raw":
+        return _align_raw_batch(batch, tokenizer_path)
     from structpe.syntax.alignment import align_tags
 
     tok = _get_tokenizer(tokenizer_path)
@@ -234,7 +280,43 @@ def _align_batch(batch: dict[str, list], tokenizer_path: str) -> dict:
         "input_ids": enc["input_ids"],
         "terminal_ids": enc["terminal_ids"],
         "nonterminal_ids": enc["nonterminal_ids"],
+        "unaligned_words": [0] * len(enc["input_ids"]),
+        "tagged_words": [[True] * len(w) for w in batch["words"]],  # every word has a first subword
     }
+
+
+def _align_raw_batch(batch: dict[str, list], tokenizer_path: str) -> dict:
+    """Tokenize each sentence's raw text exactly as the scorers do and tag first tokens by offsets.
+
+    Sentences of Brown carry the text detokenized before parsing (``raw_text``); for the others
+    (parsed from CoNLL-U or raw prose) the parser's words are detokenized here.
+    """
+    from structpe.eval.scoring import align_tags_by_offsets, first_tokens_of_words
+
+    tok = _get_tokenizer(tokenizer_path)
+    texts = batch.get("raw_text") or [detokenize_words(w)[1] for w in batch["words"]]
+    enc = tok(texts, add_special_tokens=False, return_offsets_mapping=True)
+    out: dict[str, list] = {"input_ids": enc["input_ids"], "terminal_ids": [], "nonterminal_ids": [],
+                            "unaligned_words": [], "tagged_words": []}
+    for i, text in enumerate(texts):
+        parse = {k: batch[k][i] for k in ("words", "terminals", "nonterminals")}
+        t, n, missed = align_tags_by_offsets(text, enc["offset_mapping"][i], parse)
+        out["terminal_ids"].append(t)
+        out["nonterminal_ids"].append(n)
+        out["unaligned_words"].append(missed)
+        # which words got a token (and so a tag): their DEPREL labels follow the tags exactly
+        firsts = first_tokens_of_words(text, enc["offset_mapping"][i], parse["words"])
+        out["tagged_words"].append([f is not None for f in firsts])
+    return out
+
+
+def _lines_units(paths: Sequence[Path], text_form: str) -> dict[str, list]:
+    """Sentences of ``lines`` files: their words, and (``raw``) Brown-normalised words + raw text."""
+    words = [u.split() for p in paths for u in iter_units(p, "lines")]
+    if text_form != "raw":
+        return {"words_in": words}
+    detok = [detokenize_words(w) for w in words]
+    return {"words_in": [d[0] for d in detok], "raw_text": [d[1] for d in detok]}
 
 
 # -- step 3: pack -------------------------------------------------------------------------------------
@@ -314,12 +396,12 @@ def _prepare_split(
 
             units: dict[str, list] = {"words_in": [s.words for p in paths for s in read_conllu(p)]}
         elif fmt == "lines":
-            units = {"words_in": [u.split() for p in paths for u in iter_units(p, fmt)]}
+            units = _lines_units(paths, settings.text_form or "tokenized")
         else:
             units = {"text": [u for p in paths for u in iter_units(p, fmt)]}
         column = next(iter(units))
         if settings.max_units is not None:
-            units[column] = units[column][: settings.max_units]
+            units = {k: v[: settings.max_units] for k, v in units.items()}
         if not units[column]:
             raise ValueError(f"split {name!r}: no text in {', '.join(map(str, paths))}")
         n_units = len(units[column])
@@ -330,7 +412,7 @@ def _prepare_split(
             batched=True,
             batch_size=64,
             num_proc=nproc,
-            remove_columns=[column],
+            remove_columns=list(units),
             fn_kwargs={"parser": settings.parser, "parser_kwargs": kwargs},
             cache_file_name=str(work / f"{name}-parse.arrow"),
             new_fingerprint=f"{name}-parse",
@@ -341,8 +423,8 @@ def _prepare_split(
         batched=True,
         batch_size=256,
         num_proc=nproc,
-        remove_columns=["words", "terminals", "nonterminals", "lifted", *WORD_COLUMNS],
-        fn_kwargs={"tokenizer_path": tokenizer_dir},
+        remove_columns=sents.column_names,
+        fn_kwargs={"tokenizer_path": tokenizer_dir, "text_form": settings.text_form or "tokenized"},
         cache_file_name=str(work / f"{name}-align.arrow"),
         new_fingerprint=f"{name}-align",
         desc=f"tokenize + align {name}",
@@ -351,18 +433,21 @@ def _prepare_split(
         _pack_batch,
         batched=True,
         batch_size=PACK_BATCH,
-        remove_columns=list(COLUMNS),
+        remove_columns=aligned.column_names,
         fn_kwargs={"seq_len": settings.seq_len, "bos_id": bos_id, "eos_id": eos_id, "bos": settings.bos},
         cache_file_name=str(work / f"{name}-pack.arrow"),
         new_fingerprint=f"{name}-pack",
         desc=f"pack {name}",
     )
-    packed, deprel_stats = attach_deprel_ids(sents, packed, work / f"{name}-deprel.arrow")
+    packed, deprel_stats = attach_deprel_ids(
+        sents, packed, work / f"{name}-deprel.arrow", aligned["tagged_words"]
+    )
     stats = {
         "units": n_units,
         "sentences": len(sents),
         "lifted_sentences": int(sum(sents["lifted"])),
         "subword_tokens": int(sum(len(x) for x in aligned["input_ids"])),
+        "unaligned_words": int(sum(aligned["unaligned_words"])),
         "sequences": len(packed),
         "tokens": int(sum(len(x) for x in packed["input_ids"])),
         **deprel_stats,
@@ -410,6 +495,7 @@ def prepare(
                 )
     tok_dir = str(Path(tokenizer).resolve())
     tok = _get_tokenizer(tok_dir)
+    settings = replace(settings, text_form=resolve_text_form(settings, tok))
     bos_id = tok.bos_token_id if tok.bos_token_id is not None else tok.cls_token_id
     eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
     if bos_id is None or eos_id is None:
@@ -444,6 +530,7 @@ def prepare(
             "fingerprint": fp,
             "format_version": FORMAT_VERSION,
             "settings": asdict(settings),
+            "text_form": text_form_record(settings.text_form or "tokenized"),
             "inputs": {k: [str(p.resolve()) for p in v] for k, v in paths.items()},
             "tokenizer": tok_dir,
             "tokenizer_sha256": tokenizer_hash(tok_dir),

@@ -34,18 +34,26 @@ def _spread_batch(batch: dict[str, list], indices: list[int], flat: list[int], o
         batch["terminal_ids"], indices, strict=True)]}
 
 
-def attach_deprel_ids(sents: Any, packed: Any, cache_file: Path | None = None) -> tuple[Any, dict[str, Any]]:
+def attach_deprel_ids(
+    sents: Any, packed: Any, cache_file: Path | None = None, tagged_words: list[list[bool]] | None = None
+) -> tuple[Any, dict[str, Any]]:
     """Add ``deprel_ids`` to the packed split; also the per-split counts for the metadata.
 
-    When the parser gave no labels for some sentence (a hexatagger trained without its label head)
-    the column is left out and the stats say so: a DEPREL model then refuses the dataset by name
-    instead of training on made-up labels.
+    ``tagged_words`` (per sentence, per word) marks the words whose tags reached a token: in the
+    raw text form a word that shares its first token with the previous one (the ``"`` of ``."``)
+    carries no tag, and then no label either. When the parser gave no labels for some sentence (a
+    hexatagger trained without its label head) the column is left out and the stats say so: a
+    DEPREL model then refuses the dataset by name instead of training on made-up labels.
     """
     rows = sents["deprel_word_ids"]
     unlabeled = sum(1 for r, n in zip(rows, sents["words"], strict=True) if len(r) != len(n))
     if unlabeled:
         return packed, {"deprel_ids": False, "deprel_unlabeled_sentences": unlabeled}
-    flat = [x for r in rows for x in r]
+    if tagged_words is None:
+        flat = [x for r in rows for x in r]
+    else:
+        pairs = zip(rows, tagged_words, strict=True)
+        flat = [x for r, keep in pairs for x, k in zip(r, keep, strict=True) if k]
     offsets, total = [], 0
     for t in packed["terminal_ids"]:
         offsets.append(total)

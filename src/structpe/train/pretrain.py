@@ -443,6 +443,8 @@ def pretrain(
 
     from structpe.models import build_model
 
+    if not torch.cuda.is_available():
+        torch.set_num_threads(cpu_threads(tc.threads))
     torch.manual_seed(tc.seed)
     trainer_class = SiPETrainer
     if recipe.adapter is not None:  # a Hugging Face base model + SiPE adapter (structpe.adapters.train)
@@ -503,7 +505,7 @@ def pretrain(
             f"pretrain: {recipe.name} ({model.config.family}/{model.config.injection}, "
             f"{n_params:,} parameters, {objective}) on {len(dd['train']):,} train / "
             f"{len(dd['validation']):,} validation sequences; {tc.max_steps} steps x {per_step} "
-            f"sequences; run folder {run_dir}"
+            f"sequences; {torch.get_num_threads()} CPU threads; run folder {run_dir}"
         )
     t0 = time.time()
     result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -531,6 +533,30 @@ def pretrain(
         plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
         print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
     return run_dir
+
+
+def cpu_threads(requested: int = 0) -> int:
+    """Intra-op threads for CPU training: ``requested``, else ``OMP_NUM_THREADS``, else the cores
+    that are free now. Oversubscribing a busy machine is expensive: every parallel op waits for its
+    slowest thread, and a descheduled thread stalls the step (3.7x slower at load ~20 on 2 cores)."""
+    if requested > 0:
+        return requested
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    cores = os.cpu_count() or 1
+    return max(1, min(cores, cores - round(os.getloadavg()[0])))
+
+
+def native_bf16() -> bool:
+    """True when bf16 autocast runs on native hardware: a CUDA GPU with bf16, or a CPU whose oneDNN
+    has bf16 kernels (AVX-512 BF16 / AMX). Elsewhere bf16 is emulated and, on this project's AVX2
+    development CPU, 5x slower than float32 (docs/pretraining.md), so it is never a good default."""
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN
+        return False
 
 
 def _world_size() -> int:

@@ -61,7 +61,13 @@ class TrainConfig:
       log_every        steps between training-loss log rows
       seed             seeds model init, data order, masking and dropout
       num_workers      DataLoader workers (0 keeps exact resume simple: all randomness in one process)
-      bf16             bfloat16 autocast (GPUs)
+      threads          CPU training only: intra-op threads; 0 = auto, the cores that are free now
+                       (cores minus the 1-minute load average, at least 1; ``OMP_NUM_THREADS``, when
+                       set, wins). On a shared 2-core machine at load ~20, 1 thread ran the tiny
+                       TXL step 3.7x faster than 2 (benchmarks/train_throughput.py)
+      bf16             bfloat16 autocast: GPUs, and CPUs with native bf16 (AVX-512 BF16 / AMX;
+                       ``structpe.train.pretrain.native_bf16``); emulated bf16 on other CPUs is
+                       several times slower than float32, so the CPU recipes keep it off
       progress         show progress bars
     """
 
@@ -87,6 +93,7 @@ class TrainConfig:
     log_every: int = 10
     seed: int = 42
     num_workers: int = 0
+    threads: int = 0
     bf16: bool = False
     progress: bool = True
 
@@ -105,6 +112,7 @@ class TrainConfig:
         need(self.warmup >= 0, f"warmup must be >= 0, got {self.warmup}")
         need(self.save_every is None or self.save_every >= 1, "save_every must be >= 1")
         need(self.num_workers >= 0, "num_workers must be >= 0")
+        need(self.threads >= 0, "threads must be >= 0 (0 = auto)")
 
 
 @dataclass

@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 from structpe.errors import StructpeError, reading
 from structpe.io import atomic_files
-from structpe.train.corpus import iter_tokenizer_text
+from structpe.train.corpus import TEXT_FORMS, iter_tokenizer_text, text_form_record
 
 KINDS = ("bpe", "wordpiece")
 BPE_SPECIALS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
@@ -37,6 +38,7 @@ BPE_SPECIALS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "
 WORDPIECE_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[CLS]", "eos_token": "[SEP]",
                       "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
 DECODER_FAMILIES = ("txl",)
+TEXT_FORM_KEY = "structpe_text_form"  # tokenizer_config.json key: the text form it was trained on
 
 
 def default_kind(family: str | None) -> str:
@@ -53,6 +55,7 @@ def train_tokenizer(
     min_frequency: int = 2,
     input_format: str | None = None,
     lowercase: bool = False,
+    text_form: str = "raw",
     show_progress: bool = True,
 ) -> PreTrainedTokenizerFast:
     """Train a ``kind`` tokenizer on the text of ``inputs`` and save it to ``output_dir``.
@@ -60,7 +63,11 @@ def train_tokenizer(
     ``inputs`` are corpus files (``.txt``, ``.txt.gz``, ``.conllu``, ``.conllu.gz``) read with
     :mod:`structpe.train.corpus`; ``input_format`` overrides the guess from the file name.
     Training is deterministic for a given input and settings. Returns the saved tokenizer.
+    ``text_form`` (``raw``: detokenized, the form benchmarks are written in) is recorded in
+    ``tokenizer_config.json`` (key :data:`TEXT_FORM_KEY`), which travels with every model folder.
     """
+    if text_form not in TEXT_FORMS:
+        raise ValueError(f"text_form must be one of {TEXT_FORMS}, got {text_form!r}")
     if kind not in KINDS:
         raise ValueError(f"tokenizer kind must be one of {KINDS}, got {kind!r}")
     paths = [Path(p) for p in inputs]
@@ -103,7 +110,7 @@ def train_tokenizer(
         nonlocal texts
         for path in paths:
             with reading(path):  # undecodable or truncated input: name the file
-                for text in iter_tokenizer_text([path], input_format):
+                for text in iter_tokenizer_text([path], input_format, text_form):
                     texts += bool(text.strip())
                     yield text
 
@@ -118,6 +125,7 @@ def train_tokenizer(
             special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
         )
     extra = {"add_prefix_space": True} if kind == "bpe" else {}
+    extra[TEXT_FORM_KEY] = text_form_record(text_form)
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=1_000_000, **specials, **extra)
     meta = {
         "kind": kind,
@@ -125,6 +133,7 @@ def train_tokenizer(
         "vocab_size": len(hf),
         "min_frequency": min_frequency,
         "lowercase": lowercase,
+        **text_form_record(text_form),
         "inputs": [str(p) for p in paths],
     }
     with atomic_files(output_dir) as staging:  # whole files or none, also on a crash
@@ -146,3 +155,20 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
     if not getattr(tok, "is_fast", False):
         raise ValueError(f"{path}: a fast tokenizer is needed (word ids for tag alignment)")
     return tok
+
+
+def text_form_warning(tokenizer: Any) -> str | None:
+    """One line when ``tokenizer`` was trained on a text form other than raw text, else None.
+
+    Benchmarks and every evaluation score raw text; a tokenizer (and so its model) trained on
+    tokenized text sees patterns at evaluation it never saw in training (``glass.`` vs ``glass .``).
+    Tokenizers without the record (any Hugging Face tokenizer) are trained on raw text.
+    """
+    form = (getattr(tokenizer, "init_kwargs", None) or {}).get(TEXT_FORM_KEY)
+    if not form or form.get("text_form") == "raw":
+        return None
+    name = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
+    return (
+        f"warning: {name} was trained on {form.get('text_form')!r} text "
+        f"({form.get('normalisation', '?')}) but evaluation scores raw text; scores are not comparable"
+    )

@@ -1,0 +1,312 @@
+"""CPU training throughput of the Transformer-XL recipes: precision, torch.compile and threads.
+
+    nice -n 10 python benchmarks/train_throughput.py > benchmarks/results/train_throughput-cpu.json
+    python benchmarks/train_throughput.py --models quickstart --settings fp32 bf16 --loss-steps 0
+
+One training step = what the ``Trainer`` does per step: forward under ``torch.autocast`` (bf16
+settings), backward, grad-norm clipping, AdamW. Inputs are random ids and tags of the packed
+length (the speed does not depend on the text); the data path (reading prepared rows from Arrow
+and collating them) is timed per batch in the loss check.
+
+Settings (``--settings``): ``fp32`` (eager, float32), ``bf16`` (autocast to bfloat16: native on
+CPUs with AVX-512 BF16 / AMX, emulated elsewhere; ``native_bf16`` in the JSON says which),
+``compile`` / ``compile-bf16`` (``torch.compile``, inductor; compile time reported apart), each at
+``--threads`` intra-op threads (``-t1`` suffix: 1 thread). Every setting has its own model
+(same initial weights); the rounds are interleaved (round 1 of every setting, then round 2 ...) so
+that load from the machine's other users hits all settings alike. Reported per setting: tokens/s
+from wall time (median over rounds) and the ratio to ``fp32`` at ``--threads``, measured in the
+same round; and the load average before and after.
+
+Models: ``quickstart`` (the size ``structpe quickstart`` trains), ``tiny`` (the packaged
+``txl/*-tiny`` recipe) and ``txl/position-small`` (batch 4 x 512 here: tokens/s barely depends on
+the batch, and a 32 x 512 step takes minutes on 2 cores).
+
+Accuracy (``--loss-steps N``): for the quickstart model, fp32 and bf16 train N steps from the same
+weights on the same batches of real prepared data (``--dataset``, else a small UD EWT gold set
+built on the fly) with the quickstart's learning-rate schedule; the JSON holds both loss curves
+(means over windows of 25 steps), their largest relative gap and the relative gap of the final
+validation loss. bf16 is a default only where that gap stays within 1%.
+
+Which ops run in bfloat16: the JSON lists the output dtype of every module type in one autocast
+forward (``autocast_dtypes``): CPU autocast runs linear / matmul / attention in bf16 and keeps
+layer norm, softmax and the losses (logits are upcast before cross-entropy) in float32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from structpe.models import SiPEConfig, build_model
+from structpe.quickstart import QuickstartConfig
+from structpe.syntax.hexatags import N_NONTERMINALS, N_TERMINALS
+from structpe.train.pretrain import native_bf16
+from structpe.train.recipe import load_recipe
+
+QS = QuickstartConfig()
+MODELS = {
+    # name: (recipe, model overrides, batch size, sequence length)
+    "quickstart": (
+        "txl/{injection}-tiny",
+        {"d_model": QS.d_model, "n_layers": QS.n_layers, "n_heads": QS.n_heads, "d_ff": QS.d_ff},
+        QS.batch_size,
+        QS.seq_len,
+    ),
+    "tiny": ("txl/{injection}-tiny", {}, 16, 128),  # the recipe as packaged (the old quickstart size)
+    "position-small": ("txl/position-small", {}, 4, 512),
+}
+SETTINGS = ("fp32", "bf16", "compile", "compile-bf16", "fp32-t1", "bf16-t1")
+
+
+def model_config(name: str, injection: str, vocab: int) -> tuple[SiPEConfig, int, int]:
+    recipe_name, extra, batch, seq = MODELS[name]
+    recipe = load_recipe(recipe_name.format(injection=injection))
+    kw = {**recipe.model, **extra, "vocab_size": vocab, "injection": injection}
+    return SiPEConfig(**kw), batch, seq
+
+
+def random_batch(batch: int, seq: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:
+    """Ids and tags shaped like a packed batch: tags on about 3 of 4 positions (first subwords)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (batch, seq), generator=g)
+    tagged = torch.rand(batch, seq, generator=g) < 0.75
+    term = torch.where(tagged, torch.randint(0, N_TERMINALS, (batch, seq), generator=g), -100)
+    nonterm = torch.where(tagged, torch.randint(0, N_NONTERMINALS, (batch, seq), generator=g), -100)
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "terminal_ids": term,
+        "nonterminal_ids": nonterm,
+        "labels": ids.clone(),
+    }
+
+
+class Runner:
+    """One model + optimizer trained with one setting."""
+
+    def __init__(self, cfg: SiPEConfig, setting: str, threads: int, lr: float = 1e-3) -> None:
+        torch.manual_seed(0)
+        self.model = build_model(cfg).train()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.01)
+        self.bf16 = "bf16" in setting
+        self.threads = 1 if setting.endswith("-t1") else threads
+        self.forward = torch.compile(self.model) if setting.startswith("compile") else self.model
+        self.compile_s = 0.0
+
+    def step(self, batch: dict[str, torch.Tensor]) -> float:
+        torch.set_num_threads(self.threads)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            out = self.forward(**batch)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return float(out.lm_loss.detach())
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def throughput(name: str, injection: str, args: argparse.Namespace) -> dict[str, Any]:
+    cfg, batch, seq = model_config(name, injection, args.vocab)
+    data = random_batch(batch, seq, args.vocab, seed=1)
+    settings = [s for s in args.settings if name in args.compile_models or not s.startswith("compile")]
+    settings = [s for s in settings if s not in args.skip.get(name, ())]
+    runners = {}
+    for s in settings:
+        r = Runner(cfg, s, args.threads)
+        t0 = time.perf_counter()
+        for _ in range(args.warmup):  # first steps: compilation, allocator and oneDNN warm-up
+            r.step(data)
+        r.compile_s = round(time.perf_counter() - t0, 1)
+        runners[s] = r
+    times: dict[str, list[float]] = {s: [] for s in settings}
+    ratios: dict[str, list[float]] = {s: [] for s in settings}
+    for _ in range(args.rounds):
+        this_round = {}
+        for s, r in runners.items():
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                r.step(data)
+            this_round[s] = (time.perf_counter() - t0) / args.steps
+            times[s].append(this_round[s])
+        if "fp32" in this_round:
+            for s in this_round:
+                ratios[s].append(this_round["fp32"] / this_round[s])
+    tokens = batch * seq
+    return {
+        "model": name,
+        "injection": injection,
+        "parameters": sum(p.numel() for p in runners[settings[0]].model.parameters()),
+        "batch": batch,
+        "seq_len": seq,
+        "settings": {
+            s: {
+                "step_s": round(statistics.median(times[s]), 4),
+                "tokens_per_s": round(tokens / statistics.median(times[s]), 1),
+                "speedup_vs_fp32": round(statistics.median(ratios[s]), 3) if ratios[s] else None,
+                "warmup_s": runners[s].compile_s,
+            }
+            for s in settings
+        },
+    }
+
+
+def autocast_dtypes(cfg: SiPEConfig, batch: dict[str, torch.Tensor]) -> dict[str, list[str]]:
+    """Output dtype of every module type in one autocast forward: what runs in bf16, what stays fp32."""
+    torch.manual_seed(0)
+    model = build_model(cfg).train()
+    seen: dict[str, set[str]] = {}
+
+    def hook(mod: torch.nn.Module, _inp: Any, out: Any) -> None:
+        outs = out if isinstance(out, tuple) else (out,)
+        for o in outs:
+            if torch.is_tensor(o) and o.is_floating_point():
+                seen.setdefault(type(mod).__name__, set()).add(str(o.dtype).replace("torch.", ""))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if m is not model]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(**batch)
+    for h in handles:
+        h.remove()
+    result = {k: sorted(v) for k, v in sorted(seen.items())}
+    result["lm_loss (cross-entropy)"] = [str(out.lm_loss.dtype).replace("torch.", "")]
+    return result
+
+
+def ewt_dataset(work: Path) -> Path:
+    """A small prepared dataset (UD EWT train, gold trees, raw text form) for the loss check."""
+    from structpe.train.prepare import PrepareSettings, corpus_splits, prepare
+    from structpe.train.tokenizer import train_tokenizer
+
+    splits, _ = corpus_splits("ud-ewt", None, ("train", "validation"))
+    tok = work / "tokenizer"
+    if not (tok / "tokenizer.json").is_file():
+        train_tokenizer(splits["train"], tok, kind="bpe", vocab_size=8192, show_progress=False)
+    return prepare(splits, tok, work / "ewt-gold", settings=PrepareSettings(parser="gold", seq_len=128))
+
+
+def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
+    """fp32 vs bf16 from the same weights on the same real batches (the accuracy check)."""
+    from structpe.train.collators import CausalCollator
+    from structpe.train.prepare import load_prepared
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="throughput-"))
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the JSON
+        dataset = Path(args.dataset) if args.dataset else ewt_dataset(work)
+    dd, meta = load_prepared(dataset)
+    recipe = load_recipe(f"txl/{injection}-tiny")
+    cfg, batch, _ = model_config("quickstart", injection, meta["vocab_size"])
+    cfg.pad_token_id, cfg.bos_token_id, cfg.eos_token_id = (
+        meta["pad_token_id"], meta["bos_token_id"], meta["eos_token_id"])
+    collate = CausalCollator(pad_token_id=meta["pad_token_id"])
+    order = torch.randperm(len(dd["train"]), generator=torch.Generator().manual_seed(0)).tolist()
+    t0 = time.perf_counter()  # the data path: rows read from Arrow + collated, as the Trainer's loader does
+    batches = [
+        collate([dd["train"][j] for j in order[(i * batch) % len(order) :][:batch]])
+        for i in range(args.loss_steps)
+    ]
+    data_path_s = (time.perf_counter() - t0) / max(1, args.loss_steps)
+    valid = [collate(list(dd["validation"].select(range(k, min(k + batch, len(dd["validation"]))))))
+             for k in range(0, min(len(dd["validation"]), 8 * batch), batch)]
+    warmup = min(int(recipe.train.warmup), args.loss_steps // 4)
+    curves: dict[str, list[float]] = {}
+    final: dict[str, float] = {}
+    for setting in ("fp32", "bf16"):
+        r = Runner(cfg, setting, args.threads, lr=float(recipe.train.lr))
+        sched = torch.optim.lr_scheduler.LambdaLR(r.opt, lambda s, w=warmup: min(1.0, (s + 1) / max(1, w)))
+        torch.manual_seed(1)  # same dropout masks for both
+        losses = []
+        for b in batches:
+            losses.append(r.step(b))
+            sched.step()
+        curves[setting] = [round(statistics.fmean(losses[i:i + 25]), 4) for i in range(0, len(losses), 25)]
+        r.model.eval()
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=r.bf16):
+            final[setting] = statistics.fmean(float(r.model(**v).lm_loss) for v in valid)
+    gaps = [abs(b - a) / a for a, b in zip(curves["fp32"], curves["bf16"], strict=True)]
+    return {
+        "injection": injection,
+        "dataset": str(dataset),
+        "steps": args.loss_steps,
+        "batch": batch,
+        "data_path_s_per_batch": round(data_path_s, 5),
+        "train_loss_window_means": curves,
+        "max_rel_gap_train_curve": round(max(gaps), 4),
+        "valid_loss": {k: round(v, 4) for k, v in final.items()},
+        "rel_gap_valid_loss": round(abs(final["bf16"] - final["fp32"]) / final["fp32"], 4),
+        "within_1pct": max(gaps) <= 0.01 and abs(final["bf16"] - final["fp32"]) / final["fp32"] <= 0.01,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=["quickstart", "position-small"], choices=list(MODELS))
+    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    ap.add_argument("--injections", nargs="+", default=["none", "position"])
+    ap.add_argument("--compile-models", nargs="*", default=["quickstart"],
+                    help="models that get the compile settings (compiling the 8-layer model takes minutes)")
+    ap.add_argument("--threads", type=int, default=2, help="intra-op threads of the non -t1 settings")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=3, help="timed steps per setting per round")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--loss-steps", type=int, default=150, help="0: skip the fp32 vs bf16 loss check")
+    ap.add_argument("--loss-injections", nargs="+", default=["position"],
+                    help="models of the loss check (position runs every op that none runs, and the prior)")
+    ap.add_argument("--dataset", help="prepared dataset for the loss check (default: UD EWT gold)")
+    ap.add_argument("--work", help="folder for the on-the-fly dataset (default: a temporary folder)")
+    ap.add_argument("--skip", nargs="*", default=[], metavar="MODEL:SETTING",
+                    help="settings not run for a model, e.g. position-small:bf16 (emulated bf16 is slow)")
+    args = ap.parse_args()
+    skip: dict[str, list[str]] = {}
+    for item in args.skip:
+        model, _, setting = item.partition(":")
+        skip.setdefault(model, []).append(setting)
+    args.skip = skip
+    if "fp32" in args.settings:  # the reference comes first in every round
+        args.settings = ["fp32"] + [s for s in args.settings if s != "fp32"]
+    result: dict[str, Any] = {
+        "benchmark": "train_throughput",
+        "torch": torch.__version__,
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": loadavg(),
+        "args": vars(args),
+        "throughput": [],
+        "native_bf16": native_bf16(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    for name in args.models:
+        for injection in args.injections if name != "position-small" else ["position"]:
+            result["throughput"].append(throughput(name, injection, args))
+            print(json.dumps(result["throughput"][-1]), flush=True, file=sys.stderr)
+    qs = {r["injection"]: r for r in result["throughput"] if r["model"] == "quickstart"}
+    if "none" in qs and "position" in qs:
+        result["position_over_none_step"] = {
+            s: round(qs["position"]["settings"][s]["step_s"] / qs["none"]["settings"][s]["step_s"], 3)
+            for s in qs["none"]["settings"]
+            if s in qs["position"]["settings"]
+        }
+    cfg, batch, seq = model_config("quickstart", "position", args.vocab)
+    result["autocast_dtypes"] = autocast_dtypes(cfg, random_batch(2, seq, args.vocab, seed=2))
+    if args.loss_steps:
+        result["loss_check"] = [loss_curves(inj, args) for inj in args.loss_injections]
+    result["loadavg_after"] = loadavg()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""CPU training settings: bf16 autocast trains like float32 on a tiny model (so it can be the
+default wherever it is native), and the thread count follows the free cores."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from structpe.models import SiPEConfig, build_model
+from structpe.train.pretrain import cpu_threads
+
+
+def _batch(seed: int, vocab: int = 300, batch: int = 4, seq: int = 32) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (batch, seq), generator=g)
+    ids[:, 1::2] = ids[:, 0::2] % 50  # learnable structure: every odd token follows from the previous
+    tagged = torch.rand(batch, seq, generator=g) < 0.75
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "terminal_ids": torch.where(tagged, torch.randint(0, 2, (batch, seq), generator=g), -100),
+        "nonterminal_ids": torch.where(tagged, torch.randint(0, 5, (batch, seq), generator=g), -100),
+        "labels": ids.clone(),
+    }
+
+
+def _train(bf16: bool, steps: int = 30) -> list[float]:
+    torch.manual_seed(0)
+    cfg = SiPEConfig(family="txl", injection="position", vocab_size=300, d_model=32, n_layers=2, n_heads=2,
+                     d_ff=64, dropout=0.0, attention_dropout=0.0)
+    model = build_model(cfg).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for step in range(steps):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = model(**_batch(step % 4))
+        assert out.lm_loss.dtype == torch.float32  # logits are upcast before the cross-entropy
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(out.lm_loss.detach()))
+    return losses
+
+
+def test_bf16_loss_curve_matches_fp32() -> None:
+    fp32, bf16 = _train(False), _train(True)
+    assert fp32[-1] < fp32[0] - 0.5  # it learns, so the comparison covers a moving curve
+    for a, b in zip(fp32, bf16, strict=True):
+        assert abs(a - b) / a < 0.02
+    tail = slice(-10, None)
+    assert abs(sum(fp32[tail]) - sum(bf16[tail])) / sum(fp32[tail]) < 0.01
+
+
+def test_cpu_threads_follow_the_free_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.setattr("os.getloadavg", lambda: (2.2, 0.0, 0.0))
+    assert cpu_threads() == 6
+    monkeypatch.setattr("os.getloadavg", lambda: (20.0, 0.0, 0.0))
+    assert cpu_threads() == 1  # an oversubscribed machine: one thread, never zero
+    assert cpu_threads(3) == 3  # an explicit train.threads wins
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cpu_threads() == 2
