@@ -1,4 +1,4 @@
-"""Forward+backward throughput of the SiPE encoders (issue 5), printed as JSON.
+"""Forward+backward throughput of the SiPE encoders, printed as JSON.
 
 Two questions, each answered inside one run so both sides see the same machine state:
 

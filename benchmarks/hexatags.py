@@ -1,4 +1,4 @@
-"""Hexatag front-end throughput (DESIGN §1, issue 2 targets), printed as one JSON object.
+"""Hexatag front-end throughput (docs/design.md §1; targets in docs/hexatags.md), printed as one JSON object.
 
 * encode / decode sentences per second over the projective sentences of EWT train (best of
   ``--repeats`` timed passes; targets >= 50,000/s each);

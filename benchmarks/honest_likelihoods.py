@@ -1,4 +1,4 @@
-"""Issue 9 closing table: perplexity in conditional / joint / marginal, BLiMP and SyntaxGym in
+"""The honest-likelihood table: perplexity in conditional / joint / marginal, BLiMP and SyntaxGym in
 conditional / joint, and the leakage audit, for one trained Transformer-XL model.
 
     python benchmarks/honest_likelihoods.py --model RUN/final --label position \

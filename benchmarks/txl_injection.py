@@ -1,4 +1,4 @@
-"""Cost of each SiPE injection site in the Transformer-XL decoder, relative to ``none`` (issue 4).
+"""Cost of each SiPE injection site in the Transformer-XL decoder, relative to ``none``.
 
     OMP_NUM_THREADS=2 python benchmarks/txl_injection.py                 # JSON on stdout
     python benchmarks/txl_injection.py --lengths 256 512 --batch 4 --reps 5 --device cuda

@@ -1,6 +1,6 @@
 """structpe: structure-informed positional encodings for Transformers.
 
-Two lines of work share this package (see docs/ and ../shared/docs/DESIGN.md):
+Two lines of work share this package (see docs/, docs/design.md first):
 
 * SiPE  -- dependency parses linearised as hexatags feed a 7d-parameter prior into the positional
   pathway of RoBERTa-, DeBERTa-v3-, ModernBERT- and Transformer-XL-style models

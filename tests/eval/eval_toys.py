@@ -38,7 +38,7 @@ def make_tokenizer(with_cls: bool = False) -> PreTrainedTokenizerFast:
 
 
 class BigramLM(torch.nn.Module):
-    """Causal toy in the DESIGN §6 convention: logits at p = table[x_p] (so p(x_{p+1} | x_p))."""
+    """Causal toy in the docs/design.md §6 convention: logits at p = table[x_p] (so p(x_{p+1} | x_p))."""
 
     def __init__(self, table: torch.Tensor, family: str = "txl", injection: str = "position") -> None:
         super().__init__()

@@ -1,4 +1,4 @@
-"""Honest likelihoods (issue 9): joint p(x, T), k-best marginal p(x), and their invariants.
+"""Honest likelihoods: joint p(x, T), k-best marginal p(x), and their invariants.
 
 Tiny randomly initialised Transformer-XL models and a BPE tokenizer trained here with
 ``tokenizers``; random well-formed parses. The tag tables and tag heads are scaled up so that tags

@@ -1,4 +1,4 @@
-"""Scorer plumbing on toy models whose probabilities are known (DESIGN §4)."""
+"""Scorer plumbing on toy models whose probabilities are known (docs/design.md §4)."""
 
 from __future__ import annotations
 
@@ -128,6 +128,6 @@ def test_uniform_model_perplexity_is_vocab_size(tok):
 
 
 def test_unknown_likelihood_mode_is_an_error(tok, random_table):
-    # joint and marginal are tested in tests/eval/test_likelihood.py (issue 9)
+    # joint and marginal are tested in tests/eval/test_likelihood.py
     with pytest.raises(ValueError, match="not available"):
         CausalScorer(BigramLM(random_table), tok, likelihood="pseudo")

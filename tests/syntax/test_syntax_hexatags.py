@@ -1,4 +1,4 @@
-"""Hexatag encode/decode/constrained decoding against DESIGN §1 (worked examples, invariants)."""
+"""Hexatag encode/decode/constrained decoding against docs/design.md §1 (worked examples, invariants)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from structpe.syntax import (
 from structpe.syntax import hexatags as hx
 
 # ---------------------------------------------------------------------------------------------
-# helpers: random trees and a literal reference BHT (DESIGN §1 read word by word)
+# helpers: random trees and a literal reference BHT (docs/design.md §1 read word by word)
 
 
 @st.composite
@@ -90,7 +90,7 @@ def reference_tags(heads: list[int]) -> tuple[list[str], list[str], str | None]:
 
 
 # ---------------------------------------------------------------------------------------------
-# DESIGN §1 worked examples and invariants
+# docs/design.md §1 worked examples and invariants
 
 
 @pytest.mark.parametrize(
@@ -131,7 +131,7 @@ def test_canonical_ids() -> None:
 def test_random_projective_trees_round_trip(heads: list[int]) -> None:
     assert is_projective(heads)
     t, n = encode(heads)
-    # agrees with the literal BHT construction of DESIGN §1
+    # agrees with the literal BHT construction of docs/design.md §1
     ref_t, ref_n, root_tag = reference_tags(heads)
     assert hx.terminal_names(t) == ref_t and hx.nonterminal_names(n) == ref_n
     # invariants: 2n-1 symbols, first terminal tl, one eos on the last word, root node is nl-*

@@ -87,7 +87,7 @@ def test_spacy_words_and_text(spacy_parser: SpacyParser) -> None:
     for s in out:
         assert s.heads.count(0) == 1
         assert decode(s.terminals, s.nonterminals) == s.heads
-    assert out[0].heads[:4] == [2, 0, 4, 2]  # the DESIGN example parses as expected
+    assert out[0].heads[:4] == [2, 0, 4, 2]  # the docs/design.md §1 example parses as expected
     text = spacy_parser.parse_text(["The cat sat on the mat.  It slept.", "Dogs bark."])
     assert [s.sent_id for s in text] == ["1.1", "1.2", "2.1"]
     assert text[0].words == ["The", "cat", "sat", "on", "the", "mat", "."]

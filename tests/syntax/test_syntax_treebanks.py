@@ -1,4 +1,4 @@
-"""encode -> decode is the identity on every projective sentence of every stored treebank (DESIGN §1);
+"""encode -> decode is the identity on every projective sentence of every stored treebank (docs/design.md §1);
 non-projective ones are projectivised by lifting and then round-trip too."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Evaluations that judge SiPE (DESIGN §4): perplexity, BLiMP, SyntaxGym, GLUE, attention analysis.
+"""Evaluations that judge SiPE (docs/design.md §4): perplexity, BLiMP, SyntaxGym, GLUE, attention analysis.
 
 Every evaluation is a plain function that works for our models (with tags from a parser) and for
 any Hugging Face causal or masked LM (without tags):

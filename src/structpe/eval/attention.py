@@ -1,4 +1,4 @@
-"""Verb -> object attention on BLiMP ``causative`` (DESIGN §4; SiPE §5 attention analysis).
+"""Verb -> object attention on BLiMP ``causative`` (docs/design.md §4; SiPE §5 attention analysis).
 
 For each grammatical sentence of the ``causative`` paradigm ("Aaron breaks the glass.") the parser
 finds the verb and its direct object (the dependent labelled ``dobj``/``obj``; both words are

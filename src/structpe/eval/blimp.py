@@ -1,4 +1,4 @@
-"""BLiMP minimal pairs (Warstadt et al., TACL 2020; DESIGN §4).
+"""BLiMP minimal pairs (Warstadt et al., TACL 2020; docs/design.md §4).
 
 A pair is correct iff log P(good) > log P(bad) (strict: ties and the 7 upstream pairs whose two
 sentences are identical count as wrong, as in data/blimp/PROVENANCE.md). Decoders: summed

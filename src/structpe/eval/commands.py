@@ -17,7 +17,7 @@ from structpe.errors import StructpeError, check_choice, check_device, check_pos
 from structpe.eval.scoring import PLL_METRICS, CausalScorer, uses_tags
 from structpe.io import split_lines
 
-# the causal scorer's registry: modes added there (issue 9: joint, marginal) appear here too
+# the causal scorer's registry: modes added there (joint, marginal) appear here too
 LIKELIHOOD_CHOICES = tuple(CausalScorer.LIKELIHOODS)
 
 
@@ -493,7 +493,7 @@ def _glue_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_leakage(args: argparse.Namespace) -> int:
-    """Issue 9 leakage audit: how much of the conditional-perplexity gain needs future tag information."""
+    """The leakage audit: how much of the conditional-perplexity gain needs future tag information."""
     from structpe.eval import leakage, ppl, report
 
     check_args(args)
@@ -523,7 +523,9 @@ def cmd_leakage(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    ev = _area(sub, "eval", "Evaluate a model: perplexity, BLiMP, SyntaxGym, attention, GLUE (DESIGN §4).")
+    ev = _area(
+        sub, "eval", "Evaluate a model: perplexity, BLiMP, SyntaxGym, attention, GLUE (docs/design.md §4)."
+    )
 
     p = ev.add_parser("ppl", help="token/word perplexity on tagged text, conditioned on its parse")
     _common(p)

@@ -1,4 +1,4 @@
-"""GLUE fine-tuning with per-sentence hexatags (DESIGN §4; SiPE §4 "GLUE").
+"""GLUE fine-tuning with per-sentence hexatags (docs/design.md §4; SiPE §4 "GLUE").
 
 Tasks stored locally (data/glue/PROVENANCE.md): CoLA, SST-2, MRPC, RTE, STS-B; QNLI has only a
 dev split, so it loads but cannot be fine-tuned here. Files are read with ``QUOTE_NONE`` tab

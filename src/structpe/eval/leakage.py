@@ -2,7 +2,7 @@
 
 Hexatags are computed from the whole sentence, so in p(x | T(x)) (``conditional``) the tags on the
 words before x_t also describe words after t: a non-terminal says how the next word attaches, a
-non-eos non-terminal says that more words follow, eos says that none do (issue 9; DESIGN §1, §4).
+non-eos non-terminal says that more words follow, eos says that none do (docs/design.md §1, §4).
 The audit scores the same texts with the same SiPE model under tag conditions that remove that
 information, and sets the perplexities against the model's ``full`` condition and a baseline p(x):
 

@@ -1,9 +1,9 @@
-"""Honest likelihoods for syntax-conditioned decoders: joint p(x, T) and k-best marginal p(x) (issue 9).
+"""Honest likelihoods for syntax-conditioned decoders: joint p(x, T) and k-best marginal p(x).
 
 A SiPE decoder reads the hexatags of its input; a word's tags are computed from the whole
 sentence, so conditioning on them, p(x | T(x)) (the paper's convention, ``conditional`` in
 :class:`~structpe.eval.scoring.CausalScorer`), lets information about later words leak into each
-prediction. The two modes here make the tags pay for themselves (DESIGN §2, §4):
+prediction. The two modes here make the tags pay for themselves (docs/design.md §2, §4):
 
 ``joint``  p(x, T), factorised left to right in the model's own generative order. The causal tag
     head at position p predicts the tags of the next tagged position (``causal_tag_targets``:
@@ -23,7 +23,7 @@ prediction. The two modes here make the tags pay for themselves (DESIGN §2, §4
     prefix by its exact joint prefix score log p(x_<=pos_i, T_<=i); every beam step runs the model
     on each kept prefix (the beams of all sentences of a batch in one forward) to get the
     next-tag distribution and the log-probs of the tokens that the new tags condition. Prefixes
-    that cannot finish as a well-formed sequence (DESIGN §1 stack depth, same rules and depth cap
+    that cannot finish as a well-formed sequence (docs/design.md §1 stack depth, same rules and depth cap
     as ``hexatags.constrained_decode``) are never proposed.
 
     Beams are *nested*: the width-w beam is the width-(w-1) beam plus the best remaining child of
@@ -262,7 +262,7 @@ def joint_scores(scorer: CausalScorer, batch: list[_Encoded]) -> list[TokenScore
 
 
 # ----------------------------------------------------------------------------------------------
-# well-formed prefixes (DESIGN §1 stack depth)
+# well-formed prefixes (docs/design.md §1 stack depth)
 
 
 def allowed_pairs(
@@ -270,7 +270,7 @@ def allowed_pairs(
 ) -> list[tuple[int, int, int]]:
     """(terminal, non-terminal, depth after) for word ``word`` (1-based) of ``n_words``.
 
-    Depth rules of DESIGN §1: tl +1 (at most ``max_depth``), tr needs depth >= 1; then nl keeps
+    Depth rules of docs/design.md §1: tl +1 (at most ``max_depth``), tr needs depth >= 1; then nl keeps
     the depth, nr needs >= 2 and subtracts 1; eos only on the last word, whose final depth must be
     1. A prefix is kept only if it can still finish: each remaining non-last word lowers the depth
     by at most one (tr + nr) and the last word must start at depth 1, so after word i < n the depth

@@ -1,4 +1,4 @@
-"""The Pareto view of the SiPE paper's Figure 1, rebuilt from our own runs (issue 9; DESIGN §4).
+"""The Pareto view of the SiPE paper's Figure 1, rebuilt from our own runs (docs/design.md §4).
 
 x: parse trees evaluated per sentence at inference (log scale, 0 included via a symlog axis):
 0 for a model that reads no parse, 1 for one fixed parse (``conditional`` p(x | T) and ``joint``

@@ -1,9 +1,9 @@
-"""Perplexity on tagged text, conditioned on its fixed parse (DESIGN §4; SiPE §4 "PPL").
+"""Perplexity on tagged text, conditioned on its fixed parse (docs/design.md §4; SiPE §4 "PPL").
 
 Input: JSON lines from ``structpe tag`` (``words``, ``terminals``, ``nonterminals``, optional
 ``text``) or TaggedSentence objects. The text scored is the ``text`` field when present, else the
 words joined by single spaces, and the tags are the given ones — so the number is p(x | T(x)) for
-a model that reads tags (the paper's convention; issue 9 adds joint and marginal modes) and plain
+a model that reads tags (the paper's convention; `joint` and `marginal` are the honest alternatives) and plain
 p(x) for one that does not. Encoders give a *pseudo*-perplexity from PLL, labelled as such.
 
 token-level PPL = exp(-sum log p / #tokens); word-level PPL = exp(-sum log p / #words), with the

@@ -1,4 +1,4 @@
-"""Writing evaluation results: JSON + a Markdown table + PNG plots (issue 7: every command does).
+"""Writing evaluation results: JSON + a Markdown table + PNG plots (every evaluation writes all three).
 
 Kept dependency-light: matplotlib with the Agg backend (no display), plain JSON (never pickle).
 """

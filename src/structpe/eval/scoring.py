@@ -1,4 +1,4 @@
-"""The shared scorer layer: per-token log-probabilities with character offsets (DESIGN §4).
+"""The shared scorer layer: per-token log-probabilities with character offsets (docs/design.md §4).
 
 Every evaluation (perplexity, BLiMP, SyntaxGym, attention) goes through one of two scorers, so the
 conventions live in exactly one place:
@@ -13,11 +13,11 @@ conventions live in exactly one place:
 
 Tags. A SiPE model is conditioned on the hexatags of its input. The scorers take the parse of each
 text (a :class:`TaggedSentence`-like object: ``words``, ``terminals``, ``nonterminals``) and put a
-word's tags on the *first token that overlaps the word's characters* (DESIGN §1: first subword
+word's tags on the *first token that overlaps the word's characters* (docs/design.md §1: first subword
 only; -100 elsewhere). Words are located in the text by character search, so the text is scored
 exactly as written (this is what SyntaxGym's region offsets need) and any tokenizer works.
 
-Likelihood modes (issue 9). ``CausalScorer(likelihood=...)`` picks how tags enter the score:
+Likelihood modes (docs/likelihoods.md). ``CausalScorer(likelihood=...)`` picks how tags enter the score:
 ``conditional`` = p(x | T(x)), the tags of the whole sentence are given to the model — the
 paper's convention, which every report that uses it must name. The modes are a registry
 (:data:`CausalScorer.LIKELIHOODS`): ``joint`` p(x, T) and ``marginal`` (a k-best lower bound on
@@ -43,7 +43,7 @@ LN2 = math.log(2.0)
 
 
 class Parser(Protocol):
-    """What the scorers need from ``structpe.syntax.parsers.Parser`` (DESIGN §6)."""
+    """What the scorers need from ``structpe.syntax.parsers.Parser`` (docs/design.md §6)."""
 
     def parse_text(self, texts: list[str], *args: Any, **kwargs: Any) -> list[Any]: ...
 
@@ -81,7 +81,7 @@ class TokenScores:
 
 
 def is_structpe_model(model: Any) -> bool:
-    """Our models follow DESIGN §6 (tags as keyword arguments); HF models do not take tags."""
+    """Our models follow docs/design.md §6 (tags as keyword arguments); HF models do not take tags."""
     cfg = getattr(model, "config", None)
     return (
         getattr(cfg, "model_type", None) == "structpe-sipe"
@@ -134,7 +134,7 @@ def forward_logits(
     nonterminal_ids: torch.Tensor | None,
     **extra: Any,
 ) -> Any:
-    """Call any model with the DESIGN §6 convention (ours) or the HF one (baselines)."""
+    """Call any model with the docs/design.md §6 convention (ours) or the HF one (baselines)."""
     if is_structpe_model(model):
         return model(
             input_ids,
@@ -151,7 +151,7 @@ def forward_logits(
 
 
 def tag_id(value: Any, table: dict[str, int], what: str) -> int:
-    """Canonical id of a tag given as a name ("tl") or an int (DESIGN §1 ids)."""
+    """Canonical id of a tag given as a name ("tl") or an int (docs/design.md §1 ids)."""
     if isinstance(value, str):
         if value not in table:
             raise ValueError(f"unknown {what} tag {value!r}; expected one of {sorted(table)}")
@@ -288,7 +288,7 @@ class _Encoded:
 
 
 class CausalScorer:
-    """Token log-probs for decoders, BOS-conditioned (DESIGN §4; REFERENCE_NOTES §5).
+    """Token log-probs for decoders, BOS-conditioned (docs/design.md §4, §7).
 
     ``parser`` is used only for models that read tags (``uses_tags``); give ``parses`` to
     :meth:`score` to reuse parses you already have. ``append_eos`` also scores an EOS after the
@@ -433,7 +433,7 @@ class CausalScorer:
 
         return marginal_scores(self, batch, self.k)
 
-    # each maps a batch of _Encoded to TokenScores (issue 9)
+    # each maps a batch of _Encoded to TokenScores
     LIKELIHOODS: dict[str, Callable[[CausalScorer, list[_Encoded]], list[TokenScores]]] = {
         "conditional": _conditional,
         "joint": _joint,
@@ -448,11 +448,11 @@ PLL_METRICS = ("original", "within_word_l2r")
 
 
 class MaskedScorer:
-    """Pseudo-log-likelihood for encoders (DESIGN §4; minicons ``MaskedLMScorer``).
+    """Pseudo-log-likelihood for encoders (docs/design.md §4; minicons ``MaskedLMScorer``).
 
     One copy of the text per scored token; in each copy the target (and, for ``within_word_l2r``,
     the later subwords of its word, by the fast tokenizer's ``word_ids``) is replaced by the mask
-    token, and its tags are set to -100 so the prior cannot leak the masked word (DESIGN §2:
+    token, and its tags are set to -100 so the prior cannot leak the masked word (docs/design.md §2:
     "zero the prior" at masked positions). PLL = sum over tokens of log P(x_t | copy_t).
     """
 
@@ -610,7 +610,7 @@ def make_scorer(
 
 
 def describe_scoring(scorer: CausalScorer | MaskedScorer) -> str:
-    """One line for reports naming the likelihood convention (issue 9 asks every report to)."""
+    """One line for reports naming the likelihood convention (every report says which it used)."""
     if isinstance(scorer, MaskedScorer):
         cond = " conditioned on the parse's tags" if scorer.tagged else ""
         return f"pseudo-log-likelihood ({scorer.metric}){cond}"

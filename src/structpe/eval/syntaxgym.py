@@ -1,6 +1,6 @@
-"""SyntaxGym targeted syntactic evaluation (Hu et al., ACL 2020; DESIGN §4).
+"""SyntaxGym targeted syntactic evaluation (Hu et al., ACL 2020; docs/design.md §4).
 
-Pipeline, as in ``syntaxgym-core`` + LM-Zoo (REFERENCE_NOTES §5, data/syntaxgym/PROVENANCE.md):
+Pipeline, as in ``syntaxgym-core`` + LM-Zoo (docs/design.md §7; the data's PROVENANCE.md):
 
 1. a condition's sentence is its non-empty regions joined by single spaces, then (``text="raw"``,
    the default) detokenized like our training text: the suites are PTB-tokenized (``book .``);
@@ -510,7 +510,7 @@ def evaluate_syntaxgym(
     :func:`sentence_and_spans`), ``as_written`` the suites' PTB-tokenized text.
 
     Decoders: BOS-conditioned surprisal (``likelihood`` as in :class:`CausalScorer`); encoders:
-    PLL (``pll_metric``, word-l2r by default as REFERENCE_NOTES §5 recommends).
+    PLL (``pll_metric``, word-l2r by default as docs/design.md §7 explains).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}")

@@ -1,4 +1,4 @@
-"""LIS -- labeled incidence structures (the LIS paper; DESIGN §5).
+"""LIS -- labeled incidence structures (the LIS paper; docs/design.md §5).
 
 * ``structure``  -- (C, V, E, S, tau, I, sigma), builders (sequence, KG triples, trees, grids,
   hyperedges) and the batched per-endpoint tensor form.

@@ -1,4 +1,4 @@
-"""``structpe lis <diagnostic>``: the LIS paper's diagnostics from the command line (DESIGN §6).
+"""``structpe lis <diagnostic>``: the LIS paper's diagnostics from the command line (docs/design.md §6).
 
   structpe lis shakespeare --profile tiny --out runs/lis_shakespeare
   structpe lis kg          --profile tiny --out runs/lis_kg

@@ -10,7 +10,7 @@ Positional schemes (``LISformerConfig.pe``):
           angle for every *completed* instance (the line address of F.1, the fact address of F.4)
   random  as ``lis`` but each completed instance gets xi_e ~ N(0, 1)^(d/2), resampled every pass
 
-Causality (DESIGN §5, "Causality pitfall"). The address of instance e is computed from all of its
+Causality (docs/design.md §5, "Causality pitfall"). The address of instance e is computed from all of its
 characters, so from the point of view of a query inside e, e is not complete yet. The score is
 therefore two terms selected by a same-instance mask:
 

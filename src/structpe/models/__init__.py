@@ -1,4 +1,4 @@
-"""SiPE model families behind one config and one calling convention (DESIGN §3, §6).
+"""SiPE model families behind one config and one calling convention (docs/design.md §3, §6).
 
     model = build_model(SiPEConfig(family="txl", injection="position", vocab_size=..., ...))
     out = model(input_ids, attention_mask=None, terminal_ids=None, nonterminal_ids=None, labels=None)

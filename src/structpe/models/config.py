@@ -1,4 +1,4 @@
-"""One config for every SiPE model family (DESIGN §2-3, §6).
+"""One config for every SiPE model family (docs/design.md §2-3, §6).
 
 ``family`` picks the architecture file (``roberta.py``, ``deberta.py``, ``modernbert.py``,
 ``txl.py``); ``injection`` picks where the hexatag prior enters. The remaining SiPE fields are the

@@ -1,4 +1,4 @@
-"""What the three SiPE encoders share (SiPE §3.2, §3.4, §3.5, App. A.1, E; DESIGN §2, §6).
+"""What the three SiPE encoders share (SiPE §3.2, §3.4, §3.5, App. A.1, E; docs/design.md §2, §6).
 
 * ``SiPEEncoderPreTrainedModel`` -- the ``transformers`` base (config class, weight init that
   respects loaded weights, tied MLM decoder).
@@ -511,7 +511,7 @@ def load_converted(model: nn.Module, weights: Mapping[str, torch.Tensor], source
 
 
 class SiPEEncoderWithHead(SiPEEncoderPreTrainedModel):
-    """backbone -> task head, with the calling convention of DESIGN §6 (MLM and GLUE models alike).
+    """backbone -> task head, with the calling convention of docs/design.md §6 (MLM and GLUE models alike).
 
     A family subclass sets ``family`` and ``backbone_class``; the task classes below build their heads
     (``build_heads``), say where the prior survives (``prior_keep``) and read the output (``head_output``).

@@ -1,4 +1,4 @@
-"""The output every SiPE model returns, whatever its family (DESIGN §6)."""
+"""The output every SiPE model returns, whatever its family (docs/design.md §6)."""
 
 from __future__ import annotations
 

@@ -366,7 +366,7 @@ class Block(nn.Module):
 
 
 class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
-    """The SiPE Transformer-XL decoder (causal LM + auxiliary next-tag heads); DESIGN §6 convention."""
+    """The SiPE Transformer-XL decoder: causal LM + auxiliary next-tag heads (docs/design.md §6)."""
 
     config_class = SiPEConfig
     config: SiPEConfig

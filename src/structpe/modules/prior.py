@@ -1,4 +1,4 @@
-"""The SiPE hexatag prior and its auxiliary objective (SiPE §3.1, DESIGN §2).
+"""The SiPE hexatag prior and its auxiliary objective (SiPE §3.1, docs/design.md §2).
 
     prior_p = m_p * (E_T[tau_p] + E_N[nu_p] (+ E_D[deprel_p]))
 
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# The tag inventory lives in structpe.syntax.hexatags (DESIGN §1); re-exported here under the
+# The tag inventory lives in structpe.syntax.hexatags (docs/design.md §1); re-exported here under the
 # names this module has always offered.
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 from structpe.syntax.hexatags import NONTERMINALS as NONTERMINAL_NAMES

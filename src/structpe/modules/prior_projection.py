@@ -1,4 +1,4 @@
-"""W_E^(l): project the hexatag prior into attention heads (SiPE §3.3-3.5, App. A.2-A.4; DESIGN §2).
+"""W_E^(l): project the hexatag prior into attention heads (SiPE §3.3-3.5, App. A.2-A.4; docs/design.md §2).
 
 Every score-side injection needs, for layer l, a per-head vector for each key's prior:
   position      c_ij = <q_i + v, [W_E^l prior_j]_n> / sqrt(d_head)           (TXL eq. 5-6)
@@ -12,7 +12,7 @@ Design axes (paper table 7): ``projection`` shared vs per_layer; ``projection_ta
 from the entry layer k on get a projection. Weights start near zero so training starts from the
 unmodified model.
 
-Efficiency (DESIGN §2 "a place to beat the paper"): the prior takes at most ``n_pair_values`` (11
+Efficiency (docs/design.md §2 "a place to beat the paper"): the prior takes at most ``n_pair_values`` (11
 without DEPREL) distinct values, so we project the small pair table, never an [L, d] tensor, and
 ``tag_alignment`` computes c as an [L x P] table per query and gathers it -- O(L * P * d) instead of
 O(L^2 * d), and no [B, H, L, L, d] tensor is ever formed.

@@ -1,4 +1,4 @@
-"""Syntax front end of SiPE: dependency trees -> hexatags (DESIGN §1, §6).
+"""Syntax front end of SiPE: dependency trees -> hexatags (docs/design.md §1, §6).
 
 * ``hexatags``   -- tag inventory, ``encode`` / ``decode``, ``constrained_decode`` for predictions
 * ``trees``      -- tree validation, projectivity, arc-lifting projectivisation

@@ -1,4 +1,4 @@
-"""Word-level hexatags -> per-token tag ids for Hugging Face fast tokenizers (DESIGN §1 "Subwords").
+"""Word-level hexatags -> per-token tag ids for Hugging Face fast tokenizers (docs/design.md §1 "Subwords").
 
 Only a word's **first subword** carries its tags (the mask m_p of the prior, SiPE §3.1); every other
 position -- continuation subwords, special tokens, padding -- gets -100, which is also the ignore

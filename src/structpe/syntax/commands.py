@@ -1,4 +1,4 @@
-"""``structpe tag``: text lines or CoNLL-U in, hexatag JSON lines out (DESIGN §6).
+"""``structpe tag``: text lines or CoNLL-U in, hexatag JSON lines out (docs/design.md §6).
 
 Thin wrapper over ``structpe.syntax.parsers``: read the input, cut it into chunks, parse each chunk
 (in ``--workers`` processes when asked, each with its own parser), write one JSON object per

@@ -1,4 +1,4 @@
-"""Read CoNLL-U (plain or gzipped) into validated basic dependency trees (DESIGN §1 input, §6 data).
+"""Read CoNLL-U (plain or gzipped) into validated basic dependency trees (docs/design.md §1 input, §6 data).
 
 Token lines are parsed by the maintained ``conllu`` package; this module only groups lines into
 sentences (so that every error can name the file, the sentence id and the line number -- ``conllu``

@@ -1,4 +1,4 @@
-"""A trained hexatagger: a small Transformer encoder that predicts every word's hexatags (DESIGN §1).
+"""A trained hexatagger: a small Transformer encoder that predicts every word's hexatags (docs/design.md §1).
 
 The SiPE paper tags text with its own parser, a Transformer encoder with two per-token heads that
 predict each word's terminal tau_i in T = {tl, tr} and non-terminal nu_i in N = {nl-L, nl-R, nr-L,
@@ -361,7 +361,7 @@ def encode_words(tokenizer: Any, sentences: Sequence[Sequence[str]]) -> list[tup
     """Subword ids with [CLS]/[SEP] and each word's first-subword position, for pre-split sentences.
 
     A word the normaliser erases entirely (e.g. only control characters) is replaced by [UNK], so
-    every word owns exactly one tagged position (the mask m_p of DESIGN §1).
+    every word owns exactly one tagged position (the mask m_p of docs/design.md §1).
     """
     encs = tokenizer.encode_batch([list(s) for s in sentences], is_pretokenized=True, add_special_tokens=True)
     out = []
@@ -389,7 +389,7 @@ def _first_positions(word_ids: Sequence[int | None], n_words: int) -> list[int] 
 
 
 def greedy_is_well_formed(terminals: Sequence[int], nonterminals: Sequence[int]) -> bool:
-    """Depth check of DESIGN §1 on an arg-max sequence (tl +1, tr needs >= 1, nr needs >= 2 and -1,
+    """Depth check of docs/design.md §1 on an arg-max sequence (tl +1, tr needs >= 1, nr needs >= 2 and -1,
     eos exactly on the last word, final depth 1); cheaper than decoding and raising."""
     depth = 0
     last = len(terminals) - 1

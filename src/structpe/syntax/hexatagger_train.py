@@ -1,7 +1,7 @@
 """Training recipe and evaluation for the hexatagger (``structpe parser train`` / ``parser eval``).
 
 Data: UD English train splits, projectivised by arc lifting (Nivre & Nilsson 2005, via
-``structpe.syntax.trees``) and hexatagged (DESIGN §1). The default mix is the prose treebanks EWT,
+``structpe.syntax.trees``) and hexatagged (docs/design.md §1). The default mix is the prose treebanks EWT,
 GUM, LinES and ParTUT. Atis (lower-cased air-travel queries) and ESLSpok (transcribed learner
 speech) are left out by default: their sentences are short and their domains are far from the
 web/prose text we evaluate (EWT) and tag (LM corpora). Model selection is on EWT dev UAS.

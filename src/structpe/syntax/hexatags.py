@@ -1,4 +1,4 @@
-"""Hexatags: the canonical tag inventory, encode, decode and the constrained decoder (DESIGN §1).
+"""Hexatags: the canonical tag inventory, encode, decode and the constrained decoder (docs/design.md §1).
 
 A projective dependency tree over n words becomes a binary head tree (BHT; Amini, Liu & Cotterell,
 ACL 2023, "Hexatagging", §2): every head first combines with its left dependents, nearest first
@@ -15,7 +15,7 @@ nr-R=3, eos=4 (so a non-terminal id is 2 * side + head_side).
 Encoding here does not build the BHT. Each arc (h, d) *is* one internal node, sitting right after
 the last word of the left child: after ``hi(d)`` for a left dependent, after ``lo(d) - 1`` for a right
 one. The node's side follows from the next node on h's chain (or from how h itself attaches), so a
-sentence is tagged in a few O(n) list passes; decoding is the stack machine of DESIGN §1 with one
+sentence is tagged in a few O(n) list passes; decoding is the stack machine of docs/design.md §1 with one
 open slot per stack item, also O(n).
 """
 
@@ -184,7 +184,7 @@ def encode(heads: Sequence[int]) -> tuple[list[int], list[int]]:
 def decode(terminals: Sequence[int | str], nonterminals: Sequence[int | str]) -> list[int]:
     """Rebuild the heads (1-based, 0 = root) from a well-formed per-word tag sequence. O(n).
 
-    Stack machine of DESIGN §1: tl pushes a leaf; tr fills the open right slot of the top;
+    Stack machine of docs/design.md §1: tl pushes a leaf; tr fills the open right slot of the top;
     nl wraps the top as the left child of a new node; nr does so and plugs the new node into the
     open slot of the item below. Each stack item below the top keeps the chain of its open nodes
     (left child's lexical head, head side); filling the innermost slot resolves the chain into arcs.
@@ -255,7 +255,7 @@ def stack_depths(terminals: Sequence[int], nonterminals: Sequence[int]) -> list[
 
 
 def is_well_formed(terminals: Sequence[int], nonterminals: Sequence[int]) -> bool:
-    """True iff ``decode`` accepts the sequence (the depth constraints of DESIGN §1 hold)."""
+    """True iff ``decode`` accepts the sequence (the depth constraints of docs/design.md §1 hold)."""
     try:
         decode(terminals, nonterminals)
     except InvalidTagsError:
@@ -282,7 +282,7 @@ def constrained_decode(
     ``terminal_scores`` [n, 2] and ``nonterminal_scores`` [n, 5] are log-probabilities or logits
     (numpy, torch or nested lists). Every path picks exactly one terminal and one non-terminal per
     word, so a per-row log-softmax adds the same constant to every path: logits and log-probs give
-    the same answer. Viterbi over the stack depth (DESIGN §1): start at 0; tl +1 (at most
+    the same answer. Viterbi over the stack depth (docs/design.md §1): start at 0; tl +1 (at most
     ``max_depth``), tr needs depth >= 1; after a terminal nl keeps the depth, nr needs >= 2 and
     subtracts 1; eos is forced on the last word, banned elsewhere; the final depth is exactly 1.
     Cost O(n * max_depth). A depth-1 path always exists, so a tree is always returned.

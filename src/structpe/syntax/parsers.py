@@ -1,4 +1,4 @@
-"""Parsers: words or raw text in, hexatagged sentences out (DESIGN §6 ``structpe tag --parser``).
+"""Parsers: words or raw text in, hexatagged sentences out (docs/design.md §6 ``structpe tag --parser``).
 
 ``Parser`` fixes the calling convention every producer of trees shares, so callers (the CLI, the
 evaluations, data preparation) never branch on where a tree came from:
@@ -8,7 +8,7 @@ evaluations, data preparation) never branch on where a tree came from:
 * ``parse_conllu(path)`` / ``parse_conllu_sentences(...)`` -- CoNLL-U input (gold trees for
   ``gold``; the gold words re-parsed for the others).
 
-Non-projective trees never get tags for a different tree silently (DESIGN §1): the policy ``lift``
+Non-projective trees never get tags for a different tree silently (docs/design.md §1): the policy ``lift``
 (projectivise by arc lifting, record ``lifted_arcs``), ``skip`` (drop the sentence) or ``error``
 decides, and ``Parser.stats`` counts each case per run.
 

@@ -1,7 +1,7 @@
-"""A hexatagged sentence and its JSON-lines form (DESIGN §6: ``structpe tag`` output).
+"""A hexatagged sentence and its JSON-lines form (docs/design.md §6: ``structpe tag`` output).
 
 In Python the tags are canonical ids (what the prior and the alignment consume); in JSON they are
-the tag names of DESIGN §1 (``"tl"``, ``"nl-R"``, ...), and ``heads`` are those of the tree that
+the tag names of docs/design.md §1 (``"tl"``, ``"nl-R"``, ...), and ``heads`` are those of the tree that
 was actually tagged (after projectivisation, if any; ``lifted_arcs`` says how many arcs moved).
 """
 
@@ -80,7 +80,7 @@ class TaggedSentence:
         return nonterminal_names(self.nonterminals)
 
     def check(self, canonical: bool = False) -> None:
-        """Raise InvalidTagsError unless the tags decode to ``heads`` (the DESIGN §1 round trip);
+        """Raise InvalidTagsError unless the tags decode to ``heads`` (the docs/design.md §1 round trip);
         with ``canonical``, also unless they are the tags ``encode`` gives that tree."""
         if not self.words:
             raise InvalidTagsError(f"sentence {self.sent_id!r}: no words")
@@ -118,7 +118,7 @@ class TaggedSentence:
         return d
 
     def to_json(self) -> str:
-        """One JSON line with the DESIGN §6 fields; tags as names."""
+        """One JSON line with the docs/design.md §6 fields; tags as names."""
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
     @classmethod

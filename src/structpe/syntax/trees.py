@@ -1,6 +1,6 @@
 """Dependency-tree checks: well-formedness, projectivity and projectivisation by arc lifting.
 
-Hexatags encode projective trees only (DESIGN §1; Amini et al. 2023 §2): a non-projective tree
+Hexatags encode projective trees only (docs/design.md §1; Amini et al. 2023 §2): a non-projective tree
 must be projectivised (and counted) or refused, never tagged as if it were another tree.
 Heads follow CoNLL-U: ``heads[i]`` is the 1-based head of word ``i + 1``; 0 marks the root.
 

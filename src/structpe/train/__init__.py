@@ -1,4 +1,4 @@
-"""Pre-training: raw text -> hexatagged packed sequences -> trained SiPE checkpoints (DESIGN §2, §6).
+"""Pre-training: raw text -> hexatagged packed sequences -> trained SiPE checkpoints (docs/design.md §2, §6).
 
 * ``tokenizer``  -- ``train_tokenizer``: byte-level BPE (decoders) / WordPiece (encoders)
 * ``prepare``    -- ``prepare``: parse, align tags to first subwords, pack, save (fingerprint cache)

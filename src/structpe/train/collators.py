@@ -1,4 +1,4 @@
-"""Batch collators for the two pre-training objectives (DESIGN §2 auxiliary objective, §6 contract).
+"""Batch collators for the two pre-training objectives (docs/design.md §2 auxiliary objective, §6 contract).
 
 Both pad a list of prepared examples (``input_ids``, ``terminal_ids``, ``nonterminal_ids``) to
 the longest in the batch and return ``input_ids``, ``attention_mask``, ``terminal_ids``,

@@ -9,7 +9,7 @@ gradient accumulation, checkpoint/optimizer/RNG state and the progress bar are t
 
 * checks before any step: dataset present and complete, tokenizer = the one the data was prepared
   with, model vocabulary = tokenizer vocabulary, data packed no longer than ``train.seq_len``;
-* the LM loss and the two tag losses (DESIGN §2: loss = LM + CE_T + CE_N) logged separately, and a
+* the LM loss and the two tag losses (docs/design.md §2: loss = LM + CE_T + CE_N) logged separately, and a
   validation pass reporting token-weighted validation LM loss and perplexity exp(loss);
 * a non-finite loss stops the run at once with a message (not after silently skipping steps);
 * a run folder: ``config.yaml`` (the resolved recipe), ``metrics.csv``, ``loss.png``,

@@ -42,7 +42,7 @@ TEXT_FORM_KEY = "structpe_text_form"  # tokenizer_config.json key: the text form
 
 
 def default_kind(family: str | None) -> str:
-    """Byte-level BPE for decoders, WordPiece for encoders (DESIGN §3)."""
+    """Byte-level BPE for decoders, WordPiece for encoders (docs/design.md §3)."""
     return "bpe" if family in (None, *DECODER_FAMILIES) else "wordpiece"
 
 
