@@ -45,7 +45,7 @@ from transformers import PreTrainedConfig
 from structpe.models.encoder_common import check_tags
 from structpe.models.modernbert import shifted_cos_sin
 from structpe.models.outputs import SiPEOutput
-from structpe.modules.prior import HexatagPrior, TagHeads, causal_tag_targets, tag_losses
+from structpe.modules.prior import HexatagPrior, TagHeads, add_causal_tag_loss
 from structpe.modules.prior_projection import PriorProjection
 
 ADAPTER_MODEL_TYPE = "structpe-sipe-adapter"
@@ -286,12 +286,10 @@ class SiPEAdapterForCausalLM(nn.Module):
             lm_loss = base.loss_function(logits=logits, labels=labels, vocab_size=base.config.vocab_size)
             loss = lm_loss
         if tagged:
-            t_target, n_target = causal_tag_targets(terminal_ids.to(device), nonterminal_ids.to(device))
-            terminal_loss, nonterminal_loss = tag_losses(
-                terminal_logits, nonterminal_logits, t_target, n_target
+            loss, terminal_loss, nonterminal_loss = add_causal_tag_loss(
+                loss, terminal_logits, nonterminal_logits, terminal_ids, nonterminal_ids,
+                self.config.tag_loss_weight,
             )
-            if loss is not None and self.config.tag_loss_weight > 0:
-                loss = loss + self.config.tag_loss_weight * (terminal_loss + nonterminal_loss)
         return SiPEOutput(
             loss=loss,
             logits=logits,

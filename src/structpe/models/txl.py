@@ -55,9 +55,8 @@ from structpe.modules.prior import (
     HexatagPrior,
     TagHeads,
     TagIdError,
-    causal_tag_targets,
+    add_causal_tag_loss,
     check_tag_ids,
-    tag_losses,
 )
 from structpe.modules.prior_projection import PriorProjection, gather_per_key, tag_alignment
 
@@ -582,14 +581,10 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
             )
             loss = lm_loss
         if self.tag_heads is not None and terminal_ids is not None and nonterminal_ids is not None:
-            t_target, n_target = causal_tag_targets(
-                terminal_ids.to(device), nonterminal_ids.to(device), from_start=self.config.joint_tag_loss
+            loss, terminal_loss, nonterminal_loss = add_causal_tag_loss(
+                loss, terminal_logits, nonterminal_logits, terminal_ids, nonterminal_ids,
+                self.config.tag_loss_weight, from_start=self.config.joint_tag_loss,
             )
-            terminal_loss, nonterminal_loss = tag_losses(
-                terminal_logits, nonterminal_logits, t_target, n_target
-            )
-            if loss is not None and self.config.tag_loss_weight > 0:
-                loss = loss + self.config.tag_loss_weight * (terminal_loss + nonterminal_loss)
         return SiPEOutput(
             loss=loss,
             logits=logits,

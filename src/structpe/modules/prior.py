@@ -193,3 +193,28 @@ def tag_losses(
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1))
 
     return ce(terminal_logits, terminal_targets), ce(nonterminal_logits, nonterminal_targets)
+
+
+def add_causal_tag_loss(
+    loss: torch.Tensor | None,
+    terminal_logits: torch.Tensor,
+    nonterminal_logits: torch.Tensor,
+    terminal_ids: torch.Tensor,
+    nonterminal_ids: torch.Tensor,
+    weight: float,
+    from_start: bool = True,
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """The causal next-tag terms of a decoder: (loss + weight (CE_T + CE_N), CE_T, CE_N).
+
+    One rule for every causal model (Transformer-XL, the HF adapter): the heads at position p
+    predict the tags of the next tagged position (``causal_tag_targets``); the terms are added to
+    the LM loss only when there is one and ``weight`` > 0, and are always returned for logging.
+    """
+    device = terminal_logits.device
+    t_target, n_target = causal_tag_targets(
+        terminal_ids.to(device), nonterminal_ids.to(device), from_start=from_start
+    )
+    terminal_loss, nonterminal_loss = tag_losses(terminal_logits, nonterminal_logits, t_target, n_target)
+    if loss is not None and weight > 0:
+        loss = loss + weight * (terminal_loss + nonterminal_loss)
+    return loss, terminal_loss, nonterminal_loss
