@@ -11,11 +11,12 @@ and collating them) is timed per batch in the loss check.
 Settings (``--settings``): ``fp32`` (eager, float32), ``bf16`` (autocast to bfloat16: native on
 CPUs with AVX-512 BF16 / AMX, emulated elsewhere; ``native_bf16`` in the JSON says which),
 ``compile`` / ``compile-bf16`` (``torch.compile``, inductor; compile time reported apart), each at
-``--threads`` intra-op threads (``-t1`` suffix: 1 thread). Every setting has its own model
-(same initial weights); the rounds are interleaved (round 1 of every setting, then round 2 ...) so
-that load from the machine's other users hits all settings alike. Reported per setting: tokens/s
-from wall time (median over rounds) and the ratio to ``fp32`` at ``--threads``, measured in the
-same round; and the load average before and after.
+``--threads`` intra-op threads (``-t1`` suffix: 1 thread); ``prev``: fp32 eager with the dropout
+(0.1) that the quickstart used before, so ``prev``'s ``speedup_vs_fp32`` < 1 is what dropping it
+gained. Every setting has its own model (same initial weights); the rounds are interleaved
+(round 1 of every setting, then round 2 ...) so that load from the machine's other users hits all
+settings alike. Reported per setting: tokens/s from wall time (median over rounds) and the ratio
+to ``fp32`` at ``--threads``, measured in the same round; and the load average before and after.
 
 Models: ``quickstart`` (the size ``structpe quickstart`` trains), ``tiny`` (the packaged
 ``txl/*-tiny`` recipe) and ``txl/position-small`` (batch 4 x 512 here: tokens/s barely depends on
@@ -59,14 +60,16 @@ MODELS = {
     # name: (recipe, model overrides, batch size, sequence length)
     "quickstart": (
         "txl/{injection}-tiny",
-        {"d_model": QS.d_model, "n_layers": QS.n_layers, "n_heads": QS.n_heads, "d_ff": QS.d_ff},
+        {"d_model": QS.d_model, "n_layers": QS.n_layers, "n_heads": QS.n_heads, "d_ff": QS.d_ff,
+         "dropout": QS.dropout, "attention_dropout": QS.dropout},
         QS.batch_size,
         QS.seq_len,
     ),
     "tiny": ("txl/{injection}-tiny", {}, 16, 128),  # the recipe as packaged (the old quickstart size)
     "position-small": ("txl/position-small", {}, 4, 512),
 }
-SETTINGS = ("fp32", "bf16", "compile", "compile-bf16", "fp32-t1", "bf16-t1")
+SETTINGS = ("fp32", "bf16", "compile", "compile-bf16", "fp32-t1", "bf16-t1", "prev")
+PREV_DROPOUT = 0.1  # ``prev``: fp32 eager as the recipes were before the quickstart dropped dropout
 
 
 def model_config(name: str, injection: str, vocab: int) -> tuple[SiPEConfig, int, int]:
@@ -96,6 +99,8 @@ class Runner:
     """One model + optimizer trained with one setting."""
 
     def __init__(self, cfg: SiPEConfig, setting: str, threads: int, lr: float = 1e-3) -> None:
+        if setting == "prev":
+            cfg = SiPEConfig(**{**cfg.to_dict(), "dropout": PREV_DROPOUT, "attention_dropout": PREV_DROPOUT})
         torch.manual_seed(0)
         self.model = build_model(cfg).train()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.01)

@@ -55,10 +55,12 @@ def test_bf16_loss_curve_matches_fp32() -> None:
 def test_cpu_threads_follow_the_free_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 8)
-    monkeypatch.setattr("os.getloadavg", lambda: (2.2, 0.0, 0.0))
+    busy = {"percent": 25.0}  # psutil's system-wide busy share over the sampling interval
+    monkeypatch.setattr("psutil.cpu_percent", lambda interval=None: busy["percent"])
+    monkeypatch.setattr("os.getloadavg", lambda: (20.0, 0.0, 0.0))  # ignored: it counts our own past work
     assert cpu_threads() == 6
-    monkeypatch.setattr("os.getloadavg", lambda: (20.0, 0.0, 0.0))
-    assert cpu_threads() == 1  # an oversubscribed machine: one thread, never zero
+    busy["percent"] = 100.0
+    assert cpu_threads() == 1  # a saturated machine: one thread, never zero
     assert cpu_threads(3) == 3  # an explicit train.threads wins
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert cpu_threads() == 2

@@ -538,13 +538,20 @@ def pretrain(
 def cpu_threads(requested: int = 0) -> int:
     """Intra-op threads for CPU training: ``requested``, else ``OMP_NUM_THREADS``, else the cores
     that are free now. Oversubscribing a busy machine is expensive: every parallel op waits for its
-    slowest thread, and a descheduled thread stalls the step (3.7x slower at load ~20 on 2 cores)."""
+    slowest thread, and a descheduled thread stalls the step (3.7x slower at load ~20 on 2 cores).
+
+    "Free" is the idle share of the CPUs over half a second, measured while this process sleeps,
+    not the load average: the load average still counts this process's own work of the last
+    minute (e.g. the parser that just prepared the data) and then wrongly halves the threads."""
     if requested > 0:
         return requested
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():
         return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    import psutil
+
     cores = os.cpu_count() or 1
-    return max(1, min(cores, cores - round(os.getloadavg()[0])))
+    idle = 1.0 - psutil.cpu_percent(interval=0.5) / 100.0
+    return max(1, min(cores, round(cores * idle)))
 
 
 def native_bf16() -> bool:
@@ -567,8 +574,9 @@ def _is_main() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-# train keys that do not change what is trained: free to differ when a run is resumed
-RESUME_FREE_KEYS = ("output_dir", "progress", "eval_every", "eval_batches", "eval_batch_size",
+# train keys that do not change what is trained: free to differ when a run is resumed (threads: a
+# run resumed on another machine or under other load; it changes float summation order only)
+RESUME_FREE_KEYS = ("output_dir", "progress", "threads", "eval_every", "eval_batches", "eval_batch_size",
                     "save_every", "save_total_limit", "log_every")
 
 
