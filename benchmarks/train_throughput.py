@@ -8,15 +8,16 @@ settings), backward, grad-norm clipping, AdamW. Inputs are random ids and tags o
 length (the speed does not depend on the text); the data path (reading prepared rows from Arrow
 and collating them) is timed per batch in the loss check.
 
-Settings (``--settings``): ``fp32`` (eager, float32), ``bf16`` (autocast to bfloat16: native on
-CPUs with AVX-512 BF16 / AMX, emulated elsewhere; ``native_bf16`` in the JSON says which),
-``compile`` / ``compile-bf16`` (``torch.compile``, inductor; compile time reported apart), each at
-``--threads`` intra-op threads (``-t1`` suffix: 1 thread); ``prev``: fp32 eager with the dropout
-(0.1) that the quickstart used before, so ``prev``'s ``speedup_vs_fp32`` < 1 is what dropping it
-gained. Every setting has its own model (same initial weights); the rounds are interleaved
-(round 1 of every setting, then round 2 ...) so that load from the machine's other users hits all
-settings alike. Reported per setting: tokens/s from wall time (median over rounds) and the ratio
-to ``fp32`` at ``--threads``, measured in the same round; and the load average before and after.
+Settings (``--settings``): ``fp32`` (eager, float32), ``bf16`` (autocast to bfloat16: native on CPUs
+with AVX-512 BF16 / AMX, emulated elsewhere; ``native_bf16`` in the JSON says which), ``compile`` /
+``compile-bf16`` (``torch.compile``, inductor; compile time reported apart), each at ``--threads``
+intra-op threads (``-t1`` suffix: 1 thread); ``prev``: fp32 eager with the dropout (0.1) and
+vocabulary (8,192) that the quickstart used before, so ``1 / speedup_vs_fp32`` of ``prev`` is what
+the current defaults gained (ids are drawn below ``--vocab``, valid for both). Every setting has its
+own model (same initial weights); the rounds are interleaved (round 1 of every setting, then round 2
+...) so that load from the machine's other users hits all settings alike. Reported per setting:
+tokens/s from wall time (median over rounds) and the ratio to ``fp32`` at ``--threads``, measured in
+the same round; and the load average before and after.
 
 Models: ``quickstart`` (the size ``structpe quickstart`` trains), ``tiny`` (the packaged
 ``txl/*-tiny`` recipe) and ``txl/position-small`` (batch 4 x 512 here: tokens/s barely depends on
@@ -69,7 +70,7 @@ MODELS = {
     "position-small": ("txl/position-small", {}, 4, 512),
 }
 SETTINGS = ("fp32", "bf16", "compile", "compile-bf16", "fp32-t1", "bf16-t1", "prev")
-PREV_DROPOUT = 0.1  # ``prev``: fp32 eager as the recipes were before the quickstart dropped dropout
+PREV = {"dropout": 0.1, "attention_dropout": 0.1, "vocab_size": 8192}  # ``prev``: the earlier quickstart
 
 
 def model_config(name: str, injection: str, vocab: int) -> tuple[SiPEConfig, int, int]:
@@ -100,7 +101,7 @@ class Runner:
 
     def __init__(self, cfg: SiPEConfig, setting: str, threads: int, lr: float = 1e-3) -> None:
         if setting == "prev":
-            cfg = SiPEConfig(**{**cfg.to_dict(), "dropout": PREV_DROPOUT, "attention_dropout": PREV_DROPOUT})
+            cfg = SiPEConfig(**{**cfg.to_dict(), **PREV})
         torch.manual_seed(0)
         self.model = build_model(cfg).train()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.01)
@@ -267,7 +268,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=3, help="timed steps per setting per round")
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--vocab", type=int, default=QS.vocab_size)
     ap.add_argument("--loss-steps", type=int, default=150, help="0: skip the fp32 vs bf16 loss check")
     ap.add_argument("--loss-injections", nargs="+", default=["position"],
                     help="models of the loss check (position runs every op that none runs, and the prior)")
