@@ -16,8 +16,9 @@ SiPE sites: ``input`` (eq. 11: h^(0)_p = LN(e^tok_p + e^seg_p + prior_p)) and ``
     S~_ij = S^con_ij + (1 + c_ij) S^pos_ij
 
 c_ij is computed per query against the <= 11 distinct prior values and spread over the keys
-(``one_plus_c``), never as an [L, L, d] product. With ``injection="none"`` the numbers equal
-``transformers``' ``DebertaV2ForMaskedLM`` (v3 layout) given the same weights; ``from_hf`` converts.
+(``structpe.modules.prior_projection.tag_alignment``, as every family computes c), never as an
+[L, L, d] product. With ``injection="none"`` the numbers equal ``transformers``'
+``DebertaV2ForMaskedLM`` (v3 layout) given the same weights; ``from_hf`` converts.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from torch import nn
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
     BackboneOutput,
-    InputPrior,
     LayerOutputs,
     SiPEEncoderForMaskedLM,
     SiPEEncoderForSequenceClassification,
@@ -43,9 +43,10 @@ from structpe.models.encoder_common import (
     hf_sipe_config,
     layer_pair_projection,
     load_converted,
-    position_prior,
     tag_pairs,
 )
+from structpe.models.sipe_parts import input_prior, position_prior
+from structpe.modules.prior_projection import tag_alignment
 
 
 def log_bucket(rel: torch.Tensor, buckets: int, max_position: int) -> torch.Tensor:
@@ -106,21 +107,6 @@ class DebertaEmbeddings(nn.Module):
         return self.drop(x)
 
 
-def one_plus_c(query: torch.Tensor, tag_keys: torch.Tensor, pair_ids: torch.Tensor) -> torch.Tensor:
-    """1 + c_ij as [B, H, Lq, Lk], with c_ij = <Q^c_i, W_E prior_j> / sqrt(d_head) (eq. 12).
-
-    c_ij depends on key j only through its tag pair (<= 11 values), so it is an [Lq x P] table per
-    query, spread over the keys by a one-hot matmul (a BLAS product in both directions; cheaper
-    than gather/scatter).
-    """
-    n_pairs = tag_keys.shape[1]
-    per_pair = torch.matmul(query, tag_keys.transpose(-1, -2)) / math.sqrt(query.shape[-1]) + 1.0
-    one_hot = (
-        nn.functional.one_hot(pair_ids, n_pairs).to(query.dtype).transpose(1, 2)[:, None]
-    )  # [B, 1, P, Lk]
-    return torch.matmul(per_pair, one_hot)
-
-
 class DebertaLayer(nn.Module):
     """Post-LN block with disentangled attention; ``tag_keys`` switches on PP-SiPE's (1 + c)."""
 
@@ -165,7 +151,8 @@ class DebertaLayer(nn.Module):
         p2c = torch.matmul(k, pos_q.transpose(-1, -2)).gather(-1, index.transpose(-1, -2))
         s_pos = c2p + p2c.transpose(-1, -2)  # K^c_j . Q^r_delta(i,j), transposed to [i, j]
         if tag_keys is not None:  # PP-SiPE: S~ = S^con + (1 + c) S^pos
-            s_pos = s_pos * one_plus_c(q, tag_keys, pair_ids)
+            tag_keys = tag_keys.expand(bsz, -1, -1, -1)  # per-row products, see pair_scores
+            s_pos = s_pos * (1 + tag_alignment(q, tag_keys, pair_ids))
         if pair_mask is not None:
             s_pos = s_pos.masked_fill(~pair_mask, torch.finfo(s_pos.dtype).min)
         dropout = self.attn_dropout if self.training else 0.0
@@ -185,7 +172,7 @@ class DebertaSiPEModel(nn.Module):
         self.embeddings = DebertaEmbeddings(config)
         self.rel = RelativePositions(config)
         self.layers = nn.ModuleList(DebertaLayer(config) for _ in range(config.n_layers))
-        self.input_prior = InputPrior(config) if config.uses_input_prior else None
+        self.input_prior = input_prior(config)
         self.prior, self.prior_proj = position_prior(config, d_out=config.d_head)  # E_T, E_N; W_E^(l)
 
     def forward(

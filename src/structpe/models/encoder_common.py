@@ -31,57 +31,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
-from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
 from structpe.models.outputs import SiPEOutput
-from structpe.modules.prior import (
-    IGNORE_INDEX,
-    N_NONTERMINALS,
-    N_TERMINALS,
-    HexatagPrior,
-    TagHeads,
-    check_tag_ids,
-    mlm_tag_targets,
-    tag_losses,
-)
+from structpe.models.sipe_parts import make_tag_heads
+from structpe.modules.init_rules import apply_init_rule
+from structpe.modules.input_prior import InputPrior
+from structpe.modules.prior import IGNORE_INDEX, HexatagPrior, TagHeads, mlm_tag_targets, tag_losses
 from structpe.modules.prior_projection import PriorProjection
-
-PRIOR_PART_ORDER = {  # concatenation order of SiPE table 12 (x first)
-    "t_nt": ("t", "nt"),
-    "t_nt_dr": ("nt", "t", "dr"),  # CONCAT_POS_NT_T_DR = W [x; n; t; dr]
-    "dr_nt": ("dr", "nt"),  # CONCAT_POS_DNT = W [x; dr; n]
-}
-
-
-def set_init(module: nn.Linear | nn.Embedding, rule: str, std: float) -> None:
-    """Tag a leaf module with its init rule; ``_init_weights`` applies it (transformers only visits
-    modules that own parameters, so the rule has to sit on the leaf itself).
-
-    rules: ``normal`` N(0, std); ``trunc_normal`` N(0, std) cut at +-2 std; ``identity_concat``
-    W = [I | N(0, std)] (the concat fusion starts as the identity on x).
-    """
-    if rule not in ("normal", "trunc_normal", "identity_concat"):
-        raise ValueError(f"unknown init rule {rule!r}")
-    module._sipe_init = (rule, std)
-
-
-def apply_init_rule(module: nn.Module) -> None:
-    rule = getattr(module, "_sipe_init", None)
-    if rule is None:
-        return
-    kind, std = rule
-    if kind == "normal":
-        init.normal_(module.weight, mean=0.0, std=std)
-    elif kind == "trunc_normal":
-        init.trunc_normal_(module.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
-    else:
-        d = module.weight.shape[0]
-        weight = torch.randn(module.weight.shape) * std
-        weight[:, :d] = torch.eye(d)
-        init.copy_(module.weight, weight)
-    if getattr(module, "bias", None) is not None:
-        init.zeros_(module.bias)
 
 
 def keep_mask(labels: torch.Tensor | None) -> torch.Tensor | None:
@@ -108,87 +65,6 @@ def check_tags(
     return True
 
 
-class InputPrior(nn.Module):
-    """Input-side SiPE injection and its fusion ablations (SiPE eq. 2, 11 and table 12).
-
-    The prior at a position takes one of at most 1 + 2*5 (x n_deprels) values, so every fusion
-    builds that small table once per forward and gathers it: for ``concat``,
-    W [x; t; n] = W_x x + (W_t E_T)[tau] + (W_n E_N)[nu] -- the tag blocks of W are applied to the
-    tables, never to [B, L, d] tensors, and the whole fusion costs one d x d product.
-    """
-
-    def __init__(self, config: SiPEConfig):
-        super().__init__()
-        self.fusion = config.fusion
-        self.parts = PRIOR_PART_ORDER[config.prior_parts]
-        self.index_order = [name for name in ("dr", "t", "nt") if name in self.parts]  # pair-id layout
-        self.d_model = config.d_model
-        self.tags = HexatagPrior(config.d_model, config.n_deprels, init_std=config.initializer_range)
-        self.alpha_init = config.alpha_init
-        if self.fusion == "alpha":
-            self.alpha = nn.Parameter(torch.tensor(float(config.alpha_init)))
-        if self.fusion == "concat":  # W = [I | ~0]: starts as the unmodified encoder
-            self.proj = nn.Linear(config.d_model * (1 + len(self.parts)), config.d_model)
-            set_init(self.proj, "identity_concat", config.prior_proj_init_std)
-            apply_init_rule(self.proj)
-
-    def reset_sipe_parameters(self) -> None:
-        """alpha = alpha_init (the concat projection carries its own init rule)."""
-        if self.fusion == "alpha":
-            init.constant_(self.alpha, self.alpha_init)
-
-    def _tables(self) -> dict[str, torch.Tensor]:
-        """Each part's embedding table, through its block of W for ``concat``."""
-        tables = {"t": self.tags.terminal.weight, "nt": self.tags.nonterminal.weight}
-        if self.tags.deprel is not None:
-            tables["dr"] = self.tags.deprel.weight
-        if self.fusion == "concat":
-            d = self.d_model
-            blocks = self.proj.weight.split(d, dim=1)[1:]  # W_part, in the concat order of table 12
-            tables = {name: tables[name] @ w.T for name, w in zip(self.parts, blocks, strict=True)}
-        return tables
-
-    def _pair_ids(self, terminal_ids, nonterminal_ids, deprel_ids, keep) -> torch.Tensor:
-        """0 where the prior is zero, else 1 + the flat index of (dr, t, nt) over the used parts."""
-        mask = self.tags.tag_mask(terminal_ids, nonterminal_ids, keep)
-        if "dr" in self.parts:
-            if deprel_ids is None:
-                raise ValueError(f"prior_parts={'_'.join(self.parts)!r} uses DEPREL labels: pass deprel_ids")
-            check_tag_ids("deprel_ids", deprel_ids, self.tags.n_deprels)
-        ids = {"dr": deprel_ids, "t": terminal_ids, "nt": nonterminal_ids}
-        sizes = {"dr": self.tags.n_deprels, "t": N_TERMINALS, "nt": N_NONTERMINALS}
-        flat = torch.zeros_like(terminal_ids)
-        for name in self.index_order:
-            flat = flat * sizes[name] + ids[name].clamp_min(0)
-        return torch.where(mask, flat + 1, torch.zeros_like(flat))
-
-    def _summed_table(self) -> torch.Tensor:
-        """[1 + prod(sizes), d]: row 0 is zero, then every sum of one row per part (pair-id order)."""
-        tables = self._tables()
-        out = tables[self.index_order[0]]
-        for name in self.index_order[1:]:
-            out = (out[:, None, :] + tables[name][None, :, :]).reshape(-1, out.shape[-1])
-        return torch.cat([out.new_zeros(1, out.shape[-1]), out], dim=0)
-
-    def prior(self, terminal_ids, nonterminal_ids, deprel_ids=None, keep=None) -> torch.Tensor:
-        """The summed (for concat: projected) prior [B, L, d], zero where no tag or not kept."""
-        return self._summed_table()[self._pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep)]
-
-    def forward(
-        self, x: torch.Tensor, terminal_ids, nonterminal_ids, deprel_ids=None, keep=None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(x', skip_prior): x' enters the embedding LayerNorm; skip_prior goes on layer 1's skip branch."""
-        prior = self.prior(terminal_ids, nonterminal_ids, deprel_ids, keep)
-        if self.fusion == "concat":  # W [x; parts] = W_x x + b + sum_k W_k part_k
-            w_x = self.proj.weight[:, : self.d_model]
-            return nn.functional.linear(x, w_x, self.proj.bias) + prior, None
-        if self.fusion == "residual":
-            return x, prior
-        if self.fusion == "alpha":
-            return self.alpha * x + (1.0 - self.alpha) * prior, None
-        return x + prior, None
-
-
 def apply_input_prior(
     input_prior: InputPrior | None,
     x: torch.Tensor,
@@ -205,22 +81,6 @@ def apply_input_prior(
     if not check_tags(terminal_ids, nonterminal_ids, x.shape[:2], deprel_ids) or input_prior is None:
         return x, None
     return input_prior(x, terminal_ids, nonterminal_ids, deprel_ids, keep)
-
-
-def prior_projection(config: SiPEConfig, d_out: int) -> PriorProjection:
-    """W_E^(l) / W_delta^(l) with its near-zero init rule (SiPE fn. 4, App. A.6)."""
-    proj = PriorProjection(config, d_out=d_out)
-    for lin in proj.proj.values():
-        set_init(lin, "normal", config.prior_proj_init_std)
-    return proj
-
-
-def position_prior(config: SiPEConfig, d_out: int) -> tuple[HexatagPrior | None, PriorProjection | None]:
-    """PP-SiPE's tag tables and per-layer projection W^(l) [d_model -> d_out], or (None, None) without."""
-    if not config.uses_position_prior:
-        return None, None
-    prior = HexatagPrior(config.d_model, config.n_deprels, init_std=config.initializer_range)
-    return prior, prior_projection(config, d_out=d_out)
 
 
 def tag_pairs(
@@ -439,11 +299,6 @@ def classification_output(
     else:
         out.loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
     return out
-
-
-def make_tag_heads(config: SiPEConfig) -> TagHeads | None:
-    """The auxiliary tag heads exist when the model carries a prior (or is the multitask baseline)."""
-    return TagHeads(config.d_model) if config.has_tag_heads else None
 
 
 def bert_embedding_weights(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -25,7 +25,6 @@ from torch import nn
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
     BackboneOutput,
-    InputPrior,
     LayerOutputs,
     MaskedLMHead,
     SiPEEncoderForMaskedLM,
@@ -37,10 +36,10 @@ from structpe.models.encoder_common import (
     key_padding_mask,
     layer_pair_projection,
     load_converted,
-    position_prior,
-    set_init,
     tag_pairs,
 )
+from structpe.models.sipe_parts import input_prior, position_prior
+from structpe.modules.init_rules import set_init
 from structpe.modules.rotary import rope_angles
 
 
@@ -136,7 +135,7 @@ class ModernBertSiPEModel(nn.Module):
         self.embeddings = ModernBertEmbeddings(config)
         self.layers = nn.ModuleList(ModernBertLayer(config, i) for i in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=False)
-        self.input_prior = InputPrior(config) if config.uses_input_prior else None
+        self.input_prior = input_prior(config)
         # E_T, E_N and W_delta^(l): one angle per frequency pair
         self.prior, self.prior_proj = position_prior(config, d_out=config.d_head // 2)
 

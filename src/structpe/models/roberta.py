@@ -18,7 +18,6 @@ from torch import nn
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_common import (
     BackboneOutput,
-    InputPrior,
     LayerOutputs,
     SiPEEncoderForMaskedLM,
     SiPEEncoderForSequenceClassification,
@@ -32,6 +31,7 @@ from structpe.models.encoder_common import (
     key_padding_mask,
     load_converted,
 )
+from structpe.models.sipe_parts import input_prior
 
 
 class RobertaEmbeddings(nn.Module):
@@ -112,7 +112,7 @@ class RobertaSiPEModel(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = RobertaEmbeddings(config)
-        self.input_prior = InputPrior(config) if config.uses_input_prior else None
+        self.input_prior = input_prior(config)
         self.layers = nn.ModuleList(RobertaLayer(config) for _ in range(config.n_layers))
 
     def forward(
