@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from structpe.errors import StructpeError
-from structpe.eval.scoring import CausalScorer, MaskedScorer, Parser, describe_scoring, make_scorer
+from structpe.eval.scoring import (
+    CausalScorer,
+    MaskedScorer,
+    Parser,
+    ScoringSpec,
+    describe_scoring,
+    make_scorer,
+)
 
 FIELD_FIX = {"syntax/semantics": "syntax_semantics"}
 PHENOMENON_FIX = {"s-selection": "argument_structure"}
@@ -130,11 +137,12 @@ def evaluate_blimp(
     fields: Sequence[str] | None = None,
     phenomena: Sequence[str] | None = None,
     kind: str | None = None,
-    likelihood: str = "conditional",
-    k: int = 10,
-    pll_metric: str = "within_word_l2r",
+    likelihood: str | None = None,
+    k: int | None = None,
+    pll_metric: str | None = None,
     leading_space: bool | None = None,
-    batch_size: int = 32,
+    batch_size: int | None = None,
+    spec: ScoringSpec | None = None,
     progress: bool = True,
     keep_pairs: bool = False,
     scorer: CausalScorer | MaskedScorer | None = None,
@@ -148,13 +156,7 @@ def evaluate_blimp(
     a space as lm-eval-harness does. ``pairs`` overrides loading (tests, custom sets).
     """
     scorer = scorer or make_scorer(
-        model,
-        tokenizer,
-        parser,
-        kind=kind,
-        likelihood=likelihood,
-        k=k,
-        pll_metric=pll_metric,
+        model, tokenizer, parser, spec, kind=kind, likelihood=likelihood, k=k, pll_metric=pll_metric,
         batch_size=batch_size,
     )
     if leading_space is None:

@@ -39,6 +39,7 @@ from structpe.eval.scoring import (
     CausalScorer,
     MaskedScorer,
     Parser,
+    ScoringSpec,
     TokenScores,
     describe_scoring,
     make_scorer,
@@ -493,12 +494,13 @@ def evaluate_syntaxgym(
     suites: Sequence[str] | None = None,
     *,
     kind: str | None = None,
-    likelihood: str = "conditional",
-    k: int = 10,
-    pll_metric: str = "within_word_l2r",
+    likelihood: str | None = None,
+    k: int | None = None,
+    pll_metric: str | None = None,
     protocol: str = "prediction0",
-    append_eos: bool = False,
-    batch_size: int = 32,
+    append_eos: bool | None = None,
+    batch_size: int | None = None,
+    spec: ScoringSpec | None = None,
     max_items: int | None = None,
     progress: bool = True,
     scorer: CausalScorer | MaskedScorer | None = None,
@@ -515,15 +517,8 @@ def evaluate_syntaxgym(
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}")
     scorer = scorer or make_scorer(
-        model,
-        tokenizer,
-        parser,
-        kind=kind,
-        likelihood=likelihood,
-        k=k,
-        pll_metric=pll_metric,
-        batch_size=batch_size,
-        append_eos=append_eos,
+        model, tokenizer, parser, spec, kind=kind, likelihood=likelihood, k=k, pll_metric=pll_metric,
+        batch_size=batch_size, append_eos=append_eos,
     )
     loaded = load_suites(data_dir, suites)
     it = loaded
