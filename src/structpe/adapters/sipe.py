@@ -41,9 +41,9 @@ import torch
 from torch import nn
 from transformers import PreTrainedConfig
 
-from structpe.models.encoder_common import check_tags
 from structpe.models.modernbert import shifted_cos_sin
 from structpe.models.outputs import SiPEOutput
+from structpe.models.sipe_parts import check_tags
 from structpe.modules.prior import HexatagPrior, TagHeads, add_causal_tag_loss
 from structpe.modules.prior_projection import PriorProjection
 

@@ -29,23 +29,28 @@ import torch
 from torch import nn
 
 from structpe.models.config import SiPEConfig
-from structpe.models.encoder_common import (
+from structpe.models.encoder_base import SiPEEncoderForMaskedLM, SiPEEncoderForSequenceClassification
+from structpe.models.encoder_layers import (
     BackboneOutput,
     LayerOutputs,
-    SiPEEncoderForMaskedLM,
-    SiPEEncoderForSequenceClassification,
     activation,
     add_segment_embedding,
-    apply_input_prior,
     attend,
+)
+from structpe.models.hf_convert import (
+    HFConversion,
     bert_embedding_weights,
     bert_layer_weights,
+    convert_hf,
     hf_sipe_config,
+)
+from structpe.models.sipe_parts import (
+    apply_input_prior,
+    input_prior,
     layer_pair_projection,
-    load_converted,
+    position_prior,
     tag_pairs,
 )
-from structpe.models.sipe_parts import input_prior, position_prior
 from structpe.modules.prior_projection import tag_alignment
 
 
@@ -285,49 +290,54 @@ def _backbone_weights(hf_base, n_layers: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
-    """Our DeBERTa (MLM or classification) with the weights of a ``transformers`` DeBERTa-v2/v3 model.
-
-    ``hf_model``: ``DebertaV2ForMaskedLM`` (legacy or new MLM head), ``DebertaV2ForSequenceClassification``
-    or ``DebertaV2Model``; ``sipe_kwargs`` set the SiPE fields. SiPE parameters start fresh.
-    """
+def _deberta_classes() -> tuple[type, type, type]:
     from transformers import DebertaV2ForMaskedLM, DebertaV2ForSequenceClassification, DebertaV2Model
 
-    if not isinstance(hf_model, (DebertaV2ForMaskedLM, DebertaV2ForSequenceClassification, DebertaV2Model)):
-        raise TypeError(f"expected a transformers DeBERTa-v2/v3 model, got {type(hf_model).__name__}")
-    config = _config_from_hf(hf_model.config, sipe_kwargs)
-    base = hf_model if isinstance(hf_model, DebertaV2Model) else hf_model.deberta
-    weights = {f"backbone.{k}": v for k, v in _backbone_weights(base, config.n_layers).items()}
-    if head == "mlm":
-        if not isinstance(hf_model, DebertaV2ForMaskedLM):
-            raise ValueError("head='mlm' needs a DebertaV2ForMaskedLM (the source has no MLM head)")
-        model = DebertaSiPEForMaskedLM(config)
-        if hf_model.legacy:
-            sd = hf_model.cls.predictions.state_dict()
-            dense, norm, bias = "transform.dense", "transform.LayerNorm", "bias"
-        else:
-            sd = hf_model.lm_predictions.lm_head.state_dict()
-            dense, norm, bias = "dense", "LayerNorm", "bias"
-        for kind in ("weight", "bias"):
-            weights[f"lm_head.dense.{kind}"] = sd[f"{dense}.{kind}"]
-            weights[f"lm_head.norm.{kind}"] = sd[f"{norm}.{kind}"]
-        weights["lm_head.decoder.bias"] = sd[bias]
-    elif head == "classification":
-        model = DebertaSiPEForSequenceClassification(config)
-        if isinstance(hf_model, DebertaV2ForSequenceClassification):
-            for ours, theirs in (
-                ("pooler_dense", hf_model.pooler.dense),
-                ("classifier", hf_model.classifier),
-            ):
-                weights[f"{ours}.weight"] = theirs.weight
-                weights[f"{ours}.bias"] = theirs.bias
-        else:
-            fresh = model.state_dict()
-            weights.update({k: fresh[k] for k in fresh if k.startswith(("pooler_", "classifier"))})
+    return DebertaV2ForMaskedLM, DebertaV2ForSequenceClassification, DebertaV2Model
+
+
+def _mlm_head_weights(hf_model, config: SiPEConfig) -> dict[str, torch.Tensor]:
+    """The legacy (``cls.predictions``) or the new (``lm_predictions``) MLM head."""
+    if hf_model.legacy:
+        sd = hf_model.cls.predictions.state_dict()
+        dense, norm, bias = "transform.dense", "transform.LayerNorm", "bias"
     else:
-        raise ValueError(f"head must be 'mlm' or 'classification', got {head!r}")
-    load_converted(model, weights, type(hf_model).__name__)
-    return model
+        sd = hf_model.lm_predictions.lm_head.state_dict()
+        dense, norm, bias = "dense", "LayerNorm", "bias"
+    weights = {"lm_head.decoder.bias": sd[bias]}
+    for kind in ("weight", "bias"):
+        weights[f"lm_head.dense.{kind}"] = sd[f"{dense}.{kind}"]
+        weights[f"lm_head.norm.{kind}"] = sd[f"{norm}.{kind}"]
+    return weights
+
+
+def _classifier_weights(hf_model) -> dict[str, torch.Tensor]:
+    weights = {}
+    for ours, theirs in (("pooler_dense", hf_model.pooler.dense), ("classifier", hf_model.classifier)):
+        weights[f"{ours}.weight"] = theirs.weight
+        weights[f"{ours}.bias"] = theirs.bias
+    return weights
+
+
+HF_CONVERSION = HFConversion(
+    name="DeBERTa-v2/v3",
+    hf_classes=_deberta_classes,
+    base_attr="deberta",
+    config_from_hf=_config_from_hf,
+    backbone_weights=_backbone_weights,
+    mlm_head_weights=_mlm_head_weights,
+    classifier_weights=_classifier_weights,
+    fresh_head=("pooler_", "classifier"),
+    masked_lm=DebertaSiPEForMaskedLM,
+    classification=DebertaSiPEForSequenceClassification,
+)
+
+
+def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
+    """Our DeBERTa (MLM or classification) with the weights of a ``transformers`` DeBERTa-v2/v3 model
+    (``DebertaV2ForMaskedLM``, legacy or new MLM head, ``DebertaV2ForSequenceClassification`` or
+    ``DebertaV2Model``); see ``convert_hf``."""
+    return convert_hf(hf_model, HF_CONVERSION, head, **sipe_kwargs)
 
 
 __all__ = [
