@@ -1,4 +1,4 @@
-"""Atomic outputs: every file structpe writes appears whole or not at all.
+"""Files in and out: every file structpe writes appears whole or not at all; text reads gunzip by content.
 
 A write goes to a temporary file in the destination's folder (same file system), is flushed and
 fsynced, and only then renamed over the destination with ``os.replace`` (atomic on POSIX and
@@ -9,6 +9,7 @@ Windows). A crash, an exception or Ctrl-C half-way leaves any earlier file untou
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 import shutil
 import tempfile
@@ -17,6 +18,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from structpe.errors import StructpeError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_text(path: str | os.PathLike, what: str = "file") -> IO[str]:
+    """Open a UTF-8 text file for reading, gunzipping when the content is gzip (by its magic bytes,
+    whatever the file name says). A missing file raises FileNotFoundError naming ``what`` and the path."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{what} not found: {p}")
+    with p.open("rb") as fh:
+        magic = fh.read(2)
+    if magic == GZIP_MAGIC:
+        return gzip.open(p, "rt", encoding="utf-8")
+    return p.open("r", encoding="utf-8")
 
 
 def _check_parent(path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -335,6 +336,21 @@ def test_save_load_round_trip(tmp_path, injection):
             want = model(ids, terminal_ids=t, nonterminal_ids=n, deprel_ids=dr).logits
             got = loaded(ids, terminal_ids=t, nonterminal_ids=n, deprel_ids=dr).logits
         assert torch.equal(got, want)
+
+
+def test_hf_causal_lm_name_and_older_checkpoints(tmp_path):
+    """The decoder is TransfoXLSiPEForCausalLM (the old name stays an alias); a checkpoint whose
+    config.json names the old class still loads."""
+    from structpe.models.txl import TransfoXLSiPEForCausalLM
+
+    assert TransfoXLSiPEModel is TransfoXLSiPEForCausalLM
+    model = tiny("position")
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["architectures"] == ["TransfoXLSiPEForCausalLM"]
+    cfg["architectures"] = ["TransfoXLSiPEModel"]  # as saved before the rename
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert isinstance(load(tmp_path), TransfoXLSiPEForCausalLM)
 
 
 def test_generate_tokens_greedy_is_argmax():

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from structpe.eval.scorer_types import IGNORE, Encoded, TokenScores, forward_logits, model_device
-from structpe.models.txl import TransfoXLSiPEModel
+from structpe.models.txl import TransfoXLSiPEForCausalLM
 from structpe.syntax.hexatags import (
     DEFAULT_MAX_DEPTH,
     EOS,
@@ -392,7 +392,7 @@ def marginal_scores(
         root = _Hyp([], [], 0, 0.0, 1)
         sents.append(_Sentence(e, tagged_positions(e), end, [root], [0.0] * end))
     if use_cache is None:
-        use_cache = isinstance(scorer.model, TransfoXLSiPEModel)
+        use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
     if use_cache:
         group = max(1, CACHED_BEAM_ROWS // k)
         for i in range(0, len(sents), group):

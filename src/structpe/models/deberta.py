@@ -142,7 +142,7 @@ class DebertaLayer(nn.Module):
         pair_mask: torch.Tensor | None,
         tag_keys: torch.Tensor | None = None,
         pair_ids: torch.Tensor | None = None,
-        need_weights: bool = False,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         bsz, length, d = x.shape
         q, k, v = self.qkv(x).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
@@ -161,7 +161,7 @@ class DebertaLayer(nn.Module):
         if pair_mask is not None:
             s_pos = s_pos.masked_fill(~pair_mask, torch.finfo(s_pos.dtype).min)
         dropout = self.attn_dropout if self.training else 0.0
-        ctx, probs = attend(q, k, v, s_pos, self.scale, dropout, need_weights)
+        ctx, probs = attend(q, k, v, s_pos, self.scale, dropout, output_attentions)
         ctx = ctx.transpose(1, 2).reshape(bsz, length, d)
         h = self.attn_norm(self.drop(self.attn_out(ctx)) + x)
         out = self.ff_norm(self.drop(self.ff_out(self.act(self.ff_in(h)))) + h)

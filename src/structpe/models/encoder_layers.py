@@ -72,14 +72,14 @@ def attend(
     mask: torch.Tensor | None,
     scale: float,
     dropout: float,
-    need_weights: bool,
+    output_attentions: bool,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(q k^T * scale + mask) v over [B, H, L, d]; ``mask`` is bool (True = attend) or additive.
 
     Uses the fused SDPA kernel; the explicit path only runs when the caller wants the weights
     (attention analysis), with the same numbers.
     """
-    if not need_weights:
+    if not output_attentions:
         out = F.scaled_dot_product_attention(
             query, key, value, attn_mask=mask, dropout_p=dropout, scale=scale
         )

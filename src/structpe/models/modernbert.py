@@ -112,7 +112,7 @@ class ModernBertLayer(nn.Module):
         mask: torch.Tensor | None,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        need_weights: bool = False,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         bsz, length, d = x.shape
         qkv = self.qkv(self.attn_norm(x)).view(bsz, length, 3, self.n_heads, self.d_head)
@@ -120,7 +120,7 @@ class ModernBertLayer(nn.Module):
         q, k = rotate(qkv[:2], cos, sin).unbind(0)  # q and k in one rotation
         v = qkv[2]
         dropout = self.attn_dropout if self.training else 0.0
-        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, need_weights)
+        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, output_attentions)
         x = x + self.out_drop(self.attn_out(ctx.transpose(1, 2).reshape(bsz, length, d)))
         inp, gate = self.mlp_in(self.mlp_norm(x)).chunk(2, dim=-1)
         x = x + self.mlp_out(self.mlp_drop(self.act(inp) * gate))

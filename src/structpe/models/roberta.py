@@ -93,12 +93,12 @@ class RobertaLayer(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None,
         skip_prior: torch.Tensor | None = None,
-        need_weights: bool = False,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         bsz, length, _ = x.shape
         q, k, v = self.qkv(x).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
         dropout = self.attn_dropout if self.training else 0.0
-        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, need_weights)
+        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, output_attentions)
         ctx = ctx.transpose(1, 2).reshape(bsz, length, -1)
         skip = x if skip_prior is None else x + skip_prior  # ADD_T_NT (Residual): prior on the skip branch
         h = self.attn_norm(self.drop(self.attn_out(ctx)) + skip)

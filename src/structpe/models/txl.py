@@ -366,7 +366,7 @@ class Block(nn.Module):
         return self.ln_ff(h + self.dropout(self.ff(h))), probs
 
 
-class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
+class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
     """The SiPE Transformer-XL decoder: causal LM + auxiliary next-tag heads (docs/design.md §6)."""
 
     config_class = SiPEConfig
@@ -378,7 +378,7 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
 
     def __init__(self, config: SiPEConfig):
         if config.family != "txl":
-            raise ValueError(f"TransfoXLSiPEModel needs family='txl', got {config.family!r}")
+            raise ValueError(f"{type(self).__name__} needs family='txl', got {config.family!r}")
         super().__init__(config)
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.embed_scale = math.sqrt(config.d_model)
@@ -628,3 +628,8 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
             ids = torch.cat([ids, nxt], dim=1)
             step = nxt if use_cache else ids
         return ids
+
+
+# the name this class had before it took Hugging Face's ``...ForCausalLM`` naming (checkpoints saved
+# then list it in config.json ``architectures``; ``structpe.models.load`` accepts both)
+TransfoXLSiPEModel = TransfoXLSiPEForCausalLM
