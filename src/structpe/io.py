@@ -127,13 +127,19 @@ def atomic_savefig(fig: Any, path: str | os.PathLike, **kwargs: Any) -> None:
         fig.savefig(fh, format=fmt, **kwargs)
 
 
-def earlier_results(path: str | os.PathLike, config: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict:
+def earlier_results(
+    path: str | os.PathLike,
+    config: dict[str, Any],
+    ignore: tuple[str, ...] = (),
+    old_names: dict[str, str] | None = None,
+) -> dict:
     """The ``models`` entries of an earlier ``results.json`` at ``path``, to keep beside new ones.
 
     Results are merged, never dropped: a run (or a merge) that writes into a folder holding
     results of other models keeps them. Results of another configuration (any key of ``config``
     other than ``models`` and ``ignore`` differs) are not comparable, so that is an error rather
-    than a silent overwrite or a mixed table.
+    than a silent overwrite or a mixed table. ``old_names`` (older key -> today's) lets results
+    written under older config key names compare.
     """
     import json
 
@@ -146,6 +152,7 @@ def earlier_results(path: str | os.PathLike, config: dict[str, Any], ignore: tup
     except (ValueError, KeyError, TypeError) as err:
         raise StructpeError(f"{path}: unreadable earlier results ({err}); move it away first") from err
     config = json.loads(json.dumps(config))  # tuples -> lists, as the earlier file has them
+    prev_config = {(old_names or {}).get(k, k): v for k, v in prev_config.items()}
     skip = {"models", *ignore}
     differ = sorted(k for k in set(config) | set(prev_config)
                     if k not in skip and config.get(k) != prev_config.get(k))

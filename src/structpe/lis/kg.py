@@ -42,7 +42,14 @@ import torch
 from tqdm.auto import tqdm
 
 from structpe.io import atomic_savefig, atomic_write_text, earlier_results
-from structpe.lis.lisformer import LISformer, LISformerConfig, TokenStructure, configure_optimizer, cosine_lr
+from structpe.lis.lisformer import (
+    OLD_FIELD_NAMES,
+    LISformer,
+    LISformerConfig,
+    TokenStructure,
+    configure_optimizer,
+    cosine_lr,
+)
 
 TEMPLATE_DOMAINS = {
     "family": ["great-grandson", "grandson", "son", "father", "grandfather", "great-grandfather"],
@@ -356,8 +363,8 @@ class KGConfig:
     models: list[str] = field(default_factory=lambda: ["B", "Bl", "J"])
     n_train_names: int = 3000
     n_test_names: int = 100
-    n_layer: int = 3
-    n_head: int = 2
+    n_layers: int = 3
+    n_heads: int = 2
     d_model: int = 64
     dropout: float = 0.0
     iters: int = 100_000
@@ -380,8 +387,8 @@ def build_model(kind: str, cfg: KGConfig, vocab: Vocab, data: KGData) -> LISform
         raise ValueError(f"unknown KG model {kind!r}; choose from {list(MODELS)}")
     mcfg = LISformerConfig(
         vocab_size=len(vocab),
-        n_layer=cfg.n_layer,
-        n_head=cfg.n_head,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
         d_model=cfg.d_model,
         dropout=cfg.dropout,
         pe="rope" if kind == "B" else "lis",
@@ -502,7 +509,9 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
             "vocab": len(vocab),
         },
         # earlier results of other models in this folder are kept (same configuration only)
-        "models": earlier_results(out / "results.json", cfg.__dict__, ignore=("threads", "device")),
+        "models": earlier_results(
+            out / "results.json", cfg.__dict__, ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+        ),
     }
     for kind in tqdm(cfg.models, desc="models"):
         torch.manual_seed(cfg.seed)
@@ -547,7 +556,9 @@ def merge(folders: list[str | Path], out: str | Path, render=None, draw=None) ->
         merged["data"] = merged["data"] or res["data"]
         merged["models"].update(res["models"])
     out = Path(out)
-    kept = earlier_results(out / "results.json", merged["config"], ignore=("threads", "device"))
+    kept = earlier_results(
+        out / "results.json", merged["config"], ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+    )
     merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "results.json", json.dumps(merged, indent=2))

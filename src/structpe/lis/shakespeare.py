@@ -21,7 +21,13 @@ from tqdm.auto import tqdm
 
 from structpe.data.paths import data_root
 from structpe.io import atomic_savefig, atomic_write_text, earlier_results
-from structpe.lis.lisformer import LISformer, LISformerConfig, configure_optimizer, cosine_lr
+from structpe.lis.lisformer import (
+    OLD_FIELD_NAMES,
+    LISformer,
+    LISformerConfig,
+    configure_optimizer,
+    cosine_lr,
+)
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",
@@ -48,8 +54,8 @@ class ShakespeareConfig:
     train_ctx: int = 256
     eval_ctx: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048, 4096])
     eval_chars: int = 16384  # the same validation span is scored at every context length
-    n_layer: int = 4
-    n_head: int = 4
+    n_layers: int = 4
+    n_heads: int = 4
     d_model: int = 128
     dropout: float = 0.0
     iters: int = 5000
@@ -249,7 +255,9 @@ def run(
     data = CharData(load_corpus(data_dir), cfg.n_chars, cfg.train_frac)
     # models an earlier sitting finished are kept (same configuration only; how a sitting runs may change)
     sitting_keys = ("threads", "device", "max_minutes", "checkpoint_every")
-    kept = earlier_results(out / "results.json", cfg.__dict__, ignore=sitting_keys)
+    kept = earlier_results(
+        out / "results.json", cfg.__dict__, ignore=sitting_keys, old_names=OLD_FIELD_NAMES
+    )
     results: dict = {"config": cfg.__dict__, "models": kept}
     for name in tqdm(cfg.models, desc="models"):
         if name not in MODEL_LABELS:
@@ -260,8 +268,8 @@ def run(
         torch.manual_seed(cfg.seed)
         mcfg = LISformerConfig(
             vocab_size=data.vocab_size,
-            n_layer=cfg.n_layer,
-            n_head=cfg.n_head,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
             d_model=cfg.d_model,
             dropout=cfg.dropout,
             pe=MODEL_SCHEMES[name][0],
@@ -327,7 +335,9 @@ def merge(folders: list[str | Path], out: str | Path) -> dict:
         merged["config"] = merged["config"] or res["config"]
         merged["models"].update(res["models"])
     out = Path(out)
-    kept = earlier_results(out / "results.json", merged["config"], ignore=("threads", "device"))
+    kept = earlier_results(
+        out / "results.json", merged["config"], ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+    )
     merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "results.json", json.dumps(merged, indent=2))
