@@ -70,28 +70,21 @@ def evaluate_ppl(
     tokenizer: Any,
     sentences: Iterable[Any],
     *,
-    kind: str | None = None,
-    likelihood: str | None = None,
-    k: int | None = None,
-    pll_metric: str | None = None,
-    append_eos: bool | None = None,
-    batch_size: int | None = None,
-    max_length: int | None = None,
     progress: bool = True,
     spec: ScoringSpec | None = None,
     scorer: CausalScorer | MaskedScorer | None = None,
+    **scoring: Any,
 ) -> dict[str, Any]:
     """Token- and word-level perplexity of ``sentences`` (tagged) under ``model``.
 
-    Sentences longer than ``max_length`` tokens are skipped and counted (``skipped``).
+    How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
+    ``append_eos=`` ...), which override the spec. Sentences longer than its ``max_length`` tokens
+    are skipped and counted (``skipped``).
     """
     sents = list(sentences)
     if not sents:
         raise ValueError("no sentences to score")
-    spec = (spec or ScoringSpec()).with_options(
-        kind=kind, likelihood=likelihood, k=k, pll_metric=pll_metric, batch_size=batch_size,
-        append_eos=append_eos, max_length=max_length,
-    )
+    spec = (spec or ScoringSpec()).with_options(**scoring)
     max_length, append_eos = spec.max_length, spec.append_eos  # texts over max_length are skipped below
     scorer = scorer or make_scorer(model, tokenizer, None, spec, progress=progress)
     texts = [sentence_text(s) for s in sents]
