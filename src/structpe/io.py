@@ -75,6 +75,14 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         fh.write(text)
 
 
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """JSON (indented, non-JSON values as str) through the atomic writer, creating the folder."""
+    import json
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically."""
     with atomic_open(path, "wb") as fh:
