@@ -48,8 +48,8 @@ from structpe.lis.lisformer import (
     LISformerConfig,
     TokenStructure,
     configure_optimizer,
-    cosine_lr,
 )
+from structpe.lis.training import train_steps
 
 TEMPLATE_DOMAINS = {
     "family": ["great-grandson", "grandson", "son", "father", "grandfather", "great-grandfather"],
@@ -411,32 +411,10 @@ def train_kg(model: LISformer, kind: str, data: KGData, vocab: Vocab, cfg: KGCon
 
 
 def train_loop(model: LISformer, make_batch, pad: int, cfg, desc: str = "") -> list[float]:
-    """AdamW + cosine schedule + clipping over batches of ``Example`` from ``make_batch()``;
-    ``cfg`` needs iters, lr, weight_decay, warmup and grad_clip. Returns the loss curve."""
-    dev = next(model.parameters()).device
+    """``training.train_steps`` over batches of ``Example`` from ``make_batch()`` (AdamW, cosine
+    schedule, clipping; ``cfg`` needs iters, lr, weight_decay, warmup and grad_clip)."""
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
-    losses = []
-    model.train()
-    bar = tqdm(range(cfg.iters), desc=f"train {desc}", leave=False)
-    for step in bar:
-        for g in opt.param_groups:
-            g["lr"] = cosine_lr(step, cfg.iters, cfg.lr, cfg.warmup)
-        ids, tgt, st = collate(make_batch(), pad)
-        _, loss = model(ids.to(dev), tgt.to(dev), structure=_to(st, dev))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(loss.item())
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    return losses
-
-
-def _to(st: TokenStructure, dev) -> TokenStructure:
-    return TokenStructure(
-        *(t.to(dev) if t is not None else None for t in (st.position, st.instance, st.address, st.role))
-    )
+    return train_steps(model, opt, cfg, lambda: collate(make_batch(), pad), desc=desc)
 
 
 @torch.no_grad()
@@ -448,7 +426,7 @@ def score(model: LISformer, examples: list[Example], pad: int, batch: int = 64) 
     for s in range(0, len(examples), batch):
         chunk = examples[s : s + batch]
         ids, _, st = collate(chunk, pad)
-        logits, _ = model(ids.to(dev), structure=_to(st, dev))
+        logits, _ = model(ids.to(dev), structure=st.to(dev))
         logp = torch.log_softmax(logits.float(), -1).cpu()
         top5 = logp.topk(5, dim=-1).indices
         for b, e in enumerate(chunk):

@@ -127,6 +127,10 @@ class TokenStructure:
     address: torch.Tensor
     role: torch.Tensor | None = None
 
+    def to(self, device: torch.device | str) -> TokenStructure:
+        parts = (self.position, self.instance, self.address, self.role)
+        return TokenStructure(*(t.to(device) if t is not None else None for t in parts))
+
 
 def line_structure(idx: torch.Tensor, newline_id: int) -> TokenStructure:
     """Lines as instances (F.1): a newline ends its line; local positions restart after it.

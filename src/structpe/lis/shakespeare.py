@@ -26,8 +26,8 @@ from structpe.lis.lisformer import (
     LISformer,
     LISformerConfig,
     configure_optimizer,
-    cosine_lr,
 )
+from structpe.lis.training import train_steps
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",
@@ -134,25 +134,9 @@ def train_model(
     start, before = 0, 0.0
     if resume is not None and (resume / LATEST).is_file():
         start, losses, before = load_training_state(resume, model, opt, gen)
-    dev = next(model.parameters()).device
     t0 = time.time()
-    model.train()
-    bar = tqdm(range(start, cfg.iters), desc=f"train {desc}", leave=False, initial=start, total=cfg.iters)
-    for step in bar:
-        for g in opt.param_groups:
-            g["lr"] = cosine_lr(step, cfg.iters, cfg.lr, cfg.warmup)
-        x, y = data.batch(cfg.train_ctx, cfg.batch_size, gen)
-        x, y = x.to(dev), y.to(dev)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
-            _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(loss.item())
-        if step % 10 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-        done = step + 1
+
+    def sitting(done: int, losses: list[float]) -> None:  # checkpoints and the time limit of a sitting
         out_of_time = cfg.max_minutes > 0 and time.time() - t0 > 60 * cfg.max_minutes
         if (
             resume is not None
@@ -162,6 +146,14 @@ def train_model(
             save_training_state(resume, done, losses, before + time.time() - t0, model, opt, gen)
         if out_of_time and done < cfg.iters:
             raise Unfinished(f"{desc}: {done}/{cfg.iters} updates after {cfg.max_minutes} min; rerun resumes")
+
+    def next_batch():
+        return (*data.batch(cfg.train_ctx, cfg.batch_size, gen), None)
+
+    train_steps(
+        model, opt, cfg, next_batch, start=start, losses=losses, desc=desc, log_every=10,
+        autocast_bf16=cfg.autocast_bf16, after_step=sitting,
+    )
     return losses, before + time.time() - t0
 
 
