@@ -41,10 +41,10 @@ from structpe.lis.lisformer import LISformer, LISformerConfig, configure_optimiz
 SIZES = {"d128-L4": (128, 4, 4), "d256-L4": (256, 4, 4), "d512-L6": (512, 6, 8)}
 
 
-def make(pe: str, d: int, n_layer: int, n_head: int, device: str, backend: str = "sdpa"):
+def make(pe: str, d: int, n_layers: int, n_heads: int, device: str, backend: str = "sdpa"):
     torch.manual_seed(42)
     cfg = LISformerConfig(
-        vocab_size=65, n_layer=n_layer, n_head=n_head, d_model=d, dropout=0.0, pe=pe, attn_backend=backend
+        vocab_size=65, n_layers=n_layers, n_heads=n_heads, d_model=d, dropout=0.0, pe=pe, attn_backend=backend
     )
     model = LISformer(cfg, newline_id=0).to(device)
     return model, configure_optimizer(model, 3e-4, 0.1)
@@ -104,12 +104,12 @@ def address_step(model, x, device: str) -> float:
     return dt
 
 
-def forward_timings(d: int, n_layer: int, n_head: int, x, args) -> dict:
+def forward_timings(d: int, n_layers: int, n_heads: int, x, args) -> dict:
     """Inference forwards of B, J (SDPA) and J (compiled FlexAttention, same weights), interleaved."""
     fwd = {
-        "rope": make("rope", d, n_layer, n_head, args.device)[0].eval(),
-        "lis": make("lis", d, n_layer, n_head, args.device)[0].eval(),
-        "lis_flex": make("lis", d, n_layer, n_head, args.device, "flex")[0].eval(),
+        "rope": make("rope", d, n_layers, n_heads, args.device)[0].eval(),
+        "lis": make("lis", d, n_layers, n_heads, args.device)[0].eval(),
+        "lis_flex": make("lis", d, n_layers, n_heads, args.device, "flex")[0].eval(),
     }
     with torch.no_grad():
         if not use_flex("flex", torch.device(args.device)):
@@ -158,10 +158,10 @@ def main() -> None:
     rows = {}
     load_before = os.getloadavg()
     for name in args.sizes:
-        d, n_layer, n_head = SIZES[name]
+        d, n_layers, n_heads = SIZES[name]
         models = {
-            "rope": make("rope", d, n_layer, n_head, args.device),
-            "lis": make("lis", d, n_layer, n_head, args.device, args.backend),
+            "rope": make("rope", d, n_layers, n_heads, args.device),
+            "lis": make("lis", d, n_layers, n_heads, args.device, args.backend),
         }
         times: dict[str, list[float]] = {"rope": [], "lis": [], "address": []}
         for m, o in models.values():
@@ -183,7 +183,7 @@ def main() -> None:
             "J_train_backend": "flex" if use_flex(args.backend, torch.device(args.device)) else "sdpa",
         }
         if args.forward:
-            rows[name].update(forward_timings(d, n_layer, n_head, x, args))
+            rows[name].update(forward_timings(d, n_layers, n_heads, x, args))
         del models
     text = json.dumps(
         {

@@ -22,6 +22,10 @@ class StructpeError(ValueError):
     """Bad input to structpe: a value, file, or option that cannot be used as given."""
 
 
+class PreparedDataError(ValueError):
+    """A prepared dataset is missing, incomplete or does not match the run (message says what)."""
+
+
 # Errors from structpe modules and libraries that mean "this input is unusable", not "a bug".
 KNOWN_ERRORS = (
     "structpe.syntax.trees.InvalidTreeError",
@@ -32,7 +36,6 @@ KNOWN_ERRORS = (
     "structpe.syntax.alignment.AlignmentError",
     "structpe.modules.prior.TagIdError",
     "structpe.train.recipe.RecipeError",
-    "structpe.train.prepare.PreparedDataError",
     "structpe.train.pretrain.VocabularyMismatchError",
     "structpe.eval.syntaxgym.FormulaError",
     "safetensors.SafetensorError",
@@ -43,6 +46,7 @@ KNOWN_ERRORS = (
 # or truncated gzip, malformed JSON, undecodable text.
 INPUT_ERRORS: tuple[type[BaseException], ...] = (
     StructpeError,
+    PreparedDataError,
     OSError,
     EOFError,
     zlib.error,

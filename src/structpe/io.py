@@ -1,4 +1,4 @@
-"""Atomic outputs: every file structpe writes appears whole or not at all.
+"""Files in and out: every file structpe writes appears whole or not at all; text reads gunzip by content.
 
 A write goes to a temporary file in the destination's folder (same file system), is flushed and
 fsynced, and only then renamed over the destination with ``os.replace`` (atomic on POSIX and
@@ -9,6 +9,7 @@ Windows). A crash, an exception or Ctrl-C half-way leaves any earlier file untou
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 import shutil
 import tempfile
@@ -17,6 +18,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from structpe.errors import StructpeError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_text(path: str | os.PathLike, what: str = "file") -> IO[str]:
+    """Open a UTF-8 text file for reading, gunzipping when the content is gzip (by its magic bytes,
+    whatever the file name says). A missing file raises FileNotFoundError naming ``what`` and the path."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{what} not found: {p}")
+    with p.open("rb") as fh:
+        magic = fh.read(2)
+    if magic == GZIP_MAGIC:
+        return gzip.open(p, "rt", encoding="utf-8")
+    return p.open("r", encoding="utf-8")
 
 
 def _check_parent(path: Path) -> None:
@@ -57,6 +73,14 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_open(path, "w") as fh:
         fh.write(text)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """JSON (indented, non-JSON values as str) through the atomic writer, creating the folder."""
+    import json
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -111,13 +135,19 @@ def atomic_savefig(fig: Any, path: str | os.PathLike, **kwargs: Any) -> None:
         fig.savefig(fh, format=fmt, **kwargs)
 
 
-def earlier_results(path: str | os.PathLike, config: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict:
+def earlier_results(
+    path: str | os.PathLike,
+    config: dict[str, Any],
+    ignore: tuple[str, ...] = (),
+    old_names: dict[str, str] | None = None,
+) -> dict:
     """The ``models`` entries of an earlier ``results.json`` at ``path``, to keep beside new ones.
 
     Results are merged, never dropped: a run (or a merge) that writes into a folder holding
     results of other models keeps them. Results of another configuration (any key of ``config``
     other than ``models`` and ``ignore`` differs) are not comparable, so that is an error rather
-    than a silent overwrite or a mixed table.
+    than a silent overwrite or a mixed table. ``old_names`` (older key -> today's) lets results
+    written under older config key names compare.
     """
     import json
 
@@ -130,6 +160,7 @@ def earlier_results(path: str | os.PathLike, config: dict[str, Any], ignore: tup
     except (ValueError, KeyError, TypeError) as err:
         raise StructpeError(f"{path}: unreadable earlier results ({err}); move it away first") from err
     config = json.loads(json.dumps(config))  # tuples -> lists, as the earlier file has them
+    prev_config = {(old_names or {}).get(k, k): v for k, v in prev_config.items()}
     skip = {"models", *ignore}
     differ = sorted(k for k in set(config) | set(prev_config)
                     if k not in skip and config.get(k) != prev_config.get(k))

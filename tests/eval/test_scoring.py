@@ -10,7 +10,7 @@ from eval_toys import VOCAB, WORDS, BigramLM, ChainParser, RightNeighbourMLM
 from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 
 from structpe.eval.ppl import evaluate_ppl
-from structpe.eval.scoring import CausalScorer, MaskedScorer, make_scorer, model_kind
+from structpe.eval.scoring import CausalScorer, MaskedScorer, ScoringSpec, make_scorer, model_kind
 from structpe.syntax import TaggedSentence
 
 V = len(WORDS)
@@ -125,6 +125,21 @@ def test_uniform_model_perplexity_is_vocab_size(tok):
     assert r2["word_ppl"] == pytest.approx(V**2)  # two tokens, one word
     r3 = evaluate_ppl(model, tok, sents, append_eos=True, progress=False)
     assert r3["token_ppl"] == pytest.approx(V) and r3["n_tokens"] == r["n_tokens"] + 2
+
+
+def test_scoring_spec_and_keywords_agree(tok, random_table):
+    """One ScoringSpec carries the options; the old keyword arguments still work and override it."""
+    model = BigramLM(random_table, injection="none")
+    spec = ScoringSpec(append_eos=True, batch_size=1)
+    scorer = make_scorer(model, tok, spec=spec)
+    assert isinstance(scorer, CausalScorer) and scorer.append_eos and scorer.batch_size == 1
+    assert make_scorer(model, tok, spec=spec, batch_size=4).batch_size == 4  # a keyword overrides the spec
+    sents = [TaggedSentence.from_heads(["the", "dog", "run", "."], [2, 3, 0, 3])]
+    by_spec = evaluate_ppl(model, tok, sents, spec=spec, progress=False)
+    by_keywords = evaluate_ppl(model, tok, sents, append_eos=True, batch_size=1, progress=False)
+    assert by_spec["token_ppl"] == by_keywords["token_ppl"] and by_spec["n_tokens"] == by_keywords["n_tokens"]
+    with pytest.raises(TypeError):
+        make_scorer(model, tok, spec=spec, beam=3)  # not a ScoringSpec field
 
 
 def test_unknown_likelihood_mode_is_an_error(tok, random_table):

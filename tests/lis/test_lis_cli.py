@@ -40,7 +40,7 @@ def test_kg_end_to_end(tmp_path):
         "iters": 2,
         "batch_size": 4,
         "d_model": 32,
-        "n_layer": 1,
+        "n_layer": 1,  # the older name of n_layers: recipes written with it still run
         "n_eval": 4,
         "eval_batch": 4,
         "device": "cpu",
@@ -66,7 +66,7 @@ def test_shakespeare_end_to_end(tmp_path, shared_data):
         "batch_size": 2,
         "train_ctx": 64,
         "d_model": 32,
-        "n_layer": 1,
+        "n_layers": 1,
         "device": "cpu",
         "save_checkpoints": False,
     }
@@ -101,7 +101,7 @@ def test_kg_eval_only_and_merge(tmp_path):
         "iters": 1,
         "batch_size": 4,
         "d_model": 32,
-        "n_layer": 1,
+        "n_layers": 1,
         "n_eval": 4,
         "eval_batch": 4,
         "device": "cpu",

@@ -17,8 +17,8 @@ def _pair(name: str, seed: int = 0, device: str = "cpu"):
         torch.manual_seed(seed)
         cfg = LISformerConfig(
             vocab_size=12,
-            n_layer=2,
-            n_head=2,
+            n_layers=2,
+            n_heads=2,
             d_model=16,
             pe=pe,
             instance_alibi=inst_alibi,

@@ -84,7 +84,7 @@ def test_kg_models_train_and_score():
         iters=6,
         batch_size=8,
         d_model=32,
-        n_layer=1,
+        n_layers=1,
         lr=3e-3,
         warmup=0,
         threads=0,

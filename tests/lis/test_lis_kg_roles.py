@@ -33,7 +33,7 @@ def test_relation_inventory():
 
 @pytest.mark.parametrize("d_model, table", [(60, 6840), (500, 57000)])
 def test_slot_angle_table_size(d_model, table):
-    cfg = K.RoleKGConfig(d_model=d_model, n_layer=1)
+    cfg = K.RoleKGConfig(d_model=d_model, n_layers=1)
     b = K.build_model("B", cfg, K.Vocab())
     j = K.build_model("J", cfg, K.Vocab())
     assert j.addresses.roles.table.numel() == table  # 57 x 4 x d/2, no unused row
@@ -120,7 +120,7 @@ def test_models_are_causal(kind):
     """Changing any token never changes a logit at an earlier position (both models)."""
     torch.manual_seed(0)
     v = K.Vocab()
-    model = K.build_model(kind, K.RoleKGConfig(d_model=12, n_layer=2, dropout=0.0), v).eval()
+    model = K.build_model(kind, K.RoleKGConfig(d_model=12, n_layers=2, dropout=0.0), v).eval()
     if model.addresses.roles is not None:
         with torch.no_grad():
             model.addresses.roles.table.normal_(0, 2.0)
@@ -147,7 +147,7 @@ def test_profiles():
     for setting in ("transfer", "kg2text", "bidirectional"):
         for profile in ("cpu", "paper"):
             cfg = K.RoleKGConfig(**load_profile(f"kg_{setting}", profile, None))
-            assert cfg.setting == setting and cfg.n_head == 1 and cfg.n_layer == 3
+            assert cfg.setting == setting and cfg.n_heads == 1 and cfg.n_layers == 3
             assert cfg.d_model == (500 if setting == "transfer" else 60)
             assert (cfg.iters == 100_000) == (profile == "paper")
 
@@ -155,7 +155,7 @@ def test_profiles():
 @pytest.mark.parametrize("setting", ["transfer", "kg2text", "bidirectional"])
 def test_end_to_end(tmp_path, setting):
     cfg = dict(setting=setting, n_train_names=30, n_test_names=8, iters=2, batch_size=4, d_model=8, n_eval=4)
-    cfg.update(eval_batch=8, device="cpu", n_layer=1, threads=0)
+    cfg.update(eval_batch=8, device="cpu", n_layers=1, threads=0)
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(cfg))
     argv = ["lis", "kg", "--setting", setting, "--config", str(path), "--out", str(tmp_path / "o")]

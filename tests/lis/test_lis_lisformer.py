@@ -1,6 +1,7 @@
 """LISformer: causality of the two-term line-address scheme, zero address of the last line,
 agreement with an explicit score formula, training signal, safetensors round trip."""
 
+import json
 import math
 
 import pytest
@@ -31,7 +32,7 @@ def _seq(L=48, seed=0):
 
 def _model(pe, seed=0, **kw):
     torch.manual_seed(seed)
-    cfg = LISformerConfig(vocab_size=12, n_layer=2, n_head=2, d_model=32, pe=pe, **kw)
+    cfg = LISformerConfig(vocab_size=12, n_layers=2, n_heads=2, d_model=32, pe=pe, **kw)
     m = LISformer(cfg, newline_id=NL)
     if m.addresses.content is not None:  # make addresses large so leaks would be visible
         torch.nn.init.normal_(m.addresses.content.proj.weight, std=1.0)
@@ -148,7 +149,7 @@ def test_few_steps_lower_the_loss(pe):
     vocab = sorted(set(data.tolist()))
     ids = torch.tensor([vocab.index(c) for c in data.tolist()])
     m = LISformer(
-        LISformerConfig(vocab_size=len(vocab), n_layer=2, n_head=2, d_model=32, pe=pe),
+        LISformerConfig(vocab_size=len(vocab), n_layers=2, n_heads=2, d_model=32, pe=pe),
         newline_id=vocab.index(ord("\n")),
     )
     opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
@@ -173,12 +174,30 @@ def test_save_and_load_safetensors(tmp_path):
         assert torch.allclose(m(x)[0], m2(x)[0])
 
 
+def test_checkpoint_with_older_field_names_loads(tmp_path):
+    """Checkpoints saved when the fields were n_layer / n_head (today n_layers / n_heads) still load."""
+    m = _model("lis")
+    m.save_pretrained(tmp_path / "ckpt")
+    cfg_file = tmp_path / "ckpt" / "config.json"
+    meta = json.loads(cfg_file.read_text())
+    meta["config"]["n_layer"] = meta["config"].pop("n_layers")
+    meta["config"]["n_head"] = meta["config"].pop("n_heads")
+    cfg_file.write_text(json.dumps(meta))
+    m2 = LISformer.from_pretrained(tmp_path / "ckpt").eval()
+    assert (m2.cfg.n_layers, m2.cfg.n_heads, m2.cfg.d_head) == (2, 2, 16)
+    x = _seq()
+    with torch.no_grad():
+        assert torch.equal(m.eval()(x)[0], m2(x)[0])
+    with pytest.raises(ValueError, match="older name"):
+        LISformerConfig.from_dict({"n_layer": 2, "n_layers": 2})
+
+
 def test_instance_alibi_needs_the_two_term_score():
     with pytest.raises(ValueError, match="instance_alibi"):
         LISformerConfig(pe="rope", instance_alibi=True)
     with pytest.raises(ValueError, match="dtype"):
         two_term_plan(torch.zeros(1, 4, dtype=torch.long), 4, None, alibi_slopes(2))
-    m = LISformer(LISformerConfig(vocab_size=12, n_layer=1, n_head=2, d_model=16, instance_alibi=True), NL)
+    m = LISformer(LISformerConfig(vocab_size=12, n_layers=1, n_heads=2, d_model=16, instance_alibi=True), NL)
     logits, loss = m(_seq(), _seq())
     assert logits.shape == (2, 48, 12) and torch.isfinite(loss)
 
@@ -187,7 +206,7 @@ def test_config_errors():
     with pytest.raises(ValueError, match="pe must be"):
         LISformerConfig(pe="sinusoid")
     with pytest.raises(ValueError, match="newline_id"):
-        LISformer(LISformerConfig(vocab_size=5, d_model=16, n_head=2, pe="lis"))(
+        LISformer(LISformerConfig(vocab_size=5, d_model=16, n_heads=2, pe="lis"))(
             torch.zeros(1, 4, dtype=torch.long)
         )
 

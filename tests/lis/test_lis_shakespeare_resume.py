@@ -18,8 +18,8 @@ def _cfg(**kw) -> ShakespeareConfig:
         batch_size=2,
         train_ctx=64,
         d_model=16,
-        n_layer=1,
-        n_head=2,
+        n_layers=1,
+        n_heads=2,
         device="cpu",
         threads=0,
     )

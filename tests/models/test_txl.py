@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -78,10 +79,9 @@ def test_tag_gate_gradient():
     bd = torch.randn(2, 2, 5, 5, dtype=torch.float64, generator=g).requires_grad_()
     per_pair = torch.randn(2, 2, 5, 4, dtype=torch.float64, generator=g).requires_grad_()
     ids = torch.randint(0, 4, (2, 5), generator=g)
-    onehot = torch.nn.functional.one_hot(ids, 4).double()[:, None]
-    assert torch.autograd.gradcheck(lambda a, b: TagGate.apply(a, b, onehot), (bd, per_pair))
+    assert torch.autograd.gradcheck(lambda a, b: TagGate.apply(a, b, ids), (bd, per_pair))
     c = per_pair.gather(-1, ids[:, None, None, :].expand(2, 2, 5, 5))
-    assert torch.equal(TagGate.apply(bd, per_pair, onehot), torch.addcmul(bd, bd, c))
+    assert torch.equal(TagGate.apply(bd, per_pair, ids), torch.addcmul(bd, bd, c))
 
 
 # -- a slow reference written from the paper's equations ------------------------------------------
@@ -336,6 +336,21 @@ def test_save_load_round_trip(tmp_path, injection):
             want = model(ids, terminal_ids=t, nonterminal_ids=n, deprel_ids=dr).logits
             got = loaded(ids, terminal_ids=t, nonterminal_ids=n, deprel_ids=dr).logits
         assert torch.equal(got, want)
+
+
+def test_hf_causal_lm_name_and_older_checkpoints(tmp_path):
+    """The decoder is TransfoXLSiPEForCausalLM (the old name stays an alias); a checkpoint whose
+    config.json names the old class still loads."""
+    from structpe.models.txl import TransfoXLSiPEForCausalLM
+
+    assert TransfoXLSiPEModel is TransfoXLSiPEForCausalLM
+    model = tiny("position")
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["architectures"] == ["TransfoXLSiPEForCausalLM"]
+    cfg["architectures"] = ["TransfoXLSiPEModel"]  # as saved before the rename
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert isinstance(load(tmp_path), TransfoXLSiPEForCausalLM)
 
 
 def test_generate_tokens_greedy_is_argmax():

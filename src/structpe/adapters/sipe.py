@@ -35,16 +35,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import nn
 from transformers import PreTrainedConfig
 
-from structpe.models.encoder_common import check_tags
 from structpe.models.modernbert import shifted_cos_sin
 from structpe.models.outputs import SiPEOutput
+from structpe.models.sipe_parts import check_tags
 from structpe.modules.prior import HexatagPrior, TagHeads, add_causal_tag_loss
 from structpe.modules.prior_projection import PriorProjection
 
@@ -174,17 +173,15 @@ class SiPEAdapterForCausalLM(nn.Module):
             self.prior = HexatagPrior(config.d_model, init_std=std)
             self.tag_heads = TagHeads(config.d_model)
         if config.injection == "position":
-            carrier = SimpleNamespace(  # PriorProjection's fields: one d/2 angle vector per pair, all heads
+            self.delta = PriorProjection(  # one d/2 angle vector per pair, shared by all heads; W_delta = 0
+                config.d_model,
                 n_heads=1,
-                d_head=2 * config.rotary_pairs,
-                projection_target="head",
-                projection=config.projection,
-                n_layers=config.n_layers,
-                d_model=config.d_model,
-                prior_proj_init_std=0.0,
-                layer_gets_prior=config.layer_gets_prior,
+                d_out=config.rotary_pairs,
+                layers=[i for i in range(config.n_layers) if config.layer_gets_prior(i)],
+                shared=config.projection == "shared",
+                target="head",
+                init_std=0.0,
             )
-            self.delta = PriorProjection(carrier, d_out=config.rotary_pairs)  # type: ignore[arg-type]
         self._hooks: list[Any] = []
         self.attach_hooks()
 

@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from structpe.errors import StructpeError
-from structpe.eval.scoring import CausalScorer, MaskedScorer, Parser, describe_scoring, make_scorer
+from structpe.eval.scoring import (
+    CausalScorer,
+    MaskedScorer,
+    Parser,
+    ScoringSpec,
+    describe_scoring,
+    make_scorer,
+)
 
 FIELD_FIX = {"syntax/semantics": "syntax_semantics"}
 PHENOMENON_FIX = {"s-selection": "argument_structure"}
@@ -129,16 +136,13 @@ def evaluate_blimp(
     limit: int | None = None,
     fields: Sequence[str] | None = None,
     phenomena: Sequence[str] | None = None,
-    kind: str | None = None,
-    likelihood: str = "conditional",
-    k: int = 10,
-    pll_metric: str = "within_word_l2r",
     leading_space: bool | None = None,
-    batch_size: int = 32,
+    spec: ScoringSpec | None = None,
     progress: bool = True,
     keep_pairs: bool = False,
     scorer: CausalScorer | MaskedScorer | None = None,
     pairs: Sequence[BlimpPair] | None = None,
+    **scoring: Any,
 ) -> dict[str, Any]:
     """BLiMP accuracy per paradigm, field, phenomenon and overall.
 
@@ -146,17 +150,10 @@ def evaluate_blimp(
     each paradigm.
     ``leading_space`` (default: True for decoders, False for encoders) prefixes each sentence with
     a space as lm-eval-harness does. ``pairs`` overrides loading (tests, custom sets).
+    How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
+    ``k=`` ...), which override the spec.
     """
-    scorer = scorer or make_scorer(
-        model,
-        tokenizer,
-        parser,
-        kind=kind,
-        likelihood=likelihood,
-        k=k,
-        pll_metric=pll_metric,
-        batch_size=batch_size,
-    )
+    scorer = scorer or make_scorer(model, tokenizer, parser, spec, **scoring)
     if leading_space is None:
         leading_space = isinstance(scorer, CausalScorer)
     if pairs is None:

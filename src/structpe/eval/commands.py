@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, closest, reading
-from structpe.eval.scoring import PLL_METRICS, CausalScorer, uses_tags
+from structpe.eval.scoring import PLL_METRICS, CausalScorer, ScoringSpec, uses_tags
 from structpe.io import split_lines
 
 # the causal scorer's registry: modes added there (joint, marginal) appear here too
@@ -149,6 +149,19 @@ def _print_table(paths: dict[str, Path]) -> None:
 # argument checks: before any model is loaded, so a typo costs nothing
 
 
+def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
+    """An evaluation command's scoring options as one ScoringSpec (``extra``: command-specific fields)."""
+    return ScoringSpec(
+        kind=args.kind,
+        likelihood=args.likelihood,
+        k=args.k,
+        pll_metric=args.pll_metric,
+        batch_size=args.batch_size,
+        append_eos=getattr(args, "append_eos", False),
+        **extra,
+    )
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Refuse impossible numbers, unknown names and missing inputs with one line naming the option."""
     from structpe.syntax.parsers import available_parsers
@@ -203,18 +216,7 @@ def cmd_ppl(args: argparse.Namespace) -> int:
         sents = parse_texts(parser, lines) or []
         for s, text in zip(sents, lines, strict=True):
             s.meta["text"] = text
-    res = ppl.evaluate_ppl(
-        model,
-        tok,
-        sents,
-        kind=args.kind,
-        likelihood=args.likelihood,
-        k=args.k,
-        pll_metric=args.pll_metric,
-        append_eos=args.append_eos,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-    )
+    res = ppl.evaluate_ppl(model, tok, sents, spec=scoring_spec(args, max_length=args.max_length))
     res["model"] = args.model
     rows, cols = ppl.format_results(res)
     out = _out_dir(args, "ppl")
@@ -241,11 +243,7 @@ def cmd_blimp(args: argparse.Namespace) -> int:
         limit=args.limit,
         fields=args.fields,
         phenomena=args.phenomena,
-        kind=args.kind,
-        likelihood=args.likelihood,
-        k=args.k,
-        pll_metric=args.pll_metric,
-        batch_size=args.batch_size,
+        spec=scoring_spec(args),
         keep_pairs=args.keep_pairs,
     )
     res["model"] = args.model
@@ -280,13 +278,8 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
         parser,
         args.data_dir,
         args.suites,
-        kind=args.kind,
-        likelihood=args.likelihood,
-        k=args.k,
-        pll_metric=args.pll_metric,
+        spec=scoring_spec(args),
         protocol=args.protocol,
-        append_eos=args.append_eos,
-        batch_size=args.batch_size,
         max_items=args.max_items,
     )
     res["model"] = args.model

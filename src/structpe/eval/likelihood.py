@@ -53,19 +53,12 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from structpe.eval.scoring import (
-    IGNORE,
-    CausalScorer,
-    TokenScores,
-    _Encoded,
-    forward_logits,
-    model_device,
-)
-from structpe.models.txl import TransfoXLSiPEModel
+from structpe.eval.scorer_types import IGNORE, Encoded, TokenScores, forward_logits, model_device
+from structpe.models.txl import TransfoXLSiPEForCausalLM
 from structpe.syntax.hexatags import (
     DEFAULT_MAX_DEPTH,
     EOS,
@@ -76,6 +69,9 @@ from structpe.syntax.hexatags import (
     TL,
     TR,
 )
+
+if TYPE_CHECKING:  # the scorer calls these modes; they only read its fields
+    from structpe.eval.scoring import CausalScorer
 
 __all__ = [
     "MARGINAL_LADDER",
@@ -193,7 +189,7 @@ def run_rows(scorer: CausalScorer, rows: Sequence[Row], tagged: bool = True) -> 
     return out  # type: ignore[return-value]
 
 
-def _full_row(scorer: CausalScorer, e: _Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
+def _full_row(scorer: CausalScorer, e: Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
     """BOS + text (+ EOS) with the given per-token tags (BOS and EOS untagged)."""
     eos = [scorer.eos_id] if scorer.append_eos else []
     pad = [IGNORE] if scorer.append_eos else []
@@ -201,7 +197,7 @@ def _full_row(scorer: CausalScorer, e: _Encoded, terminals: list[int], nontermin
 
 
 def _token_scores(
-    scorer: CausalScorer, e: _Encoded, lps: list[float], likelihood: str, meta: dict | None = None
+    scorer: CausalScorer, e: Encoded, lps: list[float], likelihood: str, meta: dict | None = None
 ) -> TokenScores:
     """Split a BOS-relative log-prob list into the text's tokens and the optional EOS."""
     n_tok = len(e.ids)
@@ -218,7 +214,7 @@ def _token_scores(
     )
 
 
-def tagged_positions(e: _Encoded) -> list[int]:
+def tagged_positions(e: Encoded) -> list[int]:
     """Positions (BOS = 0) of the tokens that carry a word's tags, left to right."""
     return [j + 1 for j, t in enumerate(e.terminals) if t != IGNORE]
 
@@ -227,14 +223,14 @@ def tagged_positions(e: _Encoded) -> list[int]:
 # plain and joint
 
 
-def plain_scores(scorer: CausalScorer, batch: list[_Encoded]) -> list[TokenScores]:
+def plain_scores(scorer: CausalScorer, batch: list[Encoded]) -> list[TokenScores]:
     """p(x) of a model that reads no tags (every mode reduces to it)."""
     rows = [_full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)) for e in batch]
     outs = run_rows(scorer, rows, tagged=False)
     return [_token_scores(scorer, e, o.token_lp, "plain") for e, o in zip(batch, outs, strict=True)]
 
 
-def joint_scores(scorer: CausalScorer, batch: list[_Encoded]) -> list[TokenScores]:
+def joint_scores(scorer: CausalScorer, batch: list[Encoded]) -> list[TokenScores]:
     """log p(x, T): conditional token log-probs plus each word's tag log-prob on its first token.
 
     ``meta``: ``tag_logprob`` (sum of the tag terms), ``token_logprob`` (sum of the token terms)
@@ -315,7 +311,7 @@ class _Hyp:
 
 @dataclass
 class _Sentence:
-    enc: _Encoded
+    enc: Encoded
     positions: list[int]  # tagged positions, BOS = 0
     end: int  # last position of the full row (EOS included when appended)
     hyps: list[_Hyp]
@@ -369,7 +365,7 @@ def _segment_rows(scorer: CausalScorer, s: _Sentence, step: int) -> list[Row]:
 
 def marginal_scores(
     scorer: CausalScorer,
-    batch: list[_Encoded],
+    batch: list[Encoded],
     k: int | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
     use_cache: bool | None = None,
@@ -396,7 +392,7 @@ def marginal_scores(
         root = _Hyp([], [], 0, 0.0, 1)
         sents.append(_Sentence(e, tagged_positions(e), end, [root], [0.0] * end))
     if use_cache is None:
-        use_cache = isinstance(scorer.model, TransfoXLSiPEModel)
+        use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
     if use_cache:
         group = max(1, CACHED_BEAM_ROWS // k)
         for i in range(0, len(sents), group):

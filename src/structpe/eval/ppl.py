@@ -20,7 +20,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from structpe.eval.scoring import CausalScorer, MaskedScorer, describe_scoring, get_field, make_scorer
+from structpe.eval.scoring import (
+    CausalScorer,
+    MaskedScorer,
+    ScoringSpec,
+    describe_scoring,
+    get_field,
+    make_scorer,
+)
 
 
 def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
@@ -63,35 +70,23 @@ def evaluate_ppl(
     tokenizer: Any,
     sentences: Iterable[Any],
     *,
-    kind: str | None = None,
-    likelihood: str = "conditional",
-    k: int = 10,
-    pll_metric: str = "within_word_l2r",
-    append_eos: bool = False,
-    batch_size: int = 32,
-    max_length: int | None = None,
     progress: bool = True,
+    spec: ScoringSpec | None = None,
     scorer: CausalScorer | MaskedScorer | None = None,
+    **scoring: Any,
 ) -> dict[str, Any]:
     """Token- and word-level perplexity of ``sentences`` (tagged) under ``model``.
 
-    Sentences longer than ``max_length`` tokens are skipped and counted (``skipped``).
+    How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
+    ``append_eos=`` ...), which override the spec. Sentences longer than its ``max_length`` tokens
+    are skipped and counted (``skipped``).
     """
     sents = list(sentences)
     if not sents:
         raise ValueError("no sentences to score")
-    scorer = scorer or make_scorer(
-        model,
-        tokenizer,
-        None,
-        kind=kind,
-        likelihood=likelihood,
-        k=k,
-        pll_metric=pll_metric,
-        batch_size=batch_size,
-        append_eos=append_eos,
-        progress=progress,
-    )
+    spec = (spec or ScoringSpec()).with_options(**scoring)
+    max_length, append_eos = spec.max_length, spec.append_eos  # texts over max_length are skipped below
+    scorer = scorer or make_scorer(model, tokenizer, None, spec, progress=progress)
     texts = [sentence_text(s) for s in sents]
     keep = list(range(len(sents)))
     skipped = 0

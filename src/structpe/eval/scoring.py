@@ -27,124 +27,51 @@ p(x), beam width ``k``) live in :mod:`structpe.eval.likelihood`; callers only ev
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
+from structpe.eval.likelihood import joint_scores, marginal_scores
+from structpe.eval.scorer_types import (
+    IGNORE,
+    LN2,
+    Encoded,
+    Parser,
+    TokenScores,
+    forward_logits,
+    is_structpe_model,
+    model_device,
+    model_kind,
+    uses_tags,
+)
 from structpe.syntax.hexatags import NONTERMINAL_TO_ID as NONTERMINAL_IDS
 from structpe.syntax.hexatags import TERMINAL_TO_ID as TERMINAL_IDS
 
-LN2 = math.log(2.0)
-
-
-class Parser(Protocol):
-    """What the scorers need from ``structpe.syntax.parsers.Parser`` (docs/design.md §6)."""
-
-    def parse_text(self, texts: list[str], *args: Any, **kwargs: Any) -> list[Any]: ...
-
-
-@dataclass
-class TokenScores:
-    """Per-token scores of one text.
-
-    ``logprobs[i]`` is the natural-log probability of token i (``token_ids[i]``, characters
-    ``offsets[i]`` of ``text``); BOS/CLS/SEP are not listed. ``eos_logprob`` is set when the
-    scorer appended an EOS (its probability belongs to the end of the text).
-    """
-
-    text: str
-    token_ids: list[int]
-    offsets: list[tuple[int, int]]
-    logprobs: list[float]
-    eos_logprob: float | None = None
-    likelihood: str = "conditional"
-    tagged: bool = False
-    unaligned_words: int = 0
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def total(self) -> float:
-        """Summed log-probability of the text (and the EOS, if one was scored)."""
-        return float(sum(self.logprobs)) + (self.eos_logprob or 0.0)
-
-    def surprisals_bits(self) -> list[float]:
-        return [-lp / LN2 for lp in self.logprobs]
-
-
-# ----------------------------------------------------------------------------------------------
-# model helpers
-
-
-def is_structpe_model(model: Any) -> bool:
-    """Our models follow docs/design.md §6 (tags as keyword arguments); HF models do not take tags."""
-    cfg = getattr(model, "config", None)
-    return (
-        getattr(cfg, "model_type", None) == "structpe-sipe"
-        or hasattr(cfg, "family")
-        and hasattr(cfg, "injection")
-    )
-
-
-def model_kind(model: Any) -> str:
-    """``causal`` or ``masked``: our ``txl`` family and HF ``*ForCausalLM``/``*LMHeadModel`` are
-    causal; our encoders and HF ``*ForMaskedLM`` are masked."""
-    cfg = getattr(model, "config", None)
-    family = getattr(cfg, "family", None)
-    if family is not None:  # "hf": a Hugging Face causal LM with a SiPE adapter (structpe.adapters)
-        return "causal" if family in ("txl", "hf") else "masked"
-    name = type(model).__name__
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
-
-    if name in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()) or name.endswith(
-        ("ForCausalLM", "LMHeadModel")
-    ):
-        return "causal"
-    if name in set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values()) or name.endswith("ForMaskedLM"):
-        return "masked"
-    raise ValueError(
-        f"cannot tell whether {name} is a causal or a masked LM; pass kind='causal' or kind='masked'"
-    )
-
-
-def uses_tags(model: Any) -> bool:
-    """True when the model reads hexatags (a structpe model whose injection is not ``none``)."""
-    return is_structpe_model(model) and getattr(model.config, "injection", "none") != "none"
-
-
-def model_device(model: Any) -> torch.device:
-    try:
-        return next(model.parameters()).device
-    except (StopIteration, AttributeError):
-        return torch.device("cpu")
-
-
-def forward_logits(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    terminal_ids: torch.Tensor | None,
-    nonterminal_ids: torch.Tensor | None,
-    **extra: Any,
-) -> Any:
-    """Call any model with the docs/design.md §6 convention (ours) or the HF one (baselines)."""
-    if is_structpe_model(model):
-        return model(
-            input_ids,
-            attention_mask=attention_mask,
-            terminal_ids=terminal_ids,
-            nonterminal_ids=nonterminal_ids,
-            **extra,
-        )
-    return model(input_ids=input_ids, attention_mask=attention_mask, **extra)
-
+__all__ = [  # the scorer types are defined in structpe.eval.scorer_types and re-exported here
+    "IGNORE",
+    "LN2",
+    "PLL_METRICS",
+    "CausalScorer",
+    "Encoded",
+    "MaskedScorer",
+    "Parser",
+    "ScoringSpec",
+    "TokenScores",
+    "align_tags_by_offsets",
+    "describe_scoring",
+    "first_tokens_of_words",
+    "forward_logits",
+    "is_structpe_model",
+    "make_scorer",
+    "model_device",
+    "model_kind",
+    "parse_texts",
+    "uses_tags",
+]
 
 # ----------------------------------------------------------------------------------------------
 # tags
@@ -277,16 +204,6 @@ def _progress(iterable: Any, enabled: bool, desc: str, total: int | None = None)
 # causal scorer
 
 
-@dataclass
-class _Encoded:
-    text: str
-    ids: list[int]
-    offsets: list[tuple[int, int]]
-    terminals: list[int]
-    nonterminals: list[int]
-    unaligned: int
-
-
 class CausalScorer:
     """Token log-probs for decoders, BOS-conditioned (docs/design.md §4, §7).
 
@@ -331,7 +248,7 @@ class CausalScorer:
         self.eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else self.bos_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.bos_id
 
-    def encode(self, texts: list[str], parses: list[Any] | None) -> list[_Encoded]:
+    def encode(self, texts: list[str], parses: list[Any] | None) -> list[Encoded]:
         enc = self.tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
         out = []
         for k, text in enumerate(texts):
@@ -348,7 +265,7 @@ class CausalScorer:
                 raise ValueError(
                     f"text {k} needs {total} tokens > max_length {self.max_length}: {text[:60]!r}"
                 )
-            out.append(_Encoded(text, ids, offs, t, n, missed))
+            out.append(Encoded(text, ids, offs, t, n, missed))
         return out
 
     def score(self, texts: Sequence[str], parses: list[Any] | None = None) -> list[TokenScores]:
@@ -372,7 +289,7 @@ class CausalScorer:
         return results  # type: ignore[return-value]
 
     @torch.no_grad()
-    def _conditional(self, batch: list[_Encoded]) -> list[TokenScores]:
+    def _conditional(self, batch: list[Encoded]) -> list[TokenScores]:
         """p(x | T(x)): every position sees the tags of the whole parse (the paper's convention)."""
         device = model_device(self.model)
         rows = []
@@ -421,20 +338,16 @@ class CausalScorer:
             )
         return res
 
-    def _joint(self, batch: list[_Encoded]) -> list[TokenScores]:
+    def _joint(self, batch: list[Encoded]) -> list[TokenScores]:
         """p(x, T): tags predicted by the causal tag head and paid for (structpe.eval.likelihood)."""
-        from structpe.eval.likelihood import joint_scores
-
         return joint_scores(self, batch)
 
-    def _marginal(self, batch: list[_Encoded]) -> list[TokenScores]:
+    def _marginal(self, batch: list[Encoded]) -> list[TokenScores]:
         """k-best lower bound on p(x) over well-formed tag sequences (structpe.eval.likelihood)."""
-        from structpe.eval.likelihood import marginal_scores
-
         return marginal_scores(self, batch, self.k)
 
-    # each maps a batch of _Encoded to TokenScores
-    LIKELIHOODS: dict[str, Callable[[CausalScorer, list[_Encoded]], list[TokenScores]]] = {
+    # each maps a batch of Encoded to TokenScores
+    LIKELIHOODS: dict[str, Callable[[CausalScorer, list[Encoded]], list[TokenScores]]] = {
         "conditional": _conditional,
         "joint": _joint,
         "marginal": _marginal,
@@ -566,45 +479,67 @@ class MaskedScorer:
         return res
 
 
+@dataclass(frozen=True)
+class ScoringSpec:
+    """How texts are scored: the one set of options that flows from the CLI to every ``evaluate_*``.
+
+    ``kind`` causal | masked (None: from the model); ``likelihood`` conditional | joint | marginal
+    (causal models, docs/likelihoods.md) with beam width ``k``; ``pll_metric`` for masked models;
+    ``append_eos`` scores an EOS after each text (causal only); ``max_length`` caps a text's tokens.
+    """
+
+    kind: str | None = None
+    likelihood: str = "conditional"
+    k: int = 10
+    pll_metric: str = "within_word_l2r"
+    batch_size: int = 32
+    append_eos: bool = False
+    max_length: int | None = None
+    progress: bool = False
+
+    def with_options(self, **options: Any) -> ScoringSpec:
+        """This spec with the options that are not None replacing its fields (the evaluate_* functions'
+        keyword arguments, kept for callers that pass them one by one)."""
+        return dataclasses.replace(self, **{k: v for k, v in options.items() if v is not None})
+
+
 def make_scorer(
     model: Any,
     tokenizer: Any,
     parser: Parser | None = None,
-    *,
-    kind: str | None = None,
-    likelihood: str = "conditional",
-    k: int = 10,
-    pll_metric: str = "within_word_l2r",
-    batch_size: int = 32,
-    append_eos: bool = False,
-    max_length: int | None = None,
-    progress: bool = False,
+    spec: ScoringSpec | None = None,
+    **options: Any,
 ) -> CausalScorer | MaskedScorer:
-    """The right scorer for a model: causal -> :class:`CausalScorer`, masked -> PLL."""
-    kind = kind or model_kind(model)
+    """The right scorer for a model: causal -> :class:`CausalScorer`, masked -> PLL.
+
+    ``spec`` (default ``ScoringSpec()``) says how; keyword ``options`` (ScoringSpec's fields)
+    override it.
+    """
+    spec = (spec or ScoringSpec()).with_options(**options)
+    kind = spec.kind or model_kind(model)
     if kind == "causal":
         return CausalScorer(
             model,
             tokenizer,
             parser,
-            likelihood=likelihood,
-            k=k,
-            batch_size=batch_size,
-            append_eos=append_eos,
-            max_length=max_length,
-            progress=progress,
+            likelihood=spec.likelihood,
+            k=spec.k,
+            batch_size=spec.batch_size,
+            append_eos=spec.append_eos,
+            max_length=spec.max_length,
+            progress=spec.progress,
         )
     if kind == "masked":
-        if append_eos:
+        if spec.append_eos:
             raise ValueError("append_eos applies to causal models only")
         return MaskedScorer(
             model,
             tokenizer,
             parser,
-            metric=pll_metric,
-            batch_size=batch_size,
-            max_length=max_length,
-            progress=progress,
+            metric=spec.pll_metric,
+            batch_size=spec.batch_size,
+            max_length=spec.max_length,
+            progress=spec.progress,
         )
     raise ValueError(f"kind must be 'causal' or 'masked', got {kind!r}")
 

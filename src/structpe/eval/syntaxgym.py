@@ -39,6 +39,7 @@ from structpe.eval.scoring import (
     CausalScorer,
     MaskedScorer,
     Parser,
+    ScoringSpec,
     TokenScores,
     describe_scoring,
     make_scorer,
@@ -492,17 +493,13 @@ def evaluate_syntaxgym(
     data_dir: str | Path | None = None,
     suites: Sequence[str] | None = None,
     *,
-    kind: str | None = None,
-    likelihood: str = "conditional",
-    k: int = 10,
-    pll_metric: str = "within_word_l2r",
     protocol: str = "prediction0",
-    append_eos: bool = False,
-    batch_size: int = 32,
+    spec: ScoringSpec | None = None,
     max_items: int | None = None,
     progress: bool = True,
     scorer: CausalScorer | MaskedScorer | None = None,
     text: str = "raw",
+    **scoring: Any,
 ) -> dict[str, Any]:
     """Run SyntaxGym suites on a model; returns per-item results, suite accuracy, SG score, circuits.
 
@@ -510,21 +507,12 @@ def evaluate_syntaxgym(
     :func:`sentence_and_spans`), ``as_written`` the suites' PTB-tokenized text.
 
     Decoders: BOS-conditioned surprisal (``likelihood`` as in :class:`CausalScorer`); encoders:
-    PLL (``pll_metric``, word-l2r by default as docs/design.md §7 explains).
+    PLL (``pll_metric``, word-l2r by default as docs/design.md §7 explains). How items are scored:
+    ``spec`` (a ScoringSpec), or its fields as keywords, which override the spec.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}")
-    scorer = scorer or make_scorer(
-        model,
-        tokenizer,
-        parser,
-        kind=kind,
-        likelihood=likelihood,
-        k=k,
-        pll_metric=pll_metric,
-        batch_size=batch_size,
-        append_eos=append_eos,
-    )
+    scorer = scorer or make_scorer(model, tokenizer, parser, spec, **scoring)
     loaded = load_suites(data_dir, suites)
     it = loaded
     if progress:

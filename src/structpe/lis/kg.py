@@ -42,7 +42,14 @@ import torch
 from tqdm.auto import tqdm
 
 from structpe.io import atomic_savefig, atomic_write_text, earlier_results
-from structpe.lis.lisformer import LISformer, LISformerConfig, TokenStructure, configure_optimizer, cosine_lr
+from structpe.lis.lisformer import (
+    OLD_FIELD_NAMES,
+    LISformer,
+    LISformerConfig,
+    TokenStructure,
+    configure_optimizer,
+)
+from structpe.lis.training import train_steps
 
 TEMPLATE_DOMAINS = {
     "family": ["great-grandson", "grandson", "son", "father", "grandfather", "great-grandfather"],
@@ -356,8 +363,8 @@ class KGConfig:
     models: list[str] = field(default_factory=lambda: ["B", "Bl", "J"])
     n_train_names: int = 3000
     n_test_names: int = 100
-    n_layer: int = 3
-    n_head: int = 2
+    n_layers: int = 3
+    n_heads: int = 2
     d_model: int = 64
     dropout: float = 0.0
     iters: int = 100_000
@@ -380,8 +387,8 @@ def build_model(kind: str, cfg: KGConfig, vocab: Vocab, data: KGData) -> LISform
         raise ValueError(f"unknown KG model {kind!r}; choose from {list(MODELS)}")
     mcfg = LISformerConfig(
         vocab_size=len(vocab),
-        n_layer=cfg.n_layer,
-        n_head=cfg.n_head,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
         d_model=cfg.d_model,
         dropout=cfg.dropout,
         pe="rope" if kind == "B" else "lis",
@@ -404,32 +411,10 @@ def train_kg(model: LISformer, kind: str, data: KGData, vocab: Vocab, cfg: KGCon
 
 
 def train_loop(model: LISformer, make_batch, pad: int, cfg, desc: str = "") -> list[float]:
-    """AdamW + cosine schedule + clipping over batches of ``Example`` from ``make_batch()``;
-    ``cfg`` needs iters, lr, weight_decay, warmup and grad_clip. Returns the loss curve."""
-    dev = next(model.parameters()).device
+    """``training.train_steps`` over batches of ``Example`` from ``make_batch()`` (AdamW, cosine
+    schedule, clipping; ``cfg`` needs iters, lr, weight_decay, warmup and grad_clip)."""
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
-    losses = []
-    model.train()
-    bar = tqdm(range(cfg.iters), desc=f"train {desc}", leave=False)
-    for step in bar:
-        for g in opt.param_groups:
-            g["lr"] = cosine_lr(step, cfg.iters, cfg.lr, cfg.warmup)
-        ids, tgt, st = collate(make_batch(), pad)
-        _, loss = model(ids.to(dev), tgt.to(dev), structure=_to(st, dev))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(loss.item())
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    return losses
-
-
-def _to(st: TokenStructure, dev) -> TokenStructure:
-    return TokenStructure(
-        *(t.to(dev) if t is not None else None for t in (st.position, st.instance, st.address, st.role))
-    )
+    return train_steps(model, opt, cfg, lambda: collate(make_batch(), pad), desc=desc)
 
 
 @torch.no_grad()
@@ -441,7 +426,7 @@ def score(model: LISformer, examples: list[Example], pad: int, batch: int = 64) 
     for s in range(0, len(examples), batch):
         chunk = examples[s : s + batch]
         ids, _, st = collate(chunk, pad)
-        logits, _ = model(ids.to(dev), structure=_to(st, dev))
+        logits, _ = model(ids.to(dev), structure=st.to(dev))
         logp = torch.log_softmax(logits.float(), -1).cpu()
         top5 = logp.topk(5, dim=-1).indices
         for b, e in enumerate(chunk):
@@ -502,7 +487,9 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
             "vocab": len(vocab),
         },
         # earlier results of other models in this folder are kept (same configuration only)
-        "models": earlier_results(out / "results.json", cfg.__dict__, ignore=("threads", "device")),
+        "models": earlier_results(
+            out / "results.json", cfg.__dict__, ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+        ),
     }
     for kind in tqdm(cfg.models, desc="models"):
         torch.manual_seed(cfg.seed)
@@ -547,7 +534,9 @@ def merge(folders: list[str | Path], out: str | Path, render=None, draw=None) ->
         merged["data"] = merged["data"] or res["data"]
         merged["models"].update(res["models"])
     out = Path(out)
-    kept = earlier_results(out / "results.json", merged["config"], ignore=("threads", "device"))
+    kept = earlier_results(
+        out / "results.json", merged["config"], ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+    )
     merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "results.json", json.dumps(merged, indent=2))

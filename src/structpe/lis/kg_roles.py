@@ -332,8 +332,8 @@ class RoleKGConfig:
     models: list[str] = field(default_factory=lambda: ["B", "J"])
     n_train_names: int = 1000
     n_test_names: int = 100  # zero-shot settings only
-    n_layer: int = 3
-    n_head: int = 1
+    n_layers: int = 3
+    n_heads: int = 1
     d_model: int = 60
     block_size: int = 192
     dropout: float = 0.2
@@ -363,8 +363,8 @@ def build_model(kind: str, cfg: RoleKGConfig, vocab: Vocab) -> LISformer:
     return LISformer(
         LISformerConfig(
             vocab_size=len(vocab),
-            n_layer=cfg.n_layer,
-            n_head=cfg.n_head,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
             d_model=cfg.d_model,
             dropout=cfg.dropout,
             pe="rope",

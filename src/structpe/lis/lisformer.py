@@ -47,8 +47,8 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 @dataclass
 class LISformerConfig:
     vocab_size: int = 65
-    n_layer: int = 4
-    n_head: int = 4
+    n_layers: int = 4
+    n_heads: int = 4
     d_model: int = 128
     dropout: float = 0.0
     theta: float = 10000.0
@@ -74,8 +74,8 @@ class LISformerConfig:
     def __post_init__(self) -> None:
         if self.pe not in PE_SCHEMES:
             raise ValueError(f"pe must be one of {PE_SCHEMES}, got {self.pe!r}")
-        if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
-            raise ValueError("d_model / n_head must be an even integer (rotary pairs)")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise ValueError("d_model / n_heads must be an even integer (rotary pairs)")
         if self.instance_alibi and self.pe not in ("lis", "random"):
             raise ValueError("instance_alibi biases the two-term score; it needs pe='lis' or 'random'")
         if self.activation not in ACTIVATIONS:
@@ -86,8 +86,29 @@ class LISformerConfig:
             raise ValueError("role angles are rotary; they do not combine with pe='alibi'")
 
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_head
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @classmethod
+    def from_dict(cls, values: dict) -> LISformerConfig:
+        """A config from a saved dict, older field names included (``OLD_FIELD_NAMES``)."""
+        return cls(**current_names(values))
+
+
+# field names older configs, checkpoints and results used -> today's, the names SiPEConfig and
+# HexataggerConfig use for the same things
+OLD_FIELD_NAMES = {"n_layer": "n_layers", "n_head": "n_heads"}
+
+
+def current_names(values: dict) -> dict:
+    """``values`` with older field names renamed; a field given under both names is an error."""
+    out = dict(values)
+    for old, new in OLD_FIELD_NAMES.items():
+        if old in out:
+            if new in out:
+                raise ValueError(f"{old!r} is the older name of {new!r}: give one of them")
+            out[new] = out.pop(old)
+    return out
 
 
 # --- structure of a character stream ---------------------------------------------------------------
@@ -105,6 +126,10 @@ class TokenStructure:
     instance: torch.Tensor
     address: torch.Tensor
     role: torch.Tensor | None = None
+
+    def to(self, device: torch.device | str) -> TokenStructure:
+        parts = (self.position, self.instance, self.address, self.role)
+        return TokenStructure(*(t.to(device) if t is not None else None for t in parts))
 
 
 def line_structure(idx: torch.Tensor, newline_id: int) -> TokenStructure:
@@ -133,9 +158,9 @@ def continuous_structure(idx: torch.Tensor) -> TokenStructure:
     return TokenStructure(position=pos, instance=zero, address=zero - 1)
 
 
-def alibi_slopes(n_head: int) -> torch.Tensor:
+def alibi_slopes(n_heads: int) -> torch.Tensor:
     """m_h = 2^(-8 h / H), h = 1..H (for H = 4: 2^-2, 2^-4, 2^-6, 2^-8; Press et al. 2022)."""
-    return torch.tensor([2.0 ** (-8.0 * (h + 1) / n_head) for h in range(n_head)])
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / n_heads) for h in range(n_heads)])
 
 
 # --- addresses ----------------------------------------------------------------------------------------
@@ -150,9 +175,9 @@ class Addresses(nn.Module):
     def __init__(self, cfg: LISformerConfig):
         super().__init__()
         self.cfg = cfg
-        n_pairs = cfg.head_dim // 2
-        self.address_heads = cfg.n_head if cfg.head_addresses else 1
-        self.register_buffer("freqs", rope_frequencies(cfg.head_dim, cfg.theta), persistent=False)
+        n_pairs = cfg.d_head // 2
+        self.address_heads = cfg.n_heads if cfg.head_addresses else 1
+        self.register_buffer("freqs", rope_frequencies(cfg.d_head, cfg.theta), persistent=False)
         self.roles = (
             RoleAngles(cfg.n_roles, n_pairs, cfg.role_init_std, zero_role=0 if cfg.null_role_row else None)
             if cfg.n_roles
@@ -176,7 +201,7 @@ class Addresses(nn.Module):
             # rotate embeddings by their local angles at the embedding width (roles repeated per head)
             emb_local = rope_angles(st.position, cfg.d_model, cfg.theta)
             if role is not None:
-                emb_local = emb_local + role.repeat(1, 1, cfg.n_head)
+                emb_local = emb_local + role.repeat(1, 1, cfg.n_heads)
             inst = self.content(x, emb_local, st.address, n_inst)
         else:  # random line addresses, fresh every pass
             # one draw per possible instance index (L of them), so a line's draw never depends on
@@ -245,7 +270,7 @@ class CausalSelfAttention(nn.Module):
 
     def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, L, D = x.shape
-        H = self.cfg.n_head
+        H = self.cfg.n_heads
         q, k, v = self.qkv(x).view(B, L, 3, H, D // H).permute(2, 0, 3, 1, 4)  # each [B, H, L, hd]
         return q, k, v
 
@@ -326,11 +351,11 @@ class LISformer(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.addresses = Addresses(cfg)
-        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.pe == "alibi":
-            self.register_buffer("slopes", alibi_slopes(cfg.n_head), persistent=False)
+            self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
         self.apply(self._init_weights)
 
     @staticmethod
@@ -345,7 +370,7 @@ class LISformer(nn.Module):
     def _instance_slopes(self) -> torch.Tensor | None:
         if not self.cfg.instance_alibi:
             return None
-        return alibi_slopes(self.cfg.n_head).to(self.tok_emb.weight.device)
+        return alibi_slopes(self.cfg.n_heads).to(self.tok_emb.weight.device)
 
     def default_structure(self, idx: torch.Tensor) -> TokenStructure:
         if self.cfg.pe in ("lis", "random"):
@@ -387,7 +412,7 @@ class LISformer(nn.Module):
     def own_instance_attention(
         self, idx: torch.Tensor, structure: TokenStructure | None = None
     ) -> torch.Tensor:
-        """Per layer, the attention mass every query puts on its own instance: [n_layer, B, H, L].
+        """Per layer, the attention mass every query puts on its own instance: [n_layers, B, H, L].
 
         Lines (facts) compete with earlier, addressed ones for attention; how much mass stays on
         the query's own line shows whether longer contexts dilute it (pe lis / random only).
@@ -424,7 +449,7 @@ class LISformer(nn.Module):
 
         folder = Path(folder)
         meta = json.loads((folder / "config.json").read_text())
-        model = cls(LISformerConfig(**meta["config"]), newline_id=meta["newline_id"])
+        model = cls(LISformerConfig.from_dict(meta["config"]), newline_id=meta["newline_id"])
         model.load_state_dict(load_file(str(folder / "model.safetensors")))
         return model
 

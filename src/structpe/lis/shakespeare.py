@@ -21,7 +21,13 @@ from tqdm.auto import tqdm
 
 from structpe.data.paths import data_root
 from structpe.io import atomic_savefig, atomic_write_text, earlier_results
-from structpe.lis.lisformer import LISformer, LISformerConfig, configure_optimizer, cosine_lr
+from structpe.lis.lisformer import (
+    OLD_FIELD_NAMES,
+    LISformer,
+    LISformerConfig,
+    configure_optimizer,
+)
+from structpe.lis.training import train_steps
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",
@@ -48,8 +54,8 @@ class ShakespeareConfig:
     train_ctx: int = 256
     eval_ctx: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048, 4096])
     eval_chars: int = 16384  # the same validation span is scored at every context length
-    n_layer: int = 4
-    n_head: int = 4
+    n_layers: int = 4
+    n_heads: int = 4
     d_model: int = 128
     dropout: float = 0.0
     iters: int = 5000
@@ -128,25 +134,9 @@ def train_model(
     start, before = 0, 0.0
     if resume is not None and (resume / LATEST).is_file():
         start, losses, before = load_training_state(resume, model, opt, gen)
-    dev = next(model.parameters()).device
     t0 = time.time()
-    model.train()
-    bar = tqdm(range(start, cfg.iters), desc=f"train {desc}", leave=False, initial=start, total=cfg.iters)
-    for step in bar:
-        for g in opt.param_groups:
-            g["lr"] = cosine_lr(step, cfg.iters, cfg.lr, cfg.warmup)
-        x, y = data.batch(cfg.train_ctx, cfg.batch_size, gen)
-        x, y = x.to(dev), y.to(dev)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
-            _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(loss.item())
-        if step % 10 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-        done = step + 1
+
+    def sitting(done: int, losses: list[float]) -> None:  # checkpoints and the time limit of a sitting
         out_of_time = cfg.max_minutes > 0 and time.time() - t0 > 60 * cfg.max_minutes
         if (
             resume is not None
@@ -156,6 +146,14 @@ def train_model(
             save_training_state(resume, done, losses, before + time.time() - t0, model, opt, gen)
         if out_of_time and done < cfg.iters:
             raise Unfinished(f"{desc}: {done}/{cfg.iters} updates after {cfg.max_minutes} min; rerun resumes")
+
+    def next_batch():
+        return (*data.batch(cfg.train_ctx, cfg.batch_size, gen), None)
+
+    train_steps(
+        model, opt, cfg, next_batch, start=start, losses=losses, desc=desc, log_every=10,
+        autocast_bf16=cfg.autocast_bf16, after_step=sitting,
+    )
     return losses, before + time.time() - t0
 
 
@@ -249,7 +247,9 @@ def run(
     data = CharData(load_corpus(data_dir), cfg.n_chars, cfg.train_frac)
     # models an earlier sitting finished are kept (same configuration only; how a sitting runs may change)
     sitting_keys = ("threads", "device", "max_minutes", "checkpoint_every")
-    kept = earlier_results(out / "results.json", cfg.__dict__, ignore=sitting_keys)
+    kept = earlier_results(
+        out / "results.json", cfg.__dict__, ignore=sitting_keys, old_names=OLD_FIELD_NAMES
+    )
     results: dict = {"config": cfg.__dict__, "models": kept}
     for name in tqdm(cfg.models, desc="models"):
         if name not in MODEL_LABELS:
@@ -260,8 +260,8 @@ def run(
         torch.manual_seed(cfg.seed)
         mcfg = LISformerConfig(
             vocab_size=data.vocab_size,
-            n_layer=cfg.n_layer,
-            n_head=cfg.n_head,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
             d_model=cfg.d_model,
             dropout=cfg.dropout,
             pe=MODEL_SCHEMES[name][0],
@@ -327,7 +327,9 @@ def merge(folders: list[str | Path], out: str | Path) -> dict:
         merged["config"] = merged["config"] or res["config"]
         merged["models"].update(res["models"])
     out = Path(out)
-    kept = earlier_results(out / "results.json", merged["config"], ignore=("threads", "device"))
+    kept = earlier_results(
+        out / "results.json", merged["config"], ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+    )
     merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "results.json", json.dumps(merged, indent=2))

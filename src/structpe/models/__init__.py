@@ -23,12 +23,15 @@ from structpe.models.outputs import SiPEOutput
 
 # family -> (module, class); imported lazily so ``import structpe.models`` stays cheap
 _FAMILY_CLASSES = {
-    "txl": ("structpe.models.txl", "TransfoXLSiPEModel"),
+    "txl": ("structpe.models.txl", "TransfoXLSiPEForCausalLM"),
     "roberta": ("structpe.models.roberta", "RobertaSiPEForMaskedLM"),
     "deberta": ("structpe.models.deberta", "DebertaSiPEForMaskedLM"),
     "modernbert": ("structpe.models.modernbert", "ModernBertSiPEForMaskedLM"),
 }
 
+
+# class -> the names it was saved under before (config.json ``architectures`` of older checkpoints)
+_OLD_NAMES = {"TransfoXLSiPEForCausalLM": {"TransfoXLSiPEModel"}}
 
 # encoder family -> sequence-classification class (GLUE)
 _CLASSIFICATION_CLASSES = {
@@ -106,7 +109,7 @@ def load(path: str | Path, **kwargs):
     archs = saved.get("architectures") or []
     classifier = any("ForSequenceClassification" in a for a in archs)
     cls = model_class(family, "classification" if classifier else "lm")
-    if archs and cls.__name__ not in archs:
+    if archs and cls.__name__ not in archs and not set(archs) & _OLD_NAMES.get(cls.__name__, set()):
         raise StructpeError(
             f"{cfg_file}: family {family!r} builds {cls.__name__}, but the weights were saved from {archs}"
         )

@@ -16,8 +16,9 @@ SiPE sites: ``input`` (eq. 11: h^(0)_p = LN(e^tok_p + e^seg_p + prior_p)) and ``
     S~_ij = S^con_ij + (1 + c_ij) S^pos_ij
 
 c_ij is computed per query against the <= 11 distinct prior values and spread over the keys
-(``one_plus_c``), never as an [L, L, d] product. With ``injection="none"`` the numbers equal
-``transformers``' ``DebertaV2ForMaskedLM`` (v3 layout) given the same weights; ``from_hf`` converts.
+(``structpe.modules.prior_projection.tag_alignment``, as every family computes c), never as an
+[L, L, d] product. With ``injection="none"`` the numbers equal ``transformers``'
+``DebertaV2ForMaskedLM`` (v3 layout) given the same weights; ``from_hf`` converts.
 """
 
 from __future__ import annotations
@@ -28,24 +29,29 @@ import torch
 from torch import nn
 
 from structpe.models.config import SiPEConfig
-from structpe.models.encoder_common import (
+from structpe.models.encoder_base import SiPEEncoderForMaskedLM, SiPEEncoderForSequenceClassification
+from structpe.models.encoder_layers import (
     BackboneOutput,
-    InputPrior,
     LayerOutputs,
-    SiPEEncoderForMaskedLM,
-    SiPEEncoderForSequenceClassification,
     activation,
     add_segment_embedding,
-    apply_input_prior,
     attend,
+)
+from structpe.models.hf_convert import (
+    HFConversion,
     bert_embedding_weights,
     bert_layer_weights,
+    convert_hf,
     hf_sipe_config,
+)
+from structpe.models.sipe_parts import (
+    apply_input_prior,
+    input_prior,
     layer_pair_projection,
-    load_converted,
     position_prior,
     tag_pairs,
 )
+from structpe.modules.prior_projection import tag_alignment
 
 
 def log_bucket(rel: torch.Tensor, buckets: int, max_position: int) -> torch.Tensor:
@@ -106,21 +112,6 @@ class DebertaEmbeddings(nn.Module):
         return self.drop(x)
 
 
-def one_plus_c(query: torch.Tensor, tag_keys: torch.Tensor, pair_ids: torch.Tensor) -> torch.Tensor:
-    """1 + c_ij as [B, H, Lq, Lk], with c_ij = <Q^c_i, W_E prior_j> / sqrt(d_head) (eq. 12).
-
-    c_ij depends on key j only through its tag pair (<= 11 values), so it is an [Lq x P] table per
-    query, spread over the keys by a one-hot matmul (a BLAS product in both directions; cheaper
-    than gather/scatter).
-    """
-    n_pairs = tag_keys.shape[1]
-    per_pair = torch.matmul(query, tag_keys.transpose(-1, -2)) / math.sqrt(query.shape[-1]) + 1.0
-    one_hot = (
-        nn.functional.one_hot(pair_ids, n_pairs).to(query.dtype).transpose(1, 2)[:, None]
-    )  # [B, 1, P, Lk]
-    return torch.matmul(per_pair, one_hot)
-
-
 class DebertaLayer(nn.Module):
     """Post-LN block with disentangled attention; ``tag_keys`` switches on PP-SiPE's (1 + c)."""
 
@@ -151,7 +142,7 @@ class DebertaLayer(nn.Module):
         pair_mask: torch.Tensor | None,
         tag_keys: torch.Tensor | None = None,
         pair_ids: torch.Tensor | None = None,
-        need_weights: bool = False,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         bsz, length, d = x.shape
         q, k, v = self.qkv(x).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
@@ -165,11 +156,12 @@ class DebertaLayer(nn.Module):
         p2c = torch.matmul(k, pos_q.transpose(-1, -2)).gather(-1, index.transpose(-1, -2))
         s_pos = c2p + p2c.transpose(-1, -2)  # K^c_j . Q^r_delta(i,j), transposed to [i, j]
         if tag_keys is not None:  # PP-SiPE: S~ = S^con + (1 + c) S^pos
-            s_pos = s_pos * one_plus_c(q, tag_keys, pair_ids)
+            tag_keys = tag_keys.expand(bsz, -1, -1, -1)  # per-row products, see pair_scores
+            s_pos = s_pos * (1 + tag_alignment(q, tag_keys, pair_ids))
         if pair_mask is not None:
             s_pos = s_pos.masked_fill(~pair_mask, torch.finfo(s_pos.dtype).min)
         dropout = self.attn_dropout if self.training else 0.0
-        ctx, probs = attend(q, k, v, s_pos, self.scale, dropout, need_weights)
+        ctx, probs = attend(q, k, v, s_pos, self.scale, dropout, output_attentions)
         ctx = ctx.transpose(1, 2).reshape(bsz, length, d)
         h = self.attn_norm(self.drop(self.attn_out(ctx)) + x)
         out = self.ff_norm(self.drop(self.ff_out(self.act(self.ff_in(h)))) + h)
@@ -185,7 +177,7 @@ class DebertaSiPEModel(nn.Module):
         self.embeddings = DebertaEmbeddings(config)
         self.rel = RelativePositions(config)
         self.layers = nn.ModuleList(DebertaLayer(config) for _ in range(config.n_layers))
-        self.input_prior = InputPrior(config) if config.uses_input_prior else None
+        self.input_prior = input_prior(config)
         self.prior, self.prior_proj = position_prior(config, d_out=config.d_head)  # E_T, E_N; W_E^(l)
 
     def forward(
@@ -298,49 +290,54 @@ def _backbone_weights(hf_base, n_layers: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
-    """Our DeBERTa (MLM or classification) with the weights of a ``transformers`` DeBERTa-v2/v3 model.
-
-    ``hf_model``: ``DebertaV2ForMaskedLM`` (legacy or new MLM head), ``DebertaV2ForSequenceClassification``
-    or ``DebertaV2Model``; ``sipe_kwargs`` set the SiPE fields. SiPE parameters start fresh.
-    """
+def _deberta_classes() -> tuple[type, type, type]:
     from transformers import DebertaV2ForMaskedLM, DebertaV2ForSequenceClassification, DebertaV2Model
 
-    if not isinstance(hf_model, (DebertaV2ForMaskedLM, DebertaV2ForSequenceClassification, DebertaV2Model)):
-        raise TypeError(f"expected a transformers DeBERTa-v2/v3 model, got {type(hf_model).__name__}")
-    config = _config_from_hf(hf_model.config, sipe_kwargs)
-    base = hf_model if isinstance(hf_model, DebertaV2Model) else hf_model.deberta
-    weights = {f"backbone.{k}": v for k, v in _backbone_weights(base, config.n_layers).items()}
-    if head == "mlm":
-        if not isinstance(hf_model, DebertaV2ForMaskedLM):
-            raise ValueError("head='mlm' needs a DebertaV2ForMaskedLM (the source has no MLM head)")
-        model = DebertaSiPEForMaskedLM(config)
-        if hf_model.legacy:
-            sd = hf_model.cls.predictions.state_dict()
-            dense, norm, bias = "transform.dense", "transform.LayerNorm", "bias"
-        else:
-            sd = hf_model.lm_predictions.lm_head.state_dict()
-            dense, norm, bias = "dense", "LayerNorm", "bias"
-        for kind in ("weight", "bias"):
-            weights[f"lm_head.dense.{kind}"] = sd[f"{dense}.{kind}"]
-            weights[f"lm_head.norm.{kind}"] = sd[f"{norm}.{kind}"]
-        weights["lm_head.decoder.bias"] = sd[bias]
-    elif head == "classification":
-        model = DebertaSiPEForSequenceClassification(config)
-        if isinstance(hf_model, DebertaV2ForSequenceClassification):
-            for ours, theirs in (
-                ("pooler_dense", hf_model.pooler.dense),
-                ("classifier", hf_model.classifier),
-            ):
-                weights[f"{ours}.weight"] = theirs.weight
-                weights[f"{ours}.bias"] = theirs.bias
-        else:
-            fresh = model.state_dict()
-            weights.update({k: fresh[k] for k in fresh if k.startswith(("pooler_", "classifier"))})
+    return DebertaV2ForMaskedLM, DebertaV2ForSequenceClassification, DebertaV2Model
+
+
+def _mlm_head_weights(hf_model, config: SiPEConfig) -> dict[str, torch.Tensor]:
+    """The legacy (``cls.predictions``) or the new (``lm_predictions``) MLM head."""
+    if hf_model.legacy:
+        sd = hf_model.cls.predictions.state_dict()
+        dense, norm, bias = "transform.dense", "transform.LayerNorm", "bias"
     else:
-        raise ValueError(f"head must be 'mlm' or 'classification', got {head!r}")
-    load_converted(model, weights, type(hf_model).__name__)
-    return model
+        sd = hf_model.lm_predictions.lm_head.state_dict()
+        dense, norm, bias = "dense", "LayerNorm", "bias"
+    weights = {"lm_head.decoder.bias": sd[bias]}
+    for kind in ("weight", "bias"):
+        weights[f"lm_head.dense.{kind}"] = sd[f"{dense}.{kind}"]
+        weights[f"lm_head.norm.{kind}"] = sd[f"{norm}.{kind}"]
+    return weights
+
+
+def _classifier_weights(hf_model) -> dict[str, torch.Tensor]:
+    weights = {}
+    for ours, theirs in (("pooler_dense", hf_model.pooler.dense), ("classifier", hf_model.classifier)):
+        weights[f"{ours}.weight"] = theirs.weight
+        weights[f"{ours}.bias"] = theirs.bias
+    return weights
+
+
+HF_CONVERSION = HFConversion(
+    name="DeBERTa-v2/v3",
+    hf_classes=_deberta_classes,
+    base_attr="deberta",
+    config_from_hf=_config_from_hf,
+    backbone_weights=_backbone_weights,
+    mlm_head_weights=_mlm_head_weights,
+    classifier_weights=_classifier_weights,
+    fresh_head=("pooler_", "classifier"),
+    masked_lm=DebertaSiPEForMaskedLM,
+    classification=DebertaSiPEForSequenceClassification,
+)
+
+
+def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
+    """Our DeBERTa (MLM or classification) with the weights of a ``transformers`` DeBERTa-v2/v3 model
+    (``DebertaV2ForMaskedLM``, legacy or new MLM head, ``DebertaV2ForSequenceClassification`` or
+    ``DebertaV2Model``); see ``convert_hf``."""
+    return convert_hf(hf_model, HF_CONVERSION, head, **sipe_kwargs)
 
 
 __all__ = [

@@ -23,24 +23,24 @@ import torch
 from torch import nn
 
 from structpe.models.config import SiPEConfig
-from structpe.models.encoder_common import (
+from structpe.models.encoder_base import SiPEEncoderForMaskedLM, SiPEEncoderForSequenceClassification
+from structpe.models.encoder_layers import (
     BackboneOutput,
-    InputPrior,
     LayerOutputs,
     MaskedLMHead,
-    SiPEEncoderForMaskedLM,
-    SiPEEncoderForSequenceClassification,
     activation,
-    apply_input_prior,
     attend,
-    hf_sipe_config,
     key_padding_mask,
+)
+from structpe.models.hf_convert import HFConversion, convert_hf, hf_sipe_config
+from structpe.models.sipe_parts import (
+    apply_input_prior,
+    input_prior,
     layer_pair_projection,
-    load_converted,
     position_prior,
-    set_init,
     tag_pairs,
 )
+from structpe.modules.init_rules import set_init
 from structpe.modules.rotary import rope_angles
 
 
@@ -112,7 +112,7 @@ class ModernBertLayer(nn.Module):
         mask: torch.Tensor | None,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        need_weights: bool = False,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         bsz, length, d = x.shape
         qkv = self.qkv(self.attn_norm(x)).view(bsz, length, 3, self.n_heads, self.d_head)
@@ -120,7 +120,7 @@ class ModernBertLayer(nn.Module):
         q, k = rotate(qkv[:2], cos, sin).unbind(0)  # q and k in one rotation
         v = qkv[2]
         dropout = self.attn_dropout if self.training else 0.0
-        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, need_weights)
+        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, output_attentions)
         x = x + self.out_drop(self.attn_out(ctx.transpose(1, 2).reshape(bsz, length, d)))
         inp, gate = self.mlp_in(self.mlp_norm(x)).chunk(2, dim=-1)
         x = x + self.mlp_out(self.mlp_drop(self.act(inp) * gate))
@@ -136,7 +136,7 @@ class ModernBertSiPEModel(nn.Module):
         self.embeddings = ModernBertEmbeddings(config)
         self.layers = nn.ModuleList(ModernBertLayer(config, i) for i in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=False)
-        self.input_prior = InputPrior(config) if config.uses_input_prior else None
+        self.input_prior = input_prior(config)
         # E_T, E_N and W_delta^(l): one angle per frequency pair
         self.prior, self.prior_proj = position_prior(config, d_out=config.d_head // 2)
 
@@ -296,41 +296,48 @@ def _backbone_weights(hf_base, n_layers: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
-    """Our ModernBERT (MLM or classification) with the weights of a ``transformers`` ModernBERT model.
-
-    ``hf_model``: ``ModernBertForMaskedLM``, ``ModernBertForSequenceClassification`` or ``ModernBertModel``.
-    """
+def _modernbert_classes() -> tuple[type, type, type]:
     from transformers import ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertModel
 
-    if not isinstance(
-        hf_model, (ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertModel)
-    ):
-        raise TypeError(f"expected a transformers ModernBERT model, got {type(hf_model).__name__}")
-    config = _config_from_hf(hf_model.config, sipe_kwargs)
-    base = hf_model if isinstance(hf_model, ModernBertModel) else hf_model.model
-    weights = {f"backbone.{k}": v for k, v in _backbone_weights(base, config.n_layers).items()}
-    if head == "mlm":
-        if not isinstance(hf_model, ModernBertForMaskedLM):
-            raise ValueError("head='mlm' needs a ModernBertForMaskedLM (the source has no MLM head)")
-        model = ModernBertSiPEForMaskedLM(config)
-        weights["lm_head.dense.weight"] = hf_model.head.dense.weight
-        weights["lm_head.norm.weight"] = hf_model.head.norm.weight
-        weights["lm_head.decoder.bias"] = hf_model.decoder.bias
-    elif head == "classification":
-        model = ModernBertSiPEForSequenceClassification(config)
-        if isinstance(hf_model, ModernBertForSequenceClassification):
-            weights["classifier_dense.weight"] = hf_model.head.dense.weight
-            weights["classifier_norm.weight"] = hf_model.head.norm.weight
-            weights["classifier.weight"] = hf_model.classifier.weight
-            weights["classifier.bias"] = hf_model.classifier.bias
-        else:
-            fresh = model.state_dict()
-            weights.update({k: fresh[k] for k in fresh if k.startswith("classifier")})
-    else:
-        raise ValueError(f"head must be 'mlm' or 'classification', got {head!r}")
-    load_converted(model, weights, type(hf_model).__name__)
-    return model
+    return ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertModel
+
+
+def _mlm_head_weights(hf_model, config: SiPEConfig) -> dict[str, torch.Tensor]:
+    return {
+        "lm_head.dense.weight": hf_model.head.dense.weight,
+        "lm_head.norm.weight": hf_model.head.norm.weight,
+        "lm_head.decoder.bias": hf_model.decoder.bias,
+    }
+
+
+def _classifier_weights(hf_model) -> dict[str, torch.Tensor]:
+    return {
+        "classifier_dense.weight": hf_model.head.dense.weight,
+        "classifier_norm.weight": hf_model.head.norm.weight,
+        "classifier.weight": hf_model.classifier.weight,
+        "classifier.bias": hf_model.classifier.bias,
+    }
+
+
+HF_CONVERSION = HFConversion(
+    name="ModernBERT",
+    hf_classes=_modernbert_classes,
+    base_attr="model",
+    config_from_hf=_config_from_hf,
+    backbone_weights=_backbone_weights,
+    mlm_head_weights=_mlm_head_weights,
+    classifier_weights=_classifier_weights,
+    fresh_head=("classifier",),
+    masked_lm=ModernBertSiPEForMaskedLM,
+    classification=ModernBertSiPEForSequenceClassification,
+)
+
+
+def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
+    """Our ModernBERT (MLM or classification) with the weights of a ``transformers`` ModernBERT model
+    (``ModernBertForMaskedLM``, ``ModernBertForSequenceClassification`` or ``ModernBertModel``); see
+    ``convert_hf``."""
+    return convert_hf(hf_model, HF_CONVERSION, head, **sipe_kwargs)
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 With ``injection="none"`` the numbers equal ``transformers``' ``RobertaForMaskedLM`` given the same
 weights (tests/models/test_roberta.py); ``from_hf`` converts one. The only SiPE site is the input
-(eq. 2), with the fusion ablations of table 12 (``encoder_common.InputPrior``):
+(eq. 2), with the fusion ablations of table 12 (``structpe.modules.input_prior.InputPrior``):
 
     x_p = e^tok_p + p_p + e^seg_p + m_p (E_T[tau_p] + E_N[nu_p])
 
@@ -16,22 +16,23 @@ import torch
 from torch import nn
 
 from structpe.models.config import SiPEConfig
-from structpe.models.encoder_common import (
+from structpe.models.encoder_base import SiPEEncoderForMaskedLM, SiPEEncoderForSequenceClassification
+from structpe.models.encoder_layers import (
     BackboneOutput,
-    InputPrior,
     LayerOutputs,
-    SiPEEncoderForMaskedLM,
-    SiPEEncoderForSequenceClassification,
     activation,
     add_segment_embedding,
-    apply_input_prior,
     attend,
+    key_padding_mask,
+)
+from structpe.models.hf_convert import (
+    HFConversion,
     bert_embedding_weights,
     bert_layer_weights,
+    convert_hf,
     hf_sipe_config,
-    key_padding_mask,
-    load_converted,
 )
+from structpe.models.sipe_parts import apply_input_prior, input_prior
 
 
 class RobertaEmbeddings(nn.Module):
@@ -92,12 +93,12 @@ class RobertaLayer(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None,
         skip_prior: torch.Tensor | None = None,
-        need_weights: bool = False,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         bsz, length, _ = x.shape
         q, k, v = self.qkv(x).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
         dropout = self.attn_dropout if self.training else 0.0
-        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, need_weights)
+        ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, output_attentions)
         ctx = ctx.transpose(1, 2).reshape(bsz, length, -1)
         skip = x if skip_prior is None else x + skip_prior  # ADD_T_NT (Residual): prior on the skip branch
         h = self.attn_norm(self.drop(self.attn_out(ctx)) + skip)
@@ -112,7 +113,7 @@ class RobertaSiPEModel(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = RobertaEmbeddings(config)
-        self.input_prior = InputPrior(config) if config.uses_input_prior else None
+        self.input_prior = input_prior(config)
         self.layers = nn.ModuleList(RobertaLayer(config) for _ in range(config.n_layers))
 
     def forward(
@@ -193,51 +194,53 @@ def _config_from_hf(hf_config, sipe_kwargs: dict) -> SiPEConfig:
     return hf_sipe_config(hf_config, "roberta", arch, sipe_kwargs)
 
 
-def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
-    """Our RoBERTa (MLM or classification) with the weights of a ``transformers`` RoBERTa model.
-
-    ``hf_model`` is a ``RobertaForMaskedLM``, ``RobertaForSequenceClassification`` or ``RobertaModel``;
-    ``sipe_kwargs`` set the SiPE fields (``injection``, ``fusion`` ...) -- SiPE parameters start fresh.
-    A classification head is copied when the source has one, else freshly initialised.
-    """
+def _roberta_classes() -> tuple[type, type, type]:
     from transformers import RobertaForMaskedLM, RobertaForSequenceClassification, RobertaModel
 
-    if not isinstance(hf_model, (RobertaForMaskedLM, RobertaForSequenceClassification, RobertaModel)):
-        raise TypeError(f"expected a transformers RoBERTa model, got {type(hf_model).__name__}")
-    config = _config_from_hf(hf_model.config, sipe_kwargs)
-    base = hf_model if isinstance(hf_model, RobertaModel) else hf_model.roberta
-    weights = {f"backbone.{k}": v for k, v in _backbone_weights(base, config.n_layers).items()}
-    if head == "mlm":
-        model = RobertaSiPEForMaskedLM(config)
-        if isinstance(hf_model, RobertaForMaskedLM):
-            sd = hf_model.lm_head.state_dict()
-            weights.update(
-                {
-                    "lm_head.dense.weight": sd["dense.weight"],
-                    "lm_head.dense.bias": sd["dense.bias"],
-                    "lm_head.norm.weight": sd["layer_norm.weight"],
-                    "lm_head.norm.bias": sd["layer_norm.bias"],
-                    "lm_head.decoder.bias": sd["bias"],
-                }
-            )
-            if not config.tie_word_embeddings:
-                weights["lm_head.decoder.weight"] = sd["decoder.weight"]
-        else:
-            raise ValueError("head='mlm' needs a RobertaForMaskedLM (the source has no MLM head)")
-    elif head == "classification":
-        model = RobertaSiPEForSequenceClassification(config)
-        if isinstance(hf_model, RobertaForSequenceClassification):
-            sd = hf_model.classifier.state_dict()
-            for ours, theirs in (("classifier_dense", "dense"), ("classifier_out", "out_proj")):
-                weights[f"{ours}.weight"] = sd[f"{theirs}.weight"]
-                weights[f"{ours}.bias"] = sd[f"{theirs}.bias"]
-        else:
-            keep = model.state_dict()
-            weights.update({k: keep[k] for k in keep if k.startswith("classifier_")})  # fresh head
-    else:
-        raise ValueError(f"head must be 'mlm' or 'classification', got {head!r}")
-    load_converted(model, weights, type(hf_model).__name__)
-    return model
+    return RobertaForMaskedLM, RobertaForSequenceClassification, RobertaModel
+
+
+def _mlm_head_weights(hf_model, config: SiPEConfig) -> dict[str, torch.Tensor]:
+    sd = hf_model.lm_head.state_dict()
+    weights = {
+        "lm_head.dense.weight": sd["dense.weight"],
+        "lm_head.dense.bias": sd["dense.bias"],
+        "lm_head.norm.weight": sd["layer_norm.weight"],
+        "lm_head.norm.bias": sd["layer_norm.bias"],
+        "lm_head.decoder.bias": sd["bias"],
+    }
+    if not config.tie_word_embeddings:
+        weights["lm_head.decoder.weight"] = sd["decoder.weight"]
+    return weights
+
+
+def _classifier_weights(hf_model) -> dict[str, torch.Tensor]:
+    sd = hf_model.classifier.state_dict()
+    weights = {}
+    for ours, theirs in (("classifier_dense", "dense"), ("classifier_out", "out_proj")):
+        weights[f"{ours}.weight"] = sd[f"{theirs}.weight"]
+        weights[f"{ours}.bias"] = sd[f"{theirs}.bias"]
+    return weights
+
+
+HF_CONVERSION = HFConversion(
+    name="RoBERTa",
+    hf_classes=_roberta_classes,
+    base_attr="roberta",
+    config_from_hf=_config_from_hf,
+    backbone_weights=_backbone_weights,
+    mlm_head_weights=_mlm_head_weights,
+    classifier_weights=_classifier_weights,
+    fresh_head=("classifier_",),
+    masked_lm=RobertaSiPEForMaskedLM,
+    classification=RobertaSiPEForSequenceClassification,
+)
+
+
+def from_hf(hf_model, head: str = "mlm", **sipe_kwargs):
+    """Our RoBERTa (MLM or classification) with the weights of a ``transformers`` RoBERTa model
+    (``RobertaForMaskedLM``, ``RobertaForSequenceClassification`` or ``RobertaModel``); see ``convert_hf``."""
+    return convert_hf(hf_model, HF_CONVERSION, head, **sipe_kwargs)
 
 
 __all__ = [

@@ -48,17 +48,18 @@ from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
 from structpe.models.outputs import SiPEOutput
+from structpe.models.sipe_parts import hexatag_prior, prior_projection
+from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.prior import (
     IGNORE_INDEX,
     N_NONTERMINALS,
     N_TERMINALS,
-    HexatagPrior,
     TagHeads,
     TagIdError,
     add_causal_tag_loss,
     check_tag_ids,
 )
-from structpe.modules.prior_projection import PriorProjection, gather_per_key, tag_alignment
+from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
 
 
 def sinusoid(pos_seq: torch.Tensor, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -229,14 +230,14 @@ class RelPartialLearnableAttention(nn.Module):
         if prior is not None:
             onehot = _pair_onehot(prior.pair_ids, self.n_heads, _pad8(prior.n_pairs()), q.dtype)
             if prior.alignment is not None and self.multiplicative:
-                per_pair = torch.einsum("bhid,hpd->bhip", q_v, _pad_pairs(prior.alignment)) * self.scale
-                bias = TagGate.apply(bias, per_pair, onehot[:, :1])  # (1 + c) * BD / sqrt(d_head)
+                per_pair = pair_scores(q_v, _pad_pairs(prior.alignment)) * self.scale
+                bias = TagGate.apply(bias, per_pair, prior.pair_ids)  # (1 + c) * BD / sqrt(d_head)
             # per-pair query table [B, H, L, P]; SDPA's scale turns it into c / the key bias
             table = None
             if prior.alignment is not None and not self.multiplicative:
-                table = torch.einsum("bhid,hpd->bhip", q_v, _pad_pairs(prior.alignment))
+                table = pair_scores(q_v, _pad_pairs(prior.alignment))
             if prior.key_bias is not None:
-                kb = torch.einsum("bhid,hpd->bhip", q, _pad_pairs(prior.key_bias))
+                kb = pair_scores(q, _pad_pairs(prior.key_bias))
                 table = kb if table is None else table + kb
             if table is not None:
                 q_parts.append(table)
@@ -277,24 +278,25 @@ class RelPartialLearnableAttention(nn.Module):
 class TagGate(torch.autograd.Function):
     """(1 + c) * bd with c_ij = per_pair[i, pair_j], saving only bd and the small [.., L, P] table.
 
-    c is read out of the per-pair table with a product by one-hot(pair_j) ([.., L, P] @ [P, L]:
-    exact, since every other term is x * 0, and ~3x faster than ``gather`` on CPU). Plain autograd
-    of ``addcmul(bd, bd, c)`` would keep c, one more [B, H, L, L] tensor per layer; here c is
-    recomputed in backward, and the table's gradient is (g * bd) @ one-hot.
+    c is read out of the per-pair table by ``spread`` (a product with one-hot(pair_j), exact and
+    ~3x faster than ``gather`` on CPU). Plain autograd of ``addcmul(bd, bd, c)`` would keep c, one
+    more [B, H, L, L] tensor per layer; here c is recomputed in backward, and the table's gradient
+    is (g * bd) @ one-hot.
     """
 
     @staticmethod
-    def forward(ctx, bd: torch.Tensor, per_pair: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(bd, per_pair, onehot)
-        return torch.addcmul(bd, bd, per_pair @ onehot.transpose(-1, -2))
+    def forward(ctx, bd: torch.Tensor, per_pair: torch.Tensor, pair_ids: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(bd, per_pair, pair_ids)
+        return torch.addcmul(bd, bd, spread(per_pair, pair_ids))
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        bd, per_pair, onehot = ctx.saved_tensors
+        bd, per_pair, pair_ids = ctx.saved_tensors
         grad_bd = grad_table = None
         if ctx.needs_input_grad[0]:
-            grad_bd = torch.addcmul(grad, grad, per_pair @ onehot.transpose(-1, -2))
+            grad_bd = torch.addcmul(grad, grad, spread(per_pair, pair_ids))
         if ctx.needs_input_grad[1]:
+            onehot = F.one_hot(pair_ids, per_pair.shape[-1]).to(per_pair.dtype)[:, None]  # [B, 1, L, P]
             grad_table = (grad * bd) @ onehot
         return grad_bd, grad_table, None
 
@@ -364,7 +366,7 @@ class Block(nn.Module):
         return self.ln_ff(h + self.dropout(self.ff(h))), probs
 
 
-class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
+class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
     """The SiPE Transformer-XL decoder: causal LM + auxiliary next-tag heads (docs/design.md §6)."""
 
     config_class = SiPEConfig
@@ -376,7 +378,7 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
 
     def __init__(self, config: SiPEConfig):
         if config.family != "txl":
-            raise ValueError(f"TransfoXLSiPEModel needs family='txl', got {config.family!r}")
+            raise ValueError(f"{type(self).__name__} needs family='txl', got {config.family!r}")
         super().__init__(config)
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.embed_scale = math.sqrt(config.d_model)
@@ -387,18 +389,11 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
         # no tag heads for the plain `none` baseline (config.multitask_baseline keeps them)
         self.tag_heads = TagHeads(config.d_model) if config.has_tag_heads else None
         inj = config.injection
-        self.prior = (
-            HexatagPrior(config.d_model, config.n_deprels, config.initializer_range)
-            if inj != "none"
-            else None
-        )
+        self.prior = hexatag_prior(config) if inj != "none" else None
         score_side = config.uses_position_prior or inj == "disentangled"
-        self.prior_proj = PriorProjection(config) if score_side else None  # W_E^l
-        self.tag_key = PriorProjection(config) if config.uses_attn_bias else None  # W_K^tag
-        self.tag_value = PriorProjection(config) if config.uses_attn_bias else None  # W_V^tag
-        for proj in (self.prior_proj, self.tag_key, self.tag_value):
-            for lin in proj.proj.values() if proj is not None else ():
-                lin._sipe_near_zero = True  # flag for _init_weights (HF inits leaf modules only)
+        self.prior_proj = prior_projection(config) if score_side else None  # W_E^l
+        self.tag_key = prior_projection(config) if config.uses_attn_bias else None  # W_K^tag
+        self.tag_value = prior_projection(config) if config.uses_attn_bias else None  # W_V^tag
         self.post_init()
 
     # -- Hugging Face plumbing -------------------------------------------------------------------
@@ -418,8 +413,8 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
         if isinstance(module, RelPartialLearnableAttention):
             init.normal_(module.u, std=std)
             init.normal_(module.v, std=std)
-        elif isinstance(module, nn.Linear) and getattr(module, "_sipe_near_zero", False):
-            init.normal_(module.weight, std=self.config.prior_proj_init_std)
+        else:  # W_E / W^tag carry their near-zero rule (PriorProjection)
+            apply_init_rule(module)
 
     # -- forward ---------------------------------------------------------------------------------
     def layer_priors(
@@ -633,3 +628,8 @@ class TransfoXLSiPEModel(PreTrainedModel, GenerationMixin):
             ids = torch.cat([ids, nxt], dim=1)
             step = nxt if use_cache else ids
         return ids
+
+
+# the name this class had before it took Hugging Face's ``...ForCausalLM`` naming (checkpoints saved
+# then list it in config.json ``architectures``; ``structpe.models.load`` accepts both)
+TransfoXLSiPEModel = TransfoXLSiPEForCausalLM

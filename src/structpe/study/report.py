@@ -7,9 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from structpe.io import atomic_write_text
+from structpe.io import atomic_write_text, write_json_atomic
 from structpe.study.aggregate import aggregate, load_cell_metrics
-from structpe.study.runner import write_json_atomic
 from structpe.study.spec import LIKELIHOODS, StudySpec
 
 SHORT = {"conditional": "conditional: one fixed parse", "joint": "joint p(x, T)"}

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError
-from structpe.io import atomic_write_text
+from structpe.io import write_json_atomic  # write_json_atomic: also imported from here
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec, stable_hash
 
@@ -41,12 +41,6 @@ METRICS_FILE = "metrics.json"
 
 class StudyError(StructpeError):
     """A study cannot continue (e.g. an output folder written under another configuration)."""
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """JSON through structpe's atomic writer (never a torn file), creating the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 class CachedParser:

@@ -9,18 +9,17 @@ range, missing or non-integer heads, non-consecutive word ids.
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 import conllu
 from conllu.exceptions import ParseException
 
 from structpe.errors import StructpeError, reading
+from structpe.io import open_text  # re-exported: callers import it from here too
 from structpe.syntax.trees import InvalidTreeError, check_tree
 
 __all__ = ["ConlluError", "ConlluSentence", "open_text", "read_conllu"]
@@ -63,16 +62,6 @@ class ConlluSentence:
     sent_id: str | None = None
     text: str | None = None
     line: int = 0
-
-
-def open_text(path: str | os.PathLike) -> TextIO:
-    """Open a UTF-8 text file, gunzipping when the content is gzip (whatever the file name says)."""
-    p = Path(path)
-    with p.open("rb") as fh:
-        magic = fh.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(p, "rt", encoding="utf-8")
-    return p.open("r", encoding="utf-8")
 
 
 def _blocks(lines: TextIO) -> Iterator[tuple[int, list[tuple[int, str]]]]:

@@ -417,21 +417,11 @@ def register_parser(name: str, factory: Callable[..., Parser]) -> None:
 
 
 def _hexatagger(**kwargs: Any) -> Parser:
+    """``HexatagParser`` subclasses ``Parser``, so this module names it rather than importing it:
+    it is loaded on first use, and the import graph stays acyclic."""
     if kwargs.get("model") is None:
         raise ParserInputError("the hexatagger parser needs a trained model folder (--model DIR)")
-    try:
-        module = importlib.import_module("structpe.syntax.hexatagger")
-    except ModuleNotFoundError as err:
-        if err.name and err.name.startswith("structpe"):
-            raise ParserInputError(
-                "the hexatagger parser is not available in this installation "
-                "(structpe.syntax.hexatagger is missing)"
-            ) from None
-        raise
-    cls = getattr(module, "HexatagParser", None)
-    if cls is None:
-        raise ParserInputError("structpe.syntax.hexatagger has no HexatagParser class yet")
-    return cls(**kwargs)
+    return importlib.import_module("structpe.syntax.hexatagger").HexatagParser(**kwargs)
 
 
 register_parser("gold", GoldParser)

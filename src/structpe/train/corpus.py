@@ -21,11 +21,11 @@ and the prepared dataset (:data:`TEXT_FORM_RAW`), so that evaluation can warn ab
 
 from __future__ import annotations
 
-import gzip
-import io
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
+
+from structpe.io import open_text
 
 FORMATS = ("lines", "text", "conllu")
 TEXT_FORMS = ("raw", "tokenized")
@@ -44,16 +44,6 @@ _QUOTE_STANDINS = {"``": "(", "''": ")"}
 _CLITICS = {"n't", "'s", "'re", "'ve", "'ll", "'d", "'m"}
 
 
-def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a UTF-8 text file, transparently gunzipping ``*.gz``."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"corpus file not found: {path}")
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")  # noqa: SIM115 - returned to the caller, who closes it
-
-
 def guess_format(path: str | Path) -> str:
     """``conllu`` for *.conllu(.gz), otherwise ``lines`` (the format of the shipped Brown files)."""
     name = Path(path).name.lower()
@@ -66,7 +56,7 @@ def iter_units(path: str | Path, fmt: str) -> Iterator[str]:
     """Yield the sentences (``lines``) or paragraphs (``text``) of one file, in order."""
     if fmt not in ("lines", "text"):
         raise ValueError(f"iter_units reads 'lines' or 'text' files, not {fmt!r}")
-    with open_text(path) as fh:
+    with open_text(path, "corpus file") as fh:
         if fmt == "lines":
             for line in fh:
                 line = line.strip()
@@ -94,7 +84,7 @@ def iter_tokenizer_text(
     for path in paths:
         f = fmt or guess_format(path)
         if f == "conllu":
-            with open_text(path) as fh:
+            with open_text(path, "corpus file") as fh:
                 words: list[str] = []
                 for line in fh:
                     line = line.rstrip("\n")

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from structpe.errors import PreparedDataError
 from structpe.train.corpus import (
     FORMATS,
     TEXT_FORMS,
@@ -78,10 +79,6 @@ KNOWN_CORPORA = {
     "ud-ewt": ("ud/UD_English-EWT", "en_ewt-ud-{split}.conllu.gz", "conllu",
                {"train": "train", "validation": "dev", "test": "test"}),
 }
-
-
-class PreparedDataError(ValueError):
-    """A prepared dataset is missing, incomplete or does not match the run (message says what)."""
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from structpe.errors import PreparedDataError
 from structpe.syntax.deprels import DEPREL_INVENTORY, UD_RELATIONS, deprel_ids, spread_word_labels
 
 IGNORE_INDEX = -100
@@ -74,8 +75,6 @@ def attach_deprel_ids(
 
 def check_deprel_data(n_deprels: int, dataset: Any, dd: Any) -> None:
     """A model with a DEPREL table (``n_deprels > 0``) needs ``deprel_ids`` from this inventory."""
-    from structpe.train.prepare import PreparedDataError
-
     if not n_deprels:
         return
     for split in dd:
