@@ -84,6 +84,24 @@ def test_bilstm_save_load_round_trip(tmp_path):
     torch.testing.assert_close(model(ids).deprel_logits, loaded(ids).deprel_logits)
 
 
+def test_int8_quantizes_the_lstm_and_keeps_its_scores():
+    from torch.ao.nn.quantized.dynamic import LSTM as QuantizedLSTM
+
+    from structpe.syntax.hexatagger import quantize_for_cpu
+
+    torch.manual_seed(0)
+    model = HexataggerModel(lstm_config(d_model=64, d_emb=32)).eval()
+    with torch.no_grad():
+        model.encoder.pretrained_emb.weight.normal_()
+    ids = torch.randint(5, 300, (4, 12))
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0
+    ref = model(ids, mask).nonterminal_logits
+    q = quantize_for_cpu(model, "int8")
+    assert isinstance(q.encoder.lstm, QuantizedLSTM)
+    torch.testing.assert_close(q(ids, mask).nonterminal_logits, ref, atol=0.05, rtol=0.0)
+
+
 def test_config_checks():
     with pytest.raises(ValueError, match="encoder must be one of"):
         HexataggerConfig(vocab_size=10, encoder="gru")
