@@ -17,10 +17,9 @@ from structpe.syntax.hexatags import IGNORE_INDEX
 from structpe.syntax.word_vectors import train_subword_vectors
 
 TEXTS = [
-    "The quick brown fox jumps over the lazy dog .",
-    "She watches funny videos .",
-    "I saw dogs with hats and cats with bats .",
-    "Colorless green ideas sleep furiously .",
+    "A small fox jumps over the old dog .",
+    "He reads long books at night .",
+    "We saw birds with nests and fish with fins .",
 ] * 20
 
 
