@@ -8,7 +8,8 @@ This module holds the whole model, readable top to bottom:
 * ``HexataggerConfig`` - sizes plus the dependency-label inventory (empty: no label head);
 * ``HexataggerModel`` - pre-LN encoder (learned absolute positions, fused attention) with a
   terminal head [.., 2], a non-terminal head [.., 5] and an optional label head [.., |deprels|];
-  loss = CE_T + CE_N (+ CE_label), every CE ignoring -100;
+  loss = CE_T + CE_N (+ CE_label), every CE ignoring -100; ``encoder="bilstm"`` replaces the
+  Transformer by ``BiLSTMEncoder`` over pretrained + trainable subword vectors (same heads);
 * ``HexatagParser`` - the ``Parser`` used by ``structpe tag --parser hexatagger --model DIR``:
   batched tokenize -> encode -> decode. The arg-max tag sequence is used when it is well formed (it
   is then also the Viterbi optimum); otherwise the constrained Viterbi decoder (run once per length
