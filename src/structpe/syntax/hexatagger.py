@@ -8,7 +8,8 @@ This module holds the whole model, readable top to bottom:
 * ``HexataggerConfig`` - sizes plus the dependency-label inventory (empty: no label head);
 * ``HexataggerModel`` - pre-LN encoder (learned absolute positions, fused attention) with a
   terminal head [.., 2], a non-terminal head [.., 5] and an optional label head [.., |deprels|];
-  loss = CE_T + CE_N (+ CE_label), every CE ignoring -100;
+  loss = CE_T + CE_N (+ CE_label), every CE ignoring -100; ``encoder="bilstm"`` replaces the
+  Transformer by ``BiLSTMEncoder`` over pretrained + trainable subword vectors (same heads);
 * ``HexatagParser`` - the ``Parser`` used by ``structpe tag --parser hexatagger --model DIR``:
   batched tokenize -> encode -> decode. The arg-max tag sequence is used when it is well formed (it
   is then also the Viterbi optimum); otherwise the constrained Viterbi decoder (run once per length
@@ -55,6 +56,7 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 TOKENIZER_NAME = "tokenizer.json"
 MODEL_TYPE = "structpe-hexatagger"
+ENCODERS = ("transformer", "bilstm")
 
 
 @dataclass
@@ -73,9 +75,19 @@ class HexataggerConfig:
     # the non-terminal tag of word i is the node between words i and i+1 of the binarised tree, so
     # its head may read the next subword's state too: [h_t ; h_t+1] (False: h_t only, as in the paper)
     pair_nonterminal: bool = False
+    # "transformer" (pre-LN blocks above) or "bilstm": a BiLSTM of n_layers over the sum of a frozen
+    # pretrained subword-vector table and a trainable one (both d_emb wide), d_model = 2 x hidden
+    encoder: str = "transformer"
+    d_emb: int = 100
     model_type: str = MODEL_TYPE
 
     def __post_init__(self) -> None:
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
+        if self.encoder == "bilstm" and (self.d_model % 2 or self.d_emb < 1):
+            raise ValueError(
+                f"a bilstm encoder needs an even d_model and d_emb >= 1, got {self.d_model}, {self.d_emb}"
+            )
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.vocab_size < 1 or self.n_layers < 1 or self.max_positions < 2:
@@ -145,6 +157,48 @@ class Block(nn.Module):
         return x + self.drop(self.mlp(self.ln2(x)))
 
 
+class BiLSTMEncoder(nn.Module):
+    """Subword vectors -> BiLSTM states [B, L, d_model] (Kiperwasser & Goldberg 2016 style inputs).
+
+    The input vector of a subword is ``pretrained[id] + trainable[id]``: the pretrained table
+    (word2vec on the treebank + corpus text, ``structpe.syntax.word_vectors``) is frozen and the
+    trainable one starts at zero, so a subword never seen in a training tree keeps exactly its
+    pretrained vector instead of drifting away from the ones the tagger learned on. Padding is
+    skipped with packed sequences, so a sentence's states do not depend on its batch.
+    """
+
+    def __init__(self, cfg: HexataggerConfig) -> None:
+        super().__init__()
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_emb, padding_idx=cfg.pad_token_id)
+        self.pretrained_emb = nn.Embedding(cfg.vocab_size, cfg.d_emb, padding_idx=cfg.pad_token_id)
+        self.pretrained_emb.weight.requires_grad_(False)
+        self.emb_drop = nn.Dropout(cfg.dropout)
+        self.lstm = nn.LSTM(
+            cfg.d_emb,
+            cfg.d_model // 2,
+            num_layers=cfg.n_layers,
+            bidirectional=True,
+            batch_first=True,
+            dropout=cfg.dropout if cfg.n_layers > 1 else 0.0,
+        )
+
+    def reset_embeddings(self) -> None:
+        with torch.no_grad():
+            self.tok_emb.weight.zero_()
+            self.pretrained_emb.weight.zero_()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        b, n = input_ids.shape
+        x = self.emb_drop(self.tok_emb(input_ids) + self.pretrained_emb(input_ids))
+        if attention_mask is None:
+            return self.lstm(x)[0]
+        lengths = attention_mask.sum(-1).clamp(min=1).cpu()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        return pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=n)[0]
+
+
 class HexataggerModel(nn.Module):
     """Encoder + tag heads. ``forward`` follows the Hugging Face convention: loss when given targets."""
 
@@ -152,15 +206,20 @@ class HexataggerModel(nn.Module):
         super().__init__()
         self.config = config
         c = config
-        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_token_id)
-        self.pos_emb = nn.Embedding(c.max_positions, c.d_model)
         self.drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
-        self.ln_f = nn.LayerNorm(c.d_model)
+        if c.encoder == "bilstm":
+            self.encoder: nn.Module = BiLSTMEncoder(c)
+        else:
+            self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_token_id)
+            self.pos_emb = nn.Embedding(c.max_positions, c.d_model)
+            self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+            self.ln_f = nn.LayerNorm(c.d_model)
         self.terminal_head = nn.Linear(c.d_model, N_TERMINALS)
         self.nonterminal_head = nn.Linear((2 if c.pair_nonterminal else 1) * c.d_model, N_NONTERMINALS)
         self.deprel_head = nn.Linear(c.d_model, len(c.deprels)) if c.deprels else None
         self.apply(self._init_weights)
+        if c.encoder == "bilstm":
+            self.encoder.reset_embeddings()
         # GPT-2 style: scale residual output projections by 1/sqrt(2 * n_layers)
         for name, p in self.named_parameters():
             if name.endswith(("attn.out.weight", "mlp.2.weight")):
@@ -190,14 +249,17 @@ class HexataggerModel(nn.Module):
         b, n = input_ids.shape
         if n > self.config.max_positions:
             raise ValueError(f"sequence of {n} subwords exceeds max_positions={self.config.max_positions}")
-        pos = torch.arange(n, device=input_ids.device)
-        x = self.drop(self.tok_emb(input_ids) + self.pos_emb(pos))
-        key_mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            key_mask = attention_mask[:, None, None, :].bool()  # [B, 1, 1, L], True = attend
-        for blk in self.blocks:
-            x = blk(x, key_mask)
-        x = self.ln_f(x)
+        if self.config.encoder == "bilstm":
+            x = self.drop(self.encoder(input_ids, attention_mask))
+        else:
+            pos = torch.arange(n, device=input_ids.device)
+            x = self.drop(self.tok_emb(input_ids) + self.pos_emb(pos))
+            key_mask = None
+            if attention_mask is not None and not bool(attention_mask.all()):
+                key_mask = attention_mask[:, None, None, :].bool()  # [B, 1, 1, L], True = attend
+            for blk in self.blocks:
+                x = blk(x, key_mask)
+            x = self.ln_f(x)
         nt_in = x
         if self.config.pair_nonterminal:  # [h_t ; h_t+1], zeros after the last position
             nt_in = torch.cat([x, F.pad(x[:, 1:], (0, 0, 0, 1))], dim=-1)
@@ -264,7 +326,7 @@ QUANTIZE_MODES = ("none", "int8")
 
 
 def quantize_for_cpu(model: HexataggerModel, mode: str = "int8") -> HexataggerModel:
-    """Dynamic int8 quantization of every Linear layer (weights int8, activations quantized per
+    """Dynamic int8 quantization of every Linear (and LSTM) layer (weights int8, activations quantized per
     batch) for CPU inference: about 1.6x the fp32 throughput on one AVX-512/VNNI core with the
     same EWT test UAS (benchmarks/parser_speed.py). ``mode="none"`` returns the model unchanged.
 
@@ -283,7 +345,8 @@ def quantize_for_cpu(model: HexataggerModel, mode: str = "int8") -> HexataggerMo
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*deprecated.*")
-        return quantize_dynamic(model.eval(), {nn.Linear}, dtype=torch.qint8)
+        # a bilstm's LSTM layers too (torch's dynamic int8 LSTM; packed sequences work unchanged)
+        return quantize_dynamic(model.eval(), {nn.Linear, nn.LSTM}, dtype=torch.qint8)
 
 
 def _ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

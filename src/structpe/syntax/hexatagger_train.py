@@ -81,6 +81,19 @@ class ModelSection:
     dropout: float = 0.1
     labels: bool = True  # predict dependency relations (adds LAS)
     pair_nonterminal: bool = False  # non-terminal head reads [h_t ; h_t+1] (HexataggerConfig)
+    encoder: str = "transformer"  # or "bilstm" (d_model = 2 x LSTM hidden; n_heads, d_ff unused)
+    d_emb: int = 100  # bilstm: subword vector width (pretrained + trainable tables)
+
+
+@dataclass
+class VectorsSection:
+    """word2vec subword vectors for ``encoder: bilstm`` (``structpe.syntax.word_vectors``), trained
+    on the training treebanks' text plus ``tokenizer.corpora``; off: the frozen table stays zero."""
+
+    enabled: bool = False
+    epochs: int = 5
+    window: int = 5
+    min_count: int = 2
 
 
 @dataclass
@@ -143,6 +156,7 @@ class TrainConfig:
 
     model: ModelSection = field(default_factory=ModelSection)
     tokenizer: TokenizerSection = field(default_factory=TokenizerSection)
+    vectors: VectorsSection = field(default_factory=VectorsSection)
     data: DataSection = field(default_factory=DataSection)
     optim: OptimSection = field(default_factory=OptimSection)
     output_dir: str = "runs/hexatagger"
@@ -155,6 +169,7 @@ class TrainConfig:
         sections = {
             "model": ModelSection,
             "tokenizer": TokenizerSection,
+            "vectors": VectorsSection,
             "data": DataSection,
             "optim": OptimSection,
         }
@@ -404,6 +419,8 @@ def train(
     """Train with ``cfg``; the best dev-UAS checkpoint is saved in ``output_dir``. Returns a summary."""
     from structpe.data.paths import data_root
 
+    if cfg.vectors.enabled and cfg.model.encoder != "bilstm":
+        raise StructpeError("vectors.enabled needs model.encoder: bilstm (the frozen subword table)")
     out = Path(output_dir or cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
@@ -436,6 +453,8 @@ def train(
         yield from corpus_lines(root, cfg.tokenizer.corpora)
 
     tokenizer = train_tokenizer(texts(), cfg.tokenizer.vocab_size, cfg.tokenizer.min_frequency)
+    # wall and process-CPU seconds of each stage (the recipe's time budget is the sum)
+    stage_s = {"data_and_tokenizer": (time.time() - t0, time.process_time())}
     deprels = sorted({d for s in train_sents for d in s.deprels}) if cfg.model.labels else []
     deprel_to_id = {d: i for i, d in enumerate(deprels)} if deprels else None
     examples, stats = build_examples(train_sents, tokenizer, deprel_to_id, cfg.data.max_train_subwords)
@@ -464,9 +483,24 @@ def train(
         pad_token_id=tokenizer.token_to_id("[PAD]"),
         deprels=deprels,
         pair_nonterminal=m.pair_nonterminal,
+        encoder=m.encoder,
+        d_emb=m.d_emb,
     )
     device = torch.device(cfg.device)
-    model = HexataggerModel(mcfg).to(device)
+    model = HexataggerModel(mcfg)
+    if cfg.vectors.enabled:
+        from structpe.syntax.word_vectors import train_subword_vectors
+
+        tv, cv = time.time(), time.process_time()
+        v = cfg.vectors
+        table, vstats = train_subword_vectors(
+            tokenizer, texts(), m.d_emb, v.epochs, v.window, v.min_count, cfg.seed, workers=cfg.threads or 1
+        )
+        with torch.no_grad():
+            model.encoder.pretrained_emb.weight.copy_(torch.from_numpy(table))
+        stage_s["word_vectors"] = (time.time() - tv, time.process_time() - cv)
+        log({"event": "vectors", "seconds": round(stage_s["word_vectors"][0], 1), **vstats})
+    model = model.to(device)
     o = cfg.optim
     # Polyak/EMA weights smooth the noise of short large-LR runs; torch's own averaging utility
     ema = None
@@ -474,8 +508,9 @@ def train(
         from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
         ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(o.ema), use_buffers=True)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n)]
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in trainable if p.ndim >= 2 and "emb" not in n]
+    no_decay = [p for n, p in trainable if not (p.ndim >= 2 and "emb" not in n)]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=o.lr,
@@ -511,7 +546,7 @@ def train(
         # cpu: a shared machine slows the run down but does not shorten its training
         return time.process_time() / n_threads if o.clock == "cpu" else time.time()
 
-    train_start = time.time()
+    train_start, train_cpu = time.time(), time.process_time()
     clock_start = clock()
     last_eval = [clock_start]
 
@@ -520,11 +555,13 @@ def train(
         # subwords mapped to [UNK]; with EMA the raw weights' UAS is logged alongside
         te = time.time()
         snapshot = copy.deepcopy(ema.module if ema is not None else model).eval()
-        n_unk = _unk_unseen(snapshot, examples, unk_id, specials)
+        # a bilstm's unseen subwords keep their pretrained vectors (trainable part zero): no reset
+        n_unk = _unk_unseen(snapshot, examples, unk_id, specials) if mcfg.encoder == "transformer" else 0
         res = evaluate_model(snapshot, tokenizer, dev_sents, o.eval_batch_tokens)
         if ema is not None:
             raw = copy.deepcopy(model).eval()
-            _unk_unseen(raw, examples, unk_id, specials)
+            if mcfg.encoder == "transformer":
+                _unk_unseen(raw, examples, unk_id, specials)
             res["uas_raw_weights"] = evaluate_model(raw, tokenizer, dev_sents, o.eval_batch_tokens)["uas"]
         log({"event": "dev", "step": step, "eval_s": round(time.time() - te, 1), **res})
         if res["uas"] > best["uas"]:
@@ -605,6 +642,12 @@ def train(
         "clock": o.clock,
         "cpu_minutes": round(time.process_time() / 60, 2),
         "total_minutes": round((time.time() - t0) / 60, 2),
+        "stage_seconds": {
+            k: {"wall": round(w, 1), "cpu": round(c, 1)}
+            for k, (w, c) in {
+                **stage_s, "training": (time.time() - train_start, time.process_time() - train_cpu)
+            }.items()
+        },
         "best_step": best.get("step"),
         "best_dev": {k: v for k, v in best.items() if k not in ("step",)},
         "data": {"treebanks": per_bank, **stats},

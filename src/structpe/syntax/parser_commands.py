@@ -33,12 +33,16 @@ def register(subparsers: Any) -> None:
         "train",
         help="train a hexatagger from a YAML recipe",
         description=(
-            "Train a hexatagger (Transformer encoder + hexatag heads) on UD English train splits, "
+            "Train a hexatagger (Transformer or BiLSTM encoder + hexatag heads) on UD English train splits, "
             "projectivised by arc lifting; the best EWT-dev checkpoint is saved as a "
             "save_pretrained folder (config.json, model.safetensors, tokenizer)."
         ),
     )
-    t.add_argument("--config", required=True, help="recipe YAML, or a built-in name: tiny (CPU), small (GPU)")
+    t.add_argument(
+        "--config",
+        required=True,
+        help="recipe YAML, or a built-in name: tiny, fast, bilstm (CPU), small (GPU)",
+    )
     t.add_argument("--output", default=None, help="output folder (default: the recipe's output_dir)")
     t.add_argument("--data", default=None, help="data root holding ud/ and corpus/ (default: $STRUCTPE_DATA)")
     t.add_argument("--device", default=None, help="torch device (default: the recipe's, cpu)")
