@@ -142,21 +142,29 @@ def _step(name: str) -> float:
     return time.time()
 
 
-def _brown_test(path: Path, limit: int, parser: Any) -> list[Any]:
-    """The first ``limit`` Brown test sentences, parsed, with their raw text for scoring."""
+def parse_token_lines(parser: Any, lines: Sequence[str]) -> list[Any]:
+    """Whitespace-tokenized lines (Brown's form) parsed and scored in raw text form: each sentence
+    keeps the parser's words and carries its detokenized text in ``meta["text"]``, the form the
+    tokenizer and the model were trained on (scoring ``glass .`` would inflate perplexity)."""
     from structpe.train.corpus import detokenize_words
 
-    detok = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.split():
-                detok.append(detokenize_words(line.split()))
-            if len(detok) >= limit:
-                break
+    detok = [detokenize_words(line.split()) for line in lines]
     sents = parser.parse_words([d[0] for d in detok])
     for s, (_, text, _) in zip(sents, detok, strict=True):
         s.meta = {**(getattr(s, "meta", None) or {}), "text": text}
     return sents
+
+
+def _brown_test(path: Path, limit: int, parser: Any) -> list[Any]:
+    """The first ``limit`` Brown test sentences, parsed, with their raw text for scoring."""
+    lines = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if line.split():
+                lines.append(line)
+            if len(lines) >= limit:
+                break
+    return parse_token_lines(parser, lines)
 
 
 def prepare_brown(cfg: QuickstartConfig, parser: Any, timings: dict[str, float]) -> PreparedBrown:

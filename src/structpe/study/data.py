@@ -36,9 +36,11 @@ def read_test_units(path: Path, fmt: str, limit: int) -> list[str]:
 
 
 def parse_units(parser: Any, units: list[str], fmt: str, limit: int) -> list[Any]:
-    """Tagged test sentences: ``lines`` units are parsed as given, ``text`` units sentence-split."""
-    if fmt == "lines":
-        return parser.parse_words([u.split() for u in units])[:limit]
+    """Tagged test sentences: ``lines`` units detokenized (raw text in ``meta``), ``text`` units split."""
+    if fmt == "lines":  # Brown's tokenized lines: scored in the raw form the model was trained on
+        from structpe.quickstart import parse_token_lines
+
+        return parse_token_lines(parser, [u for u in units if u.split()])[:limit]
     return parser.parse_text(units)[:limit]
 
 
@@ -78,5 +80,5 @@ def prepare_study_data(
     _, meta = load_prepared(merged)
     units = read_test_units(splits["test"][0], fmt, ds.test_sentences)
     test = parse_units(parser, units, fmt, ds.test_sentences)
-    test_key = stable_hash([t.to_dict() for t in test])
+    test_key = stable_hash([[t.to_dict(), (t.meta or {}).get("text")] for t in test])  # + the scored text
     return StudyData(tok_dir, merged, stable_hash([meta["fingerprint"], test_key]), test)
