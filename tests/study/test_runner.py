@@ -1,9 +1,11 @@
 """run_study on a tiny synthetic study: every cell's metrics.json, resume of an interrupted cell
-from its checkpoint, skipping of finished cells, refusal to mix configurations, the report."""
+from its checkpoint, skipping of finished cells, refusal to mix configurations, the report, and
+parallel workers sharing one study folder through cell locks."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from transformers import TrainerCallback
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
 from structpe.study.data import StudyData
-from structpe.study.runner import StudyError, cell_dir, leakage_summary, run_study
+from structpe.study.runner import StudyError, _await_baseline, cell_dir, claim, leakage_summary, run_study
 from structpe.study.spec import load_spec
 
 
@@ -140,3 +142,46 @@ def test_encoder_cells_score_by_pll(tiny_spec: Path, tiny_data: StudyData, tmp_p
     m = json.loads((cell_dir(out, "position", 1) / "metrics.json").read_text())
     assert set(m["scores"]) >= {"ppl.conditional.word_ppl", "val_lm_loss"}
     assert not any(".joint." in k for k in m["scores"])  # a masked LM has no joint likelihood
+
+
+def test_parallel_workers_skip_a_claimed_cell(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1]
+    out = tmp_path / "study"
+    with claim(out, "position", 1) as mine:  # another worker is running position/seed-1
+        assert mine
+        with claim(out, "position", 1) as again:  # a second claim on a held cell fails
+            assert not again
+        paths = run_study(spec, out, data=tiny_data, report=False)
+    assert [p.parent for p in paths] == [cell_dir(out, "none", 1)]
+    assert not (cell_dir(out, "position", 1) / "metrics.json").exists()
+    assert "position/seed-1]: another worker is running it" in capsys.readouterr().out
+    paths = run_study(spec, out, data=tiny_data, report=False)  # the claim is gone: it runs now
+    assert (cell_dir(out, "position", 1) / "metrics.json").is_file() and len(paths) == 2
+
+
+def test_leakage_waits_for_a_baseline_in_another_worker(tiny_spec: Path, tmp_path: Path) -> None:
+    spec = load_spec(tiny_spec, "test")
+    out = tmp_path / "study"
+    run_dir = cell_dir(out, "none", 1) / "run"
+    with pytest.raises(StudyError, match="needs the baseline none/seed-1, which is not trained"):
+        _await_baseline(out, spec, 1, print, poll_s=0.01)
+
+    def other_worker(started: threading.Event) -> None:
+        with claim(out, "none", 1):
+            started.set()
+            (run_dir / "final").mkdir(parents=True)
+            (run_dir / "final" / "config.json").write_text("{}")
+            threading.Event().wait(0.2)
+            (run_dir / "summary.json").write_text("{}")
+
+    started = threading.Event()
+    worker = threading.Thread(target=other_worker, args=(started,))
+    worker.start()
+    started.wait()
+    logged: list[str] = []
+    assert _await_baseline(out, spec, 1, logged.append, poll_s=0.02) == run_dir / "final"
+    worker.join()
+    assert len(logged) == 1 and "waiting for another worker to finish none/seed-1" in logged[0]

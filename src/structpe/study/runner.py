@@ -19,6 +19,13 @@ overwritten: the run stops with a message.
 
 Cells run seed-major with the baseline first, so that each seed's baseline model exists when the
 other recipes' leakage audits need it, and a partly finished study already has complete seeds.
+
+Parallel workers: the same command may run in several shells (or on machines sharing the folder).
+Each worker claims a cell with a lock file (``cells/<recipe>/seed-<s>.lock``, released by the
+operating system when its process dies, so a killed worker leaves no stale claim), skips cells
+that another worker holds, and waits for a seed's baseline model only when its leakage audit
+needs it. Every worker writes the report of the cells finished so far when it runs out of cells;
+the last one to stop writes the complete report.
 """
 
 from __future__ import annotations
@@ -26,9 +33,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
 from structpe.io import write_json_atomic  # write_json_atomic: also imported from here
@@ -66,6 +76,46 @@ class CachedParser:
 
 def cell_dir(out: Path, label: str, seed: int) -> Path:
     return out / "cells" / label / f"seed-{seed}"
+
+
+@contextmanager
+def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
+    """Hold a cell's lock for the body; yields False (and holds nothing) when another worker has it."""
+    lock_path = out / "cells" / label / f"seed-{seed}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def _await_baseline(out: Path, spec: StudySpec, seed: int, log: Callable[[str], None], poll_s: float) -> Path:
+    """The seed's baseline model folder, waiting while another worker still trains it."""
+    from structpe.quickstart import _final_model_dir
+
+    run_dir = cell_dir(out, spec.baseline, seed) / "run"
+    waiting = False
+    while not (run_dir / "summary.json").is_file():
+        with claim(out, spec.baseline, seed) as free:
+            if free:  # nobody is training it: it was never run (e.g. the cell folder was deleted)
+                raise StudyError(
+                    f"the leakage audit needs the baseline {spec.baseline}/seed-{seed}, which is not "
+                    f"trained in {out}; rerun the study command (it runs the baseline first)"
+                )
+        if not waiting:
+            log(
+                f"waiting for another worker to finish {spec.baseline}/seed-{seed} "
+                "(the leakage audit needs it)"
+            )
+            waiting = True
+        time.sleep(poll_s)
+    return _final_model_dir(run_dir)
 
 
 def cells(spec: StudySpec) -> list[tuple[str, int]]:
@@ -197,8 +247,13 @@ def run_cell(
     data_dir: str | None = None,
     progress: bool = False,
     callbacks: Sequence[Any] = (),
+    poll_s: float = 30.0,
 ) -> Path:
-    """Train and evaluate one cell (or skip / resume it); return its ``metrics.json``."""
+    """Train and evaluate one cell (or skip / resume it); return its ``metrics.json``.
+
+    The caller holds the cell's :func:`claim`; ``poll_s`` paces the wait for a baseline model
+    that another worker is still training.
+    """
     from structpe.eval.blimp import evaluate_blimp
     from structpe.eval.leakage import leakage_audit
     from structpe.eval.ppl import evaluate_ppl, sentence_text
@@ -324,7 +379,7 @@ def run_cell(
             )
         file_under_all("syntaxgym", ev.syntaxgym.likelihoods)
     if ev.leakage is not None and tagged and causal:
-        base = load(_final_model_dir(cell_dir(out, spec.baseline, seed) / "run")).eval()
+        base = load(_await_baseline(out, spec, seed, log, poll_s)).eval()
         sents = data.test_sentences[: ev.leakage.sentences]
         run(
             "leakage",
@@ -396,7 +451,8 @@ def run_study(
     if data is None:
         from structpe.study.data import prepare_study_data
 
-        data = prepare_study_data(spec.dataset, out / "data", data_dir, parser=parser, progress=progress)
+        with FileLock(out / "data.lock"):  # parallel workers: the first prepares, the others reuse it
+            data = prepare_study_data(spec.dataset, out / "data", data_dir, parser=parser, progress=progress)
     if command is None and (out / "spec.json").is_file():  # a resume without a command keeps the first
         command = json.loads((out / "spec.json").read_text()).get("command")
     write_json_atomic(
@@ -411,20 +467,34 @@ def run_study(
             "spec": spec.to_dict(),
         },
     )
-    paths = []
+    paths, busy = [], []
     for label, seed in cells(spec):
-        paths.append(
-            run_cell(
-                spec,
-                label,
-                seed,
-                data,
-                out,
-                parser=parser,
-                data_dir=data_dir,
-                progress=progress,
-                callbacks=callbacks,
+        with claim(out, label, seed) as mine:
+            if not mine:
+                print(
+                    f"study {spec.name} [{label}/seed-{seed}]: another worker is running it; next cell",
+                    flush=True,
+                )
+                busy.append(f"{label}/seed-{seed}")
+                continue
+            paths.append(
+                run_cell(
+                    spec,
+                    label,
+                    seed,
+                    data,
+                    out,
+                    parser=parser,
+                    data_dir=data_dir,
+                    progress=progress,
+                    callbacks=callbacks,
+                )
             )
+    if busy:
+        print(
+            f"study {spec.name}: {len(busy)} cell(s) still running in other workers ({', '.join(busy)}); "
+            "the last worker to stop writes the complete report",
+            flush=True,
         )
     if report:
         from structpe.study.report import write_study_report
