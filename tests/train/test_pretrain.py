@@ -143,7 +143,13 @@ def test_exact_resume_after_kill(tiny_recipe: Path, gold_dataset: Path, tmp_path
     assert p.returncode == -9, p.stderr[-2000:]
     assert (killed / "checkpoint-10").is_dir() and not (killed / "checkpoint-20").exists()
     assert max(_losses(killed)) == 12  # steps 11-12 were logged, then lost with the process
+    before = {int(r["step"]): r["elapsed_s"] for r in read_metrics(killed / "metrics.csv")}[10]
     _run([sys.executable, str(script), "resume", *common, f"train.output_dir={killed}"])
+    # the clock continues from the checkpoint: elapsed_s never goes back, the summary counts both sittings
+    elapsed = [r["elapsed_s"] for r in read_metrics(killed / "metrics.csv")]
+    assert elapsed == sorted(elapsed) and elapsed[-1] > before
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["train_wall_s"] >= before + summary["sitting_wall_s"] - 0.1
     a, b = _losses(full), _losses(killed)
     assert sorted(a) == sorted(b) == list(range(1, 21))  # no duplicate rows for the redone steps
     for step in range(1, 21):

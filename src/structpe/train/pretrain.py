@@ -175,12 +175,16 @@ def _ppl(loss: float) -> float:
 
 # -- callbacks --------------------------------------------------------------------------------------
 class RunFolderCallback(TrainerCallback):
-    """metrics.csv (one row per log event) and loss.png, written by the main process only."""
+    """metrics.csv (one row per log event) and loss.png, written by the main process only.
 
-    def __init__(self, run_dir: Path):
+    ``elapsed_s`` counts training time over every sitting of a resumed run (``elapsed_before`` is
+    what the earlier sittings logged up to the checkpoint), so wall times stay comparable.
+    """
+
+    def __init__(self, run_dir: Path, elapsed_before: float = 0.0):
         self.run_dir = run_dir
         self.csv_path = run_dir / "metrics.csv"
-        self.t0 = time.time()
+        self.t0 = time.time() - elapsed_before
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
         if not state.is_world_process_zero or not logs:
@@ -298,10 +302,11 @@ def checkpoint_problem(ckpt: Path) -> str | None:
     return None
 
 
-def _truncate_metrics(csv_path: Path, step: int) -> None:
-    """Drop rows logged after ``step`` (a killed run's steps that the resume will redo)."""
+def _truncate_metrics(csv_path: Path, step: int) -> float:
+    """Drop rows logged after ``step`` (a killed run's steps that the resume will redo); return the
+    training seconds logged up to ``step``, from which the resumed run's clock continues."""
     if not csv_path.exists():
-        return
+        return 0.0
     with open(csv_path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     keep = [r for r in rows if float(r["step"]) <= step]
@@ -309,6 +314,7 @@ def _truncate_metrics(csv_path: Path, step: int) -> None:
         w = csv.DictWriter(fh, fieldnames=METRIC_COLUMNS)
         w.writeheader()
         w.writerows(keep)
+    return max((float(r["elapsed_s"]) for r in keep if r.get("elapsed_s")), default=0.0)
 
 
 # -- setup checks -----------------------------------------------------------------------------------
@@ -413,6 +419,7 @@ def pretrain(
     run_dir = Path(tc.output_dir) if tc.output_dir else default_run_dir(recipe)
     checkpoint: str | None = None
     changed: list[str] = []
+    elapsed_before = 0.0
     if resume:
         ckpt = Path(resume) if isinstance(resume, (str, Path)) else last_complete_checkpoint(run_dir)
         if ckpt is not None:
@@ -425,7 +432,7 @@ def pretrain(
             step = json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
             print(f"pretrain: resuming {run_dir} from {ckpt.name} (step {step})")
             if _is_main():
-                _truncate_metrics(run_dir / "metrics.csv", step)
+                elapsed_before = _truncate_metrics(run_dir / "metrics.csv", step)
         else:
             print(f"pretrain: nothing to resume in {run_dir}; starting from scratch")
     elif last_complete_checkpoint(run_dir) is not None:
@@ -484,7 +491,7 @@ def pretrain(
         use_cpu=not torch.cuda.is_available(),
         ddp_backend="gloo" if _world_size() > 1 and not torch.cuda.is_available() else None,
     )
-    cbs: list[TrainerCallback] = [RunFolderCallback(run_dir), *callbacks]
+    cbs: list[TrainerCallback] = [RunFolderCallback(run_dir, elapsed_before), *callbacks]
     if isinstance(collator, MLMCollator):
         cbs.append(EpochToCollator(collator))
     trainer = trainer_class(
@@ -520,7 +527,8 @@ def pretrain(
             "overrides": recipe.overrides,
             "objective": objective,
             "steps": trainer.state.global_step,
-            "train_wall_s": round(wall, 1),
+            "train_wall_s": round(elapsed_before + wall, 1),  # every sitting of a resumed run
+            "sitting_wall_s": round(wall, 1),
             "train_runtime_s": result.metrics.get("train_runtime"),
             "parameters": sum(p.numel() for p in model.parameters()),
             "world_size": args.world_size,
