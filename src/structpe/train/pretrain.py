@@ -72,6 +72,16 @@ class SiPETrainer(Trainer):
         self.eval_batches = eval_batches
         self._terms: torch.Tensor | None = None  # on-device sums of lm, terminal, nonterminal; count
 
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        # A checkpoint leaves out tied weights (the LM head shares the embedding); the Trainer only
+        # knows ``_keys_to_ignore_on_save`` and would warn "missing keys" on every resume. Re-tie
+        # and stay quiet for exactly those; any other missing key still warns.
+        tied = set(getattr(self.model, "all_tied_weights_keys", None) or {})
+        if load_result.missing_keys and set(load_result.missing_keys) <= tied:
+            self.model.tie_weights()
+            load_result = type(load_result)([], load_result.unexpected_keys)
+        super()._issue_warnings_after_load(load_result)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: D102
         outputs = model(**inputs)
         loss = outputs.loss
