@@ -64,7 +64,7 @@ def step(model, opt, x, y, device: str) -> float:
     if device == "cuda":
         torch.cuda.synchronize()
     t0 = clock()
-    _, loss = model(x, y)
+    loss = model(x, y).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
@@ -84,7 +84,7 @@ def forward_step(model, x, device: str) -> tuple[float, torch.Tensor]:
     """One inference forward (no gradients): where FlexAttention runs on a CPU."""
     sync(device)
     t0 = clock()
-    logits, _ = model(x)
+    logits = model(x).logits
     sync(device)
     return clock() - t0, logits
 

@@ -26,6 +26,10 @@ class PreparedDataError(ValueError):
     """A prepared dataset is missing, incomplete or does not match the run (message says what)."""
 
 
+class RecipeError(ValueError):
+    """A recipe file or override is invalid; the message names the file and the key."""
+
+
 # Errors from structpe modules and libraries that mean "this input is unusable", not "a bug".
 KNOWN_ERRORS = (
     "structpe.syntax.trees.InvalidTreeError",
@@ -35,8 +39,7 @@ KNOWN_ERRORS = (
     "structpe.syntax.parsers.ParserInputError",
     "structpe.syntax.alignment.AlignmentError",
     "structpe.modules.prior.TagIdError",
-    "structpe.train.recipe.RecipeError",
-    "structpe.train.pretrain.VocabularyMismatchError",
+    "structpe.train.trainer.VocabularyMismatchError",
     "structpe.eval.syntaxgym.FormulaError",
     "safetensors.SafetensorError",
     "yaml.YAMLError",
@@ -47,6 +50,7 @@ KNOWN_ERRORS = (
 INPUT_ERRORS: tuple[type[BaseException], ...] = (
     StructpeError,
     PreparedDataError,
+    RecipeError,
     OSError,
     EOFError,
     zlib.error,

@@ -115,6 +115,50 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+MODEL_CONFIG_NAME = "config.json"
+MODEL_WEIGHTS_NAME = "model.safetensors"
+
+
+def save_module(module: Any, directory: str | os.PathLike, config: dict[str, Any], model_type: str) -> Path:
+    """Save a plain ``nn.Module`` (the LISformer, the hexatagger: models outside Hugging Face's
+    ``PreTrainedModel``) as one ``save_pretrained``-style folder: ``config.json`` + ``model.safetensors``
+    (``model_type`` in its metadata), each file atomic. Never pickle."""
+    import json
+
+    from safetensors.torch import save
+
+    out = Path(directory)
+    state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    blob = save(state, metadata={"format": "pt", "model_type": model_type})
+    atomic_write_text(out / MODEL_CONFIG_NAME, json.dumps(config, indent=2) + "\n")
+    atomic_write_bytes(out / MODEL_WEIGHTS_NAME, blob)
+    return out
+
+
+def load_module(directory: str | os.PathLike, build: Any, what: str, device: str = "cpu") -> Any:
+    """The module ``build(config)`` with the weights of a :func:`save_module` folder loaded strictly.
+
+    A missing file raises FileNotFoundError, a corrupt or foreign folder a StructpeError; both
+    name the folder in one line (bad input, never a traceback).
+    """
+    import json
+
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    d = Path(directory)
+    for name in (MODEL_CONFIG_NAME, MODEL_WEIGHTS_NAME):
+        if not (d / name).is_file():
+            raise FileNotFoundError(f"{d / name} not found: is {d} a {what} folder (save_pretrained)?")
+    try:
+        module = build(json.loads((d / MODEL_CONFIG_NAME).read_text()))
+        module.load_state_dict(load_file(str(d / MODEL_WEIGHTS_NAME), device=str(device)))
+    except (ValueError, TypeError, KeyError, RuntimeError, SafetensorError) as err:
+        msg = " ".join(str(err).split())[:500]
+        raise StructpeError(f"{d}: not a loadable {what} folder ({type(err).__name__}: {msg})") from err
+    return module.to(device)
+
+
 def refuse_overwrite_input(output: str | os.PathLike, inputs: list[str | os.PathLike], option: str) -> None:
     """StructpeError when ``output`` names the same file as one of ``inputs`` (would destroy it)."""
     out = Path(output)

@@ -289,8 +289,8 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     """Run every stage and return the report folder. Re-running reuses the data and finished runs."""
     from structpe.models import load
     from structpe.syntax.parsers import get_parser
-    from structpe.train.pretrain import read_metrics
     from structpe.train.tokenizer import load_tokenizer
+    from structpe.train.trainer import read_metrics
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -423,7 +423,7 @@ def report_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _write_report(out: Path, cfg: QuickstartConfig, results: dict[str, Any]) -> None:
     from structpe.eval.report import bar_plot, line_plot, write_report
-    from structpe.train.pretrain import read_metrics
+    from structpe.train.trainer import read_metrics
 
     curves = {}
     for variant, entry in results["variants"].items():

@@ -127,12 +127,12 @@ def test_models_are_causal(kind):
     f = next(f for f in K.zero_shot_data(20, 5, seed=0).train_facts if len(f.names) == 3)
     e = K.paired(kind, v, f, "kg2text", random.Random(0))
     ids, _, st = collate([e], v.pad)
-    base, _ = model(ids, structure=st)
+    base = model(ids, structure=st).logits
     for t in range(0, ids.shape[1], 7):
         ids2, role2 = ids.clone(), st.role.clone()
         ids2[0, t] = (ids2[0, t] + 5) % len(v)
         role2[0, t:] = (role2[0, t:] + 3) % 228  # later roles change too
-        out, _ = model(ids2, structure=TokenStructure(st.position, st.instance, st.address, role2))
+        out = model(ids2, structure=TokenStructure(st.position, st.instance, st.address, role2)).logits
         assert torch.allclose(out[0, :t], base[0, :t], atol=1e-5)
         assert not torch.allclose(out[0, t:], base[0, t:], atol=1e-5)
 

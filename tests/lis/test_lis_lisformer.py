@@ -60,14 +60,14 @@ def test_causal_no_earlier_prediction_moves(pe, monkeypatch):
     x = _seq()
     with torch.no_grad():
         torch.manual_seed(1)
-        base, _ = m(x)
+        base = m(x).logits
         # eager FlexAttention is slow: every 5th position (all others on the SDPA path)
         for t in range(0, x.shape[1], 5 if pe.endswith("-flex") else 1):
             for new in [NL, 11] if pe != "random" else [11]:  # also turn a char into a newline
                 x2 = x.clone()
                 x2[:, t] = new if x[0, t] != new else 5
                 torch.manual_seed(1)
-                out, _ = m(x2)
+                out = m(x2).logits
                 moved = (out[:, :t] - base[:, :t]).abs().max().item() if t else 0.0
                 assert moved < 1e-5, f"{pe}: changing position {t} moved an earlier logit by {moved}"
 
@@ -76,10 +76,10 @@ def test_same_line_future_does_not_leak_but_line_content_reaches_later_lines():
     m = _model("lis")
     x = _seq()
     with torch.no_grad():
-        base, _ = m(x)
+        base = m(x).logits
         x2 = x.clone()
         x2[0, 9] = 11 if x[0, 9] != 11 else 5  # inside line 1 (positions 5..11)
-        out, _ = m(x2)
+        out = m(x2).logits
     diff = (out - base).abs().amax(-1)[0]
     assert diff[:9].max() < 1e-5  # characters earlier in the same line: untouched
     assert diff[12:].min() > 0  # later lines see the line (content address and keys)
@@ -136,8 +136,8 @@ def test_random_addresses_change_every_pass():
     m = _model("random")
     x = _seq()
     with torch.no_grad():
-        a, _ = m(x)
-        b, _ = m(x)
+        a = m(x).logits
+        b = m(x).logits
     assert not torch.allclose(a, b)
 
 
@@ -156,7 +156,7 @@ def test_few_steps_lower_the_loss(pe):
     x, y = ids[None, :-1], ids[None, 1:]
     losses = []
     for _ in range(15):
-        _, loss = m(x, y)
+        loss = m(x, y).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -171,7 +171,7 @@ def test_save_and_load_safetensors(tmp_path):
     m2 = LISformer.from_pretrained(tmp_path / "ckpt").eval()
     x = _seq()
     with torch.no_grad():
-        assert torch.allclose(m(x)[0], m2(x)[0])
+        assert torch.allclose(m(x).logits, m2(x).logits)
 
 
 def test_checkpoint_with_older_field_names_loads(tmp_path):
@@ -187,7 +187,7 @@ def test_checkpoint_with_older_field_names_loads(tmp_path):
     assert (m2.cfg.n_layers, m2.cfg.n_heads, m2.cfg.d_head) == (2, 2, 16)
     x = _seq()
     with torch.no_grad():
-        assert torch.equal(m.eval()(x)[0], m2(x)[0])
+        assert torch.equal(m.eval()(x).logits, m2(x).logits)
     with pytest.raises(ValueError, match="older name"):
         LISformerConfig.from_dict({"n_layer": 2, "n_layers": 2})
 
@@ -198,7 +198,8 @@ def test_instance_alibi_needs_the_two_term_score():
     with pytest.raises(ValueError, match="dtype"):
         two_term_plan(torch.zeros(1, 4, dtype=torch.long), 4, None, alibi_slopes(2))
     m = LISformer(LISformerConfig(vocab_size=12, n_layers=1, n_heads=2, d_model=16, instance_alibi=True), NL)
-    logits, loss = m(_seq(), _seq())
+    out = m(_seq(), _seq())
+    logits, loss = out.logits, out.loss
     assert logits.shape == (2, 48, 12) and torch.isfinite(loss)
 
 

@@ -16,8 +16,9 @@ from transformers import TrainerCallback
 
 from structpe.models import load
 from structpe.train.prepare import PreparedDataError, PrepareSettings, prepare
-from structpe.train.pretrain import NonFiniteLossError, VocabularyMismatchError, pretrain, read_metrics
+from structpe.train.pretrain import pretrain
 from structpe.train.recipe import RecipeError
+from structpe.train.trainer import NonFiniteLossError, VocabularyMismatchError, read_metrics
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 

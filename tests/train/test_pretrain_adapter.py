@@ -12,8 +12,9 @@ import torch
 from structpe.eval.commands import load_model_and_tokenizer
 from structpe.eval.scoring import CausalScorer
 from structpe.syntax import TaggedSentence
-from structpe.train.pretrain import pretrain, read_metrics
+from structpe.train.pretrain import pretrain
 from structpe.train.recipe import RecipeError, load_recipe
+from structpe.train.trainer import read_metrics
 
 SCRATCH = """\
 adapter:

@@ -25,8 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.adapters.sipe import INJECTIONS, PROJECTIONS, SiPEAdapterForCausalLM, add_sipe, apply_lora
-from structpe.train.recipe import RecipeError
+from structpe.adapters.sipe import (
+    INJECTIONS,
+    PROJECTIONS,
+    SiPEAdapterForCausalLM,
+    add_sipe,
+    apply_lora,
+    load_adapter_weights,
+)
+from structpe.errors import RecipeError
+from structpe.train.trainer import SiPETrainer, VocabularyMismatchError
 
 BASE_TRAINING = ("lora", "frozen", "full")
 
@@ -127,8 +135,6 @@ def _base_model(settings: AdapterSettings, tokenizer: Any, where: str):
 
 def build_adapted(recipe: Any, tokenizer: Any, seq_len: int) -> SiPEAdapterForCausalLM:
     """The recipe's base model with the SiPE adapter, LoRA / frozen / full as ``base_training`` says."""
-    from structpe.train.pretrain import VocabularyMismatchError
-
     where = str(recipe.source)
     settings = adapter_settings(recipe.adapter, where)
     if recipe.train.objective == "mlm":
@@ -164,22 +170,17 @@ def build_adapted(recipe: Any, tokenizer: Any, seq_len: int) -> SiPEAdapterForCa
     return adapted
 
 
-def adapter_trainer_class() -> type:
+class AdapterTrainer(SiPETrainer):
     """``SiPETrainer`` that saves (and resumes) the adapter folder instead of the full state dict."""
-    from structpe.adapters.sipe import load_adapter_weights
-    from structpe.train.pretrain import SiPETrainer
 
-    class AdapterTrainer(SiPETrainer):
-        def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-            out = Path(output_dir if output_dir is not None else self.args.output_dir)
-            if not self.args.should_save:
-                return
-            self.accelerator.unwrap_model(self.model).save_pretrained(out)
-            if self.processing_class is not None:
-                self.processing_class.save_pretrained(out)
-            (out / "training_args.json").write_text(self.args.to_json_string())
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        out = Path(output_dir if output_dir is not None else self.args.output_dir)
+        if not self.args.should_save:
+            return
+        self.accelerator.unwrap_model(self.model).save_pretrained(out)
+        if self.processing_class is not None:
+            self.processing_class.save_pretrained(out)
+        (out / "training_args.json").write_text(self.args.to_json_string())
 
-        def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
-            load_adapter_weights(self.accelerator.unwrap_model(self.model), resume_from_checkpoint)
-
-    return AdapterTrainer
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        load_adapter_weights(self.accelerator.unwrap_model(self.model), resume_from_checkpoint)

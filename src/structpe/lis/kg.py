@@ -426,7 +426,7 @@ def score(model: LISformer, examples: list[Example], pad: int, batch: int = 64) 
     for s in range(0, len(examples), batch):
         chunk = examples[s : s + batch]
         ids, _, st = collate(chunk, pad)
-        logits, _ = model(ids.to(dev), structure=st.to(dev))
+        logits = model(ids.to(dev), structure=st.to(dev)).logits
         logp = torch.log_softmax(logits.float(), -1).cpu()
         top5 = logp.topk(5, dim=-1).indices
         for b, e in enumerate(chunk):

@@ -26,7 +26,6 @@ as one block-sparse FlexAttention call that skips fully masked blocks (``structp
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,12 +33,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.modeling_outputs import CausalLMOutput
 
-from structpe.io import atomic_write_bytes, atomic_write_text
+from structpe.io import load_module, save_module
 from structpe.lis.addresses import ContentInstanceAddress, RoleAngles
 from structpe.lis.flex import FlexPlan, alibi_flex_plan, flex_attend, two_term_flex_plan, use_flex
 from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
 
+MODEL_TYPE = "structpe-lisformer"
 PE_SCHEMES = ("rope", "alibi", "lis", "random")
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
@@ -381,7 +382,7 @@ class LISformer(nn.Module):
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None, structure: TokenStructure | None = None
-    ):
+    ) -> CausalLMOutput:
         B, L = idx.shape
         st = structure if structure is not None else self.default_structure(idx)
         x = self.tok_emb(idx)
@@ -406,7 +407,7 @@ class LISformer(nn.Module):
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
-        return logits, loss
+        return CausalLMOutput(loss=loss, logits=logits)
 
     @torch.no_grad()
     def own_instance_attention(
@@ -433,25 +434,16 @@ class LISformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     # --- persistence (config JSON + safetensors; never pickle) ---
-    def save_pretrained(self, folder: str | Path) -> None:
-        from safetensors.torch import save
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+    def save_pretrained(self, folder: str | Path) -> Path:
         meta = {"config": asdict(self.cfg), "newline_id": self.newline_id}
-        atomic_write_text(folder / "config.json", json.dumps(meta, indent=2))
-        blob = save({k: v.contiguous() for k, v in self.state_dict().items()})
-        atomic_write_bytes(folder / "model.safetensors", blob)
+        return save_module(self, folder, meta, MODEL_TYPE)
 
     @classmethod
-    def from_pretrained(cls, folder: str | Path) -> LISformer:
-        from safetensors.torch import load_file
+    def from_pretrained(cls, folder: str | Path, device: str = "cpu") -> LISformer:
+        def build(meta: dict) -> LISformer:
+            return cls(LISformerConfig.from_dict(meta["config"]), newline_id=meta["newline_id"])
 
-        folder = Path(folder)
-        meta = json.loads((folder / "config.json").read_text())
-        model = cls(LISformerConfig.from_dict(meta["config"]), newline_id=meta["newline_id"])
-        model.load_state_dict(load_file(str(folder / "model.safetensors")))
-        return model
+        return load_module(folder, build, "LISformer", device)
 
 
 def configure_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:

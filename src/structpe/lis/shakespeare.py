@@ -213,7 +213,7 @@ def evaluate_ppl(model: LISformer, val: torch.Tensor, ctx: int, eval_chars: int,
         x = torch.stack([val[i : i + ctx] for i in starts])
         y = torch.stack([val[i + 1 : i + ctx + 1] for i in starts])
         dev = next(model.parameters()).device
-        _, loss = model(x.to(dev), y.to(dev))
+        loss = model(x.to(dev), y.to(dev)).loss
         nll += loss.item() * y.numel()
         count += y.numel()
     return math.exp(nll / count)

@@ -44,7 +44,7 @@ def train_steps(
         x, y, structure = next_batch()
         x, y = x.to(dev), y.to(dev)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast_bf16):
-            _, loss = model(x, y) if structure is None else model(x, y, structure=structure.to(dev))
+            loss = (model(x, y) if structure is None else model(x, y, structure=structure.to(dev))).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

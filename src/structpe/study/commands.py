@@ -46,8 +46,8 @@ def _run(args: argparse.Namespace) -> int:
         parts += ["--seeds", *map(str, args.seeds)]
     command = " ".join(shlex.quote(a) for a in parts)
     from structpe.train.prepare import PreparedDataError
-    from structpe.train.pretrain import NonFiniteLossError, VocabularyMismatchError
     from structpe.train.recipe import RecipeError
+    from structpe.train.trainer import NonFiniteLossError, VocabularyMismatchError
 
     try:
         run_study(spec, out, data_dir=args.data_dir, progress=args.progress, command=command)

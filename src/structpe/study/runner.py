@@ -261,8 +261,9 @@ def run_cell(
     from structpe.eval.syntaxgym import evaluate_syntaxgym
     from structpe.models import load
     from structpe.quickstart import _final_model_dir, _val_lm_loss
-    from structpe.train.pretrain import pretrain, read_metrics
+    from structpe.train.pretrain import pretrain
     from structpe.train.tokenizer import load_tokenizer
+    from structpe.train.trainer import read_metrics
 
     d = cell_dir(out, label, seed)
     config = train_config(spec, label, seed, data.fingerprint)

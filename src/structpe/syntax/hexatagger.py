@@ -23,7 +23,6 @@ subword tokenizer (``tokenizer.json`` + ``tokenizer_config.json``, loadable with
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -36,8 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from structpe.errors import StructpeError
-from structpe.io import atomic_files, atomic_write_bytes, atomic_write_text
+from structpe.io import atomic_files, load_module, save_module
 from structpe.syntax.hexatags import (
     EOS,
     IGNORE_INDEX,
@@ -52,8 +50,6 @@ from structpe.syntax.hexatags import (
 from structpe.syntax.parsers import Parser
 from structpe.syntax.tagged import TaggedSentence
 
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
 TOKENIZER_NAME = "tokenizer.json"
 MODEL_TYPE = "structpe-hexatagger"
 ENCODERS = ("transformer", "bilstm")
@@ -284,14 +280,7 @@ class HexataggerModel(nn.Module):
 
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any | None = None) -> Path:
         """Write ``config.json`` and ``model.safetensors`` (and the tokenizer, if given) to ``directory``."""
-        from safetensors.torch import save
-
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / CONFIG_NAME, json.dumps(self.config.to_dict(), indent=2) + "\n")
-        state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        blob = save(state, metadata={"format": "pt", "model_type": MODEL_TYPE})
-        atomic_write_bytes(out / WEIGHTS_NAME, blob)
+        out = save_module(self, directory, self.config.to_dict(), MODEL_TYPE)
         if tokenizer is not None:
             save_tokenizer(tokenizer, out)
         return out
@@ -301,25 +290,8 @@ class HexataggerModel(nn.Module):
         cls, directory: str | os.PathLike, device: str | torch.device = "cpu"
     ) -> HexataggerModel:
         """Load a folder written by ``save_pretrained``; clear errors when a file is missing."""
-        from safetensors.torch import load_file
-
-        d = Path(directory)
-        for name in (CONFIG_NAME, WEIGHTS_NAME):
-            if not (d / name).is_file():
-                raise FileNotFoundError(
-                    f"{d / name} not found: is {d} a hexatagger folder (save_pretrained)?"
-                )
-        from safetensors import SafetensorError
-
-        try:  # a corrupt or foreign folder is bad input: name it in one line
-            config = HexataggerConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
-            model = cls(config)
-            model.load_state_dict(load_file(str(d / WEIGHTS_NAME), device=str(device)))
-        except (ValueError, TypeError, RuntimeError, SafetensorError) as err:
-            msg = " ".join(str(err).split())[:500]
-            kind = type(err).__name__
-            raise StructpeError(f"{d}: not a loadable hexatagger folder ({kind}: {msg})") from err
-        return model.to(device).eval()
+        build = HexataggerConfig.from_dict
+        return load_module(directory, lambda c: cls(build(c)), "hexatagger", str(device)).eval()
 
 
 QUANTIZE_MODES = ("none", "int8")

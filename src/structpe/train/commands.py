@@ -182,7 +182,8 @@ def _pretrain(args: argparse.Namespace) -> int:
         print("structpe pretrain: --config is required (a YAML file or a recipe name; see --list)",
               file=sys.stderr)
         return 2
-    from structpe.train.pretrain import NonFiniteLossError, pretrain
+    from structpe.train.pretrain import pretrain
+    from structpe.train.trainer import NonFiniteLossError
 
     try:  # input errors (RecipeError, PreparedDataError, ...) go to the CLI's error boundary
         pretrain(args.config, args.overrides, resume=args.resume_from or args.resume,

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from structpe.errors import RecipeError  # defined with the other input errors; imported from here too
 from structpe.io import atomic_write_text
 from structpe.models.config import SiPEConfig
 
@@ -30,10 +31,6 @@ CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
 TOP_LEVEL_KEYS = ("model", "train", "description", "adapter")
 OBJECTIVES = ("auto", "causal", "mlm")
 SCHEDULES = ("cosine", "linear", "constant_with_warmup")
-
-
-class RecipeError(ValueError):
-    """A recipe file or override is invalid; the message names the file and the key."""
 
 
 @dataclass
