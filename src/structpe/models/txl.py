@@ -138,13 +138,17 @@ class SiPECache(DynamicCache):
 
     def relative_keys(self, layer_idx: int, klen: int, clamp: int, project) -> torch.Tensor:
         """W_R r_o for the offsets klen-1 .. 0 (clamped at ``clamp`` > 0), [klen, D]; each offset is
-        projected once per cache."""
+        projected once per cache. The table grows geometrically (at least doubling, up to the
+        clamp), so one-token steps project new offsets O(log L) times instead of at every step;
+        rows are independent, so the extra ones are exactly what later steps would project."""
         need = min(klen, clamp + 1) if clamp > 0 else klen
         table = self.rel.get(layer_idx)
         have = 0 if table is None else table.shape[0]
         if need > have:
+            grow = max(need, 2 * have, 64)
+            grow = min(grow, clamp + 1) if clamp > 0 else grow
             device = table.device if table is not None else None
-            new = project(torch.arange(have, need, device=device))
+            new = project(torch.arange(have, grow, device=device))
             table = new if table is None else torch.cat([table, new])
             self.rel[layer_idx] = table
         rows = table[:need].flip(0)  # offsets need-1 .. 0
@@ -192,14 +196,14 @@ class RelPartialLearnableAttention(nn.Module):
         self,
         h: torch.Tensor,
         r: torch.Tensor,
-        allowed: torch.Tensor,
+        allowed: torch.Tensor | None,
         prior: LayerPrior | None = None,
         output_attentions: bool = False,
         cache: SiPECache | None = None,
         layer_idx: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """h [B, L, D]; r [K, D] (offsets K-1..0) or, with a cache, (K, clamp_len);
-        allowed bool [B, 1, L, K] (causal & padding); K = cached + new keys."""
+        allowed bool [B, 1, L, K] (causal & padding; None: every key); K = cached + new keys."""
         bsz, length, _ = h.shape
         q, k, val = self.qkv(h).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
         if cache is None:
@@ -215,7 +219,9 @@ class RelPartialLearnableAttention(nn.Module):
             r_k = cache.relative_keys(layer_idx, klen, clamp, project).view(-1, self.n_heads, self.d_head)
         q_u = q + self.u[:, None, :]
         q_v = q + self.v[:, None, :]
-        bd = rel_shift(torch.einsum("bhid,jhd->bhij", q_v, r_k))  # BD_ij = <q_i + v, W_R r_{i-j}>
+        bd = torch.einsum("bhid,jhd->bhij", q_v, r_k)  # column k: offset K-1-k of the newest query
+        if length > 1:  # a single (newest) query needs no shift: its column j is offset K-1-j = i-j
+            bd = rel_shift(bd)  # BD_ij = <q_i + v, W_R r_{i-j}>
         dropout_p = self.attn_dropout if self.training else 0.0
         if output_attentions:
             out, probs = self._plain(q, k, val, q_u, q_v, bd, allowed, prior, dropout_p)
@@ -246,7 +252,8 @@ class RelPartialLearnableAttention(nn.Module):
                 v_parts.append(onehot)
             elif table is not None:  # equal q/k/v widths keep SDPA on its fused kernel (not the math path)
                 v_parts.append(torch.zeros_like(onehot))
-        bias = bias.masked_fill(~allowed, float("-inf"))
+        if allowed is not None:
+            bias = bias.masked_fill(~allowed, float("-inf"))
         cat = lambda parts: parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)  # noqa: E731
         out = F.scaled_dot_product_attention(
             cat(q_parts), cat(k_parts), cat(v_parts), attn_mask=bias, dropout_p=dropout_p, scale=self.scale
@@ -267,7 +274,7 @@ class RelPartialLearnableAttention(nn.Module):
             logits = (ac + (1 + c) * bd) * self.scale if self.multiplicative else logits + c
         if prior is not None and prior.key_bias is not None:
             logits = logits + tag_alignment(q, prior.key_bias, prior.pair_ids)
-        probs = logits.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+        probs = (logits if allowed is None else logits.masked_fill(~allowed, float("-inf"))).softmax(dim=-1)
         dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
         out = dropped @ val
         if prior is not None and prior.value_bias is not None:
@@ -351,7 +358,7 @@ class Block(nn.Module):
         self,
         h: torch.Tensor,
         r: torch.Tensor,
-        allowed: torch.Tensor,
+        allowed: torch.Tensor | None,
         prior: LayerPrior | None = None,
         output_attentions: bool = False,
         cache: SiPECache | None = None,
@@ -536,8 +543,11 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
                 pos_seq = pos_seq.clamp_max(self.config.clamp_len)
             r = self.dropout(relative_embedding(pos_seq, self.config.d_model, h.dtype))
 
-        # query i (absolute position past + i) sees keys j <= past + i
-        allowed = torch.ones(length, klen, dtype=torch.bool, device=device).tril(past)[None, None]
+        # query i (absolute position past + i) sees keys j <= past + i; a lone newest query without
+        # padding sees every key (None: no mask to build or apply, the common decoding step)
+        allowed = None
+        if length > 1 or attention_mask is not None:
+            allowed = torch.ones(length, klen, dtype=torch.bool, device=device).tril(past)[None, None]
         if attention_mask is not None:
             mask = attention_mask.to(device=device, dtype=torch.bool)
             if mask.shape[1] == length and past:
