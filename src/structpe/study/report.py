@@ -265,8 +265,9 @@ def render(
         "",
         "## Cells",
         "",
-        "Wall times in seconds, measured on the machine that ran the cell (possibly shared); for a "
-        "cell resumed after an interruption, `train s` is the last sitting's training time only.",
+        "Wall times in seconds, measured on the machine that ran the cell (possibly shared); `train s` "
+        "of a cell resumed after an interruption sums its sittings up to the checkpoint it resumed from "
+        "(work redone after that checkpoint is not counted twice).",
         "",
     ]
     rows = []
