@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention
 
+from structpe.errors import StructpeError
 from structpe.lis import flex
 from structpe.lis.lisformer import (
     LISformer,
@@ -172,6 +173,18 @@ def test_save_and_load_safetensors(tmp_path):
     x = _seq()
     with torch.no_grad():
         assert torch.allclose(m(x).logits, m2(x).logits)
+
+
+def test_a_broken_folder_is_one_clear_error(tmp_path):
+    """The shared save/load helper (structpe.io) names the folder; no traceback-worthy surprise."""
+    _model("lis").save_pretrained(tmp_path / "ckpt")
+    weights = tmp_path / "ckpt" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # truncated
+    with pytest.raises(StructpeError, match=r"ckpt: not a loadable LISformer folder \(SafetensorError"):
+        LISformer.from_pretrained(tmp_path / "ckpt")
+    weights.unlink()
+    with pytest.raises(FileNotFoundError, match="model.safetensors not found: is .* a LISformer folder"):
+        LISformer.from_pretrained(tmp_path / "ckpt")
 
 
 def test_checkpoint_with_older_field_names_loads(tmp_path):
