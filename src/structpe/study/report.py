@@ -54,7 +54,40 @@ def _paper_cell(paper: dict[str, Any]) -> str:
     return f"{base} -> {rec} ({where})" if base is not None else str(where)
 
 
-def _plots(out: Path, agg: dict[str, Any]) -> list[Path]:
+BLIMP_CHANCE = 0.5  # two sentences per pair, one of them preferred
+
+
+def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[str, Any] | None:
+    """What a model without information scores on the study's benchmarks: BLiMP 0.5, SyntaxGym
+    by Monte Carlo per suite and circuit (``chance_scores``; not 0.5 everywhere). Computed once per
+    study folder (``chance.json``); None when the study has no SyntaxGym or the data is missing."""
+    path = out / "chance.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    if spec.evaluations.syntaxgym is None:
+        return None
+    from structpe.data.paths import data_root
+    from structpe.eval.syntaxgym import chance_scores, load_suites
+    from structpe.study.runner import paper_suites
+
+    try:
+        root = Path(data_root(data_dir)) / "syntaxgym"
+        names = spec.evaluations.syntaxgym.suites
+        suites = load_suites(root, paper_suites(root) if names == "paper31" else list(names))
+    except FileNotFoundError:
+        return None
+    sg = chance_scores(suites, seed=0)
+    row = {
+        "blimp": BLIMP_CHANCE,
+        "syntaxgym": sg["sg_score"],
+        "syntaxgym_circuits": sg["circuits"],
+        "syntaxgym_method": f"{sg['distribution']}, {sg['draws_per_item']} draws per item, seed {sg['seed']}",
+    }
+    write_json_atomic(path, row)
+    return row
+
+
+def _plots(out: Path, agg: dict[str, Any], chance: dict[str, Any] | None = None) -> list[Path]:
     from structpe.eval.report import bar_plot
 
     recipes = agg["recipes"]
@@ -75,6 +108,12 @@ def _plots(out: Path, agg: dict[str, Any]) -> list[Path]:
     for mode in ("conditional", "joint"):
         for bench, group, title in groups:
             labels, series, errors = grouped(f"{bench}.{mode}.{group}.")
+            hline = 0.5
+            if bench == "syntaxgym" and chance is not None:  # chance differs per circuit: bars, no line
+                circuits = chance["syntaxgym_circuits"]
+                series["chance"] = [circuits.get(c, math.nan) for c in labels]
+                errors["chance"] = [0.0] * len(labels)
+                hline = None
             if labels:
                 path = out / f"{bench}_{group}_{mode}.png"
                 plots.append(
@@ -85,7 +124,7 @@ def _plots(out: Path, agg: dict[str, Any]) -> list[Path]:
                         errors=errors,
                         title=f"{title}, {SHORT[mode]} (mean ± sd over seeds)",
                         ylabel="accuracy",
-                        hline=0.5,
+                        hline=hline,
                     )
                 )
     modes = [m for m in LIKELIHOODS if any(f"ppl.{m}.word_ppl" in r["scores"] for r in recipes.values())]
@@ -121,8 +160,9 @@ def render(
     cells: list[dict[str, Any]],
     plots: list[Path],
     command: str | None = None,
+    chance: dict[str, Any] | None = None,
 ) -> str:
-    """The Markdown of study.md."""
+    """The Markdown of study.md (``chance``: the chance row, see :func:`chance_row`)."""
     lines = [f"# Study `{spec.name}` at profile `{spec.profile}`", ""]
     if spec.description:
         lines += [spec.description.strip(), ""]
@@ -197,7 +237,21 @@ def render(
                 _pm(r["wall_s"], 1 / 60),
             ]
         )
+    if chance is not None:
+        at = {
+            "blimp.conditional.overall": chance["blimp"],
+            "blimp.joint.overall": chance["blimp"],
+            "syntaxgym.conditional.sg_score": chance["syntaxgym"],
+            "syntaxgym.joint.sg_score": chance["syntaxgym"],
+        }
+        rows.append(["*chance*", "-", *(f"*{at[k]:.3f}*" if k in at else "-" for _, k in TABLE_METRICS), "-"])
     lines += _table(rows, ["recipe", "seeds", *(h for h, _ in TABLE_METRICS), "wall min/cell"])
+    if chance is not None:
+        lines += [
+            "",
+            f"*chance*: what a model without information scores. BLiMP 0.5; SyntaxGym by Monte Carlo "
+            f"({chance['syntaxgym_method']}), per circuit in the SyntaxGym plots (`chance.json`).",
+        ]
     lines += ["", f"## Paired differences to the baseline `{spec.baseline}` (same seed)", ""]
     rows = []
     for label, per in agg["vs_baseline"].items():
@@ -299,10 +353,12 @@ def write_study_report(out: str | Path, spec: StudySpec, command: str | None = N
     out = Path(out)
     cells = load_cell_metrics(out)
     agg = aggregate(cells, spec)
-    plots = _plots(out, agg) if cells else []
+    chance = chance_row(out, spec) if cells else None
+    plots = _plots(out, agg, chance) if cells else []
     command = command or _command_from(out)
-    write_json_atomic(out / "study.json", {**agg, "spec": spec.to_dict(), "command": command})
-    atomic_write_text(out / "study.md", render(agg, spec, cells, plots, command))
+    summary = {**agg, "spec": spec.to_dict(), "command": command, "chance": chance}
+    write_json_atomic(out / "study.json", summary)
+    atomic_write_text(out / "study.md", render(agg, spec, cells, plots, command, chance))
     print(f"study {spec.name}: {len(cells)} cells aggregated -> {out / 'study.md'}")
     return {"json": out / "study.json", "markdown": out / "study.md"}
 
