@@ -87,7 +87,7 @@ def main() -> None:
             "torch": torch.__version__,
         },
     }
-    from structpe.syntax.hexatagger import HexataggerModel
+    from structpe.syntax.hexatagger_model import HexataggerModel
 
     n_params = HexataggerModel.from_pretrained(args.model).num_parameters()
     for mode in args.quantize:
