@@ -14,18 +14,9 @@ from typing import Any
 
 import torch
 
-from structpe.eval.glue_tasks import (
-    GlueExample,
-)
-from structpe.eval.scoring import (
-    IGNORE,
-    Parser,
-    align_tags_by_offsets,
-    first_tokens_of_words,
-    get_field,
-    is_structpe_model,
-    parse_texts,
-)
+from structpe.eval.glue_tasks import GlueExample
+from structpe.eval.scorer_types import IGNORE, Parser, is_structpe_model
+from structpe.eval.scoring_inputs import align_tags_by_offsets, first_tokens_of_words, get_field, parse_texts
 
 
 @dataclass
