@@ -16,16 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from structpe.eval.scorer_types import Encoded
-from structpe.syntax.hexatags import (
-    DEFAULT_MAX_DEPTH,
-    EOS,
-    NL_L,
-    NL_R,
-    NR_L,
-    NR_R,
-    TL,
-    TR,
-)
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, NL_L, NL_R, NR_L, NR_R, TL, TR
 
 
 def allowed_pairs(

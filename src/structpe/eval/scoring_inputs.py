@@ -15,10 +15,7 @@ import inspect
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from structpe.eval.scorer_types import (
-    IGNORE,
-    Parser,
-)
+from structpe.eval.scorer_types import IGNORE, Parser
 from structpe.syntax.hexatags import NONTERMINAL_TO_ID as NONTERMINAL_IDS
 from structpe.syntax.hexatags import TERMINAL_TO_ID as TERMINAL_IDS
 

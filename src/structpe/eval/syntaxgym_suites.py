@@ -15,11 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from structpe.errors import StructpeError
-from structpe.eval.syntaxgym_formula import (
-    Formula,
-    FormulaError,
-    parse_formula,
-)
+from structpe.eval.syntaxgym_formula import Formula, FormulaError, parse_formula
 
 
 @dataclass

@@ -14,15 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from structpe.lis.kg_data import (
-    CHARS,
-    Fact,
-    KGData,
-    render_text,
-)
-from structpe.lis.lisformer import (
-    TokenStructure,
-)
+from structpe.lis.kg_data import CHARS, Fact, KGData, render_text
+from structpe.lis.lisformer import TokenStructure
 
 SETTINGS = ("single", "same_entities", "same_rel")
 

@@ -10,9 +10,7 @@ import json
 from pathlib import Path
 
 from structpe.io import atomic_savefig, atomic_write_text, earlier_results
-from structpe.lis.lisformer import (
-    OLD_FIELD_NAMES,
-)
+from structpe.lis.lisformer import OLD_FIELD_NAMES
 
 
 def merge(folders: list[str | Path], out: str | Path, render=None, draw=None) -> dict:

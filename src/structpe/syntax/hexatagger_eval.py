@@ -15,9 +15,7 @@ from typing import Any
 
 from structpe.syntax.conllu_io import ConlluSentence
 from structpe.syntax.hexatagger import predict
-from structpe.syntax.hexatagger_data import (
-    gold_tags,
-)
+from structpe.syntax.hexatagger_data import gold_tags
 from structpe.syntax.hexatagger_model import HexataggerModel
 
 

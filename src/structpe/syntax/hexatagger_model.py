@@ -25,11 +25,7 @@ from torch import nn
 
 from structpe.io import load_module, save_module
 from structpe.syntax.hexatagger_tokenizer import save_tokenizer
-from structpe.syntax.hexatags import (
-    IGNORE_INDEX,
-    N_NONTERMINALS,
-    N_TERMINALS,
-)
+from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 
 MODEL_TYPE = "structpe-hexatagger"
 

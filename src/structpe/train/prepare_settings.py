@@ -18,11 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.train.corpus import (
-    FORMATS,
-    TEXT_FORMS,
-    text_form_record,
-)
+from structpe.train.corpus import FORMATS, TEXT_FORMS, text_form_record
 
 METADATA_FILE = "structpe_prepare.json"
 

@@ -13,18 +13,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from structpe.train.corpus import (
-    detokenize_words,
-    iter_units,
-)
-from structpe.train.prepare_deprels import (
-    WORD_COLUMNS,
-    word_deprel_columns,
-)
-from structpe.train.prepare_settings import (
-    COLUMNS,
-    IGNORE_INDEX,
-)
+from structpe.train.corpus import detokenize_words, iter_units
+from structpe.train.prepare_deprels import WORD_COLUMNS, word_deprel_columns
+from structpe.train.prepare_settings import COLUMNS, IGNORE_INDEX
 
 # -- step 1: parse ------------------------------------------------------------------------------------
 _CACHE: dict[Any, Any] = {}
