@@ -18,11 +18,11 @@ Stages, each one a library function (the study harness and the CLI call the same
 
 The default sizes were chosen from ``benchmarks/train_throughput.py`` so that the whole run
 fits in about 20 minutes on 2 idle CPU cores (see docs/quickstart.md); every size is a parameter.
-
-The sizes (``QuickstartConfig``) live in ``structpe.quickstart_config``, stage 1 in
-``structpe.quickstart_data`` and the report (stage 6) in ``structpe.quickstart_report``; their names
-are re-exported here.
 """
+
+# (The docstring above is also ``structpe quickstart --help``.) The sizes (``QuickstartConfig``) live
+# in structpe.quickstart_config, stage 1 in structpe.quickstart_data and the report (stage 6) in
+# structpe.quickstart_report; their names are re-exported here.
 
 from __future__ import annotations
 
