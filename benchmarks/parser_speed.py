@@ -68,7 +68,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from structpe.data.paths import data_root
-    from structpe.syntax.hexatagger_train import load_sentences, treebank_file
+    from structpe.syntax.hexatagger_data import load_sentences, treebank_file
     from structpe.syntax.parsers import get_parser
 
     path = treebank_file(data_root(args.data), "ewt", "test")

@@ -12,15 +12,10 @@ Data (seeded, ``generate``):
     entities in any order (24 text variants per chain2 relation, 72 per chain3 relation).
   Training names and unseen test names are disjoint random lowercase strings of length 2-8.
 
-Models (one causal character Transformer, ``LISformer``, three ways to address the KG prefix):
-  B   serialized: role-marker tokens before each entity, continuous RoPE over the whole sequence.
-  Bl  serialized content-addressing control: same tokens as B, positions reset per segment (each
-      fact; the text), every completed fact segment gets a content-derived angle (F.4, Table 11).
-  J   LIS: no role tokens; each KG entity character gets A = R_pos^p R_s R_e with p its position
-      inside the entity, s its relation slot (learned angle table) and e a content-derived fact
-      address (rotate by slot angle, mean-pool per fact, LayerNorm + Linear).
-Bl and J use the causal two-term score of ``lisformer`` (a segment is addressed only for queries
-in later segments).
+Models (one causal character Transformer, ``LISformer``, three ways to address the KG prefix): B
+serialized (role-marker tokens, continuous RoPE), Bl its content-addressing control, J LIS (slot
+angles and content-derived fact addresses); how each one encodes an example is described in
+``kg_encode``.
 
 Evaluation: teacher-forced; only the characters of the *target* entities of the text (all text
 entities after the first, which is given) are scored. hit@1 / hit@5: every character of an

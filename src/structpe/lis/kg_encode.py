@@ -1,9 +1,19 @@
 """Encoding KG examples for the LISformer (LIS paper App. F.4): character vocabulary, KG prefix + text.
 
-An example is the serialized KG prefix (role tokens for B/Bl, slot and fact addresses for J) then
-the text; only the characters of the *target* entities are scored. ``Distractors`` adds the facts of
-the evaluation settings (same_entities, same_rel). Kept apart from the data generator
-(``structpe.lis.kg_data``) and the training and scoring runs (``structpe.lis.kg``).
+An example is the KG prefix (facts joined by ';') then the text; only the characters of the
+*target* entities are scored. ``Distractors`` adds the facts of the evaluation settings
+(same_entities, same_rel). Kept apart from the data generator (``structpe.lis.kg_data``) and the
+training and scoring runs (``structpe.lis.kg``).
+
+Models (one causal character Transformer, ``LISformer``, three ways to address the KG prefix):
+  B   serialized: role-marker tokens before each entity, continuous RoPE over the whole sequence.
+  Bl  serialized content-addressing control: same tokens as B, positions reset per segment (each
+      fact; the text), every completed fact segment gets a content-derived angle (F.4, Table 11).
+  J   LIS: no role tokens; each KG entity character gets A = R_pos^p R_s R_e with p its position
+      inside the entity, s its relation slot (learned angle table) and e a content-derived fact
+      address (rotate by slot angle, mean-pool per fact, LayerNorm + Linear).
+Bl and J use the causal two-term score of ``lisformer`` (a segment is addressed only for queries
+in later segments).
 """
 
 from __future__ import annotations

@@ -1,10 +1,51 @@
 """The data of the role-addressing KG/text diagnostics (LIS paper App. F.3: Tables 5, 6 and 7).
 
-The 57 relation types (``RELATIONS``), chained facts over random names, the 175-token vocabulary,
-the KG and text forms of a fact for the serialized model B and the LIS model J (``Builder``), and
-the data of the three settings (transfer tiers, kg2text, bidirectional). The design - why these
-types, forms and tiers - is described in ``structpe.lis.kg_roles``, which holds the models and
-runs; the data is seeded and model-free, so it lives here on its own.
+Data (seeded, ``generate``). Random lowercase names of length 2-8 form one chain per domain
+(family / work / military: a random permutation of all names). A relation type names the
+canonical chain slots of its arguments, in argument order, inside a 4-slot window (family: son,
+father, grandfather, great grandfather). The paper gives the count (57), the arities (2, 3), the
+three granularities (base 2-ary, base 3-ary, derived 2-ary) and the 4 slots, but not the list; ours,
+per domain (19 x 3 = 57):
+  * base 2-ary     every ordered pair of adjacent slots          (0,1) (1,0) (1,2) (2,1) (2,3) (3,2)
+  * derived 2-ary  every ordered pair of non-adjacent slots      (0,2) (2,0) (1,3) (3,1) (0,3) (3,0)
+  * base 3-ary     the two consecutive triples, named from the lower end, the upper end or the
+                   middle: (0,1,2) (2,1,0) (1,0,2) (1,2,3) (3,2,1) (2,1,3)
+  * derived 3-ary  (0,1,3)
+This is the unique split into 2- and 3-ary types that gives the paper's 175-token vocabulary with one
+role token per (relation, argument): 39 characters + 135 role tokens + the separator "|".
+A fact is a relation type at one window start of its domain's chain.
+
+Forms. KG: one unit per argument, in random order (the paper permutes entity-role units), ending in
+".". The serialized model B writes each unit as <relation.argument> name; the LIS model J writes
+" name" (space-delimited, no role tokens) and rotates every token of the unit, including the leading
+space, by the slot angle of (relation, canonical slot): A(i) = R_pos^t R_s, continuous RoPE
+positions times the learned slot factor, Prop. 4.7 with no instance factor. The leading space
+carries the angle so the target role is specified before the entity's first character is predicted
+(B's role token plays that part). Text: "son to father means x is the son and y is the father."
+(only characters of the 39-character set; clauses in argument order for the zero-shot tables, any
+order for Table 5); text tokens get no slot angle in either model.
+
+Settings:
+  transfer       (Table 5) KG-form and text-form facts as independent sequences, 3,000 names,
+                 d 500; tiers below, scored in both forms.
+  kg2text        (Table 6) paired "KG | text" sequences; condition on KG, score the text entities.
+  bidirectional  (Table 7) 50/50 "KG | text" and "text | KG"; score both directions.
+Tables 6 and 7 use 1,000 training names and 100 unseen test names (own chains).
+
+Table 5 tiers (the paper names them; the exact split rule is ours). 10 % of the names are kg_excl
+(their facts are trained in KG form only) and 10 % txt_excl (text form only); facts with both kinds
+are not trained. Every base fact is trained. Derived facts are grouped by their entity set (e.g.
+grandson / grandfather over the same two names, and the same pair seen from the next window): with
+probability 0.15 the whole group is held out (generalization: no fact over these entities is
+trained, only the base facts along the chain), with probability 0.15 one fact of a group of >= 2
+is held out (transfer: other facts over the same entities were trained), otherwise all are trained.
+  memorization   trained facts without exclusive names
+  transfer / generalization   held-out derived facts as above, without exclusive names
+  kg_excl_mem / txt_excl_mem  trained facts over an exclusive name (target: that name)
+  kg_excl_gen / txt_excl_gen  held-out derived facts over an exclusive name (target: that name)
+A query puts the target argument last (KG unit or text clause) and scores its characters only.
+
+Seeded and model-free, so it lives apart from the configs, models and runs (``structpe.lis.kg_roles``).
 """
 
 from __future__ import annotations

@@ -1,30 +1,9 @@
 """Corpus -> hexatagged, tokenized, packed training sequences on disk (``structpe prepare``).
 
 Pipeline, per split (each step a ``datasets`` map; steps 1-2 run on ``num_proc`` processes):
-
-1. parse    sentence units -> words + hexatags with the chosen parser: ``gold`` (CoNLL-U trees),
-            ``spacy`` or ``hexatagger``. ``lines`` input (Brown) is pre-tokenized, one sentence per
-            line, and is parsed as given (``parse_words``); ``text`` input (Gutenberg, any prose) is
-            split into paragraphs at blank lines and sentence-split + tokenized by the parser
-            (``parse_text``). Non-projective parses are lifted (arc lifting, counted in the metadata).
-2. align    words -> subword ids with the run's tokenizer; each word's tags go on its *first*
-            subword, every other position gets -100. Text form ``raw`` (the default of tokenizers
-            trained by ``structpe tokenizer train``): the sentence is detokenized (``glass.``, ``"``;
-            :func:`structpe.train.corpus.detokenize_words`), the *text* is tokenized as evaluation
-            tokenizes it, and each word's tags go on the first token overlapping the word's
-            characters (:func:`structpe.eval.scoring.align_tags_by_offsets`, the scorers' rule).
-            Text form ``tokenized``: words are tokenized pre-split
-            (``structpe.syntax.alignment.align_tags``), i.e. trained on ``glass .``.
-3. pack     sentences, in corpus order, are packed greedily into sequences of at most ``seq_len``
-            tokens. Layout (``bos="sequence"``, the default):
-
-                BOS s1 EOS s2 EOS ... sk EOS           (encoders: [CLS] s1 [SEP] s2 [SEP] ...)
-
-            with ``bos="sentence"`` every sentence gets its own BOS: ``BOS s1 EOS BOS s2 EOS ...``.
-            A sentence never straddles two sequences unless it alone exceeds the capacity; then it
-            is cut into pieces at subword boundaries, each piece opening a new sequence and only the
-            last one closed by EOS (so every word is kept, and the ids of consecutive pieces concatenate
-            back to the sentence). Special tokens carry no tags.
+parse (words + hexatags with the chosen parser: ``gold``, ``spacy`` or ``hexatagger``), align (each
+word's tags on its first subword), pack (sentences into sequences of at most ``seq_len`` tokens).
+The steps and their conventions are described in ``structpe.train.prepare_steps``.
 
 The result is a ``DatasetDict`` (``train`` / ``validation`` / ...) saved with ``save_to_disk``
 plus ``structpe_prepare.json`` (settings, tokenizer hash, counts, fingerprint). The fingerprint
@@ -34,7 +13,8 @@ call with the same inputs is a cache hit, and any change rebuilds. Output is det
 does not depend on ``num_proc`` (order-preserving maps, packing in one pass).
 
 The settings and fingerprint live in ``structpe.train.prepare_settings`` and the three steps in
-``structpe.train.prepare_steps`` (both re-exported here); this module drives them per split.
+``structpe.train.prepare_steps`` (both re-exported here); this module drives them per split and
+loads the result.
 """
 
 from __future__ import annotations

@@ -1,9 +1,33 @@
 """The three steps of ``structpe prepare`` on a batch of sentences: parse, align, pack.
 
-Each step is a ``datasets`` map function (steps 1-2 run on ``num_proc`` processes, so the parser and
-tokenizer are loaded once per process and cached); the pipeline and its conventions (first-subword
-tags, the ``raw`` and ``tokenized`` text forms, the packing layout) are described in
-``structpe.train.prepare``, which drives these steps per split.
+Pipeline, per split (each step a ``datasets`` map; steps 1-2 run on ``num_proc`` processes):
+
+1. parse    sentence units -> words + hexatags with the chosen parser: ``gold`` (CoNLL-U trees),
+            ``spacy`` or ``hexatagger``. ``lines`` input (Brown) is pre-tokenized, one sentence per
+            line, and is parsed as given (``parse_words``); ``text`` input (Gutenberg, any prose) is
+            split into paragraphs at blank lines and sentence-split + tokenized by the parser
+            (``parse_text``). Non-projective parses are lifted (arc lifting, counted in the metadata).
+2. align    words -> subword ids with the run's tokenizer; each word's tags go on its *first*
+            subword, every other position gets -100. Text form ``raw`` (the default of tokenizers
+            trained by ``structpe tokenizer train``): the sentence is detokenized (``glass.``, ``"``;
+            :func:`structpe.train.corpus.detokenize_words`), the *text* is tokenized as evaluation
+            tokenizes it, and each word's tags go on the first token overlapping the word's
+            characters (:func:`structpe.eval.scoring.align_tags_by_offsets`, the scorers' rule).
+            Text form ``tokenized``: words are tokenized pre-split
+            (``structpe.syntax.alignment.align_tags``), i.e. trained on ``glass .``.
+3. pack     sentences, in corpus order, are packed greedily into sequences of at most ``seq_len``
+            tokens. Layout (``bos="sequence"``, the default):
+
+                BOS s1 EOS s2 EOS ... sk EOS           (encoders: [CLS] s1 [SEP] s2 [SEP] ...)
+
+            with ``bos="sentence"`` every sentence gets its own BOS: ``BOS s1 EOS BOS s2 EOS ...``.
+            A sentence never straddles two sequences unless it alone exceeds the capacity; then it
+            is cut into pieces at subword boundaries, each piece opening a new sequence and only the
+            last one closed by EOS (so every word is kept, and the ids of consecutive pieces concatenate
+            back to the sentence). Special tokens carry no tags.
+
+Each step is a map function over a batch; the parser and tokenizer are loaded once per process and
+cached. ``structpe.train.prepare`` drives the steps per split and writes the result.
 """
 
 from __future__ import annotations
