@@ -68,7 +68,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from structpe.data.paths import data_root
-    from structpe.syntax.hexatagger_train import load_sentences, treebank_file
+    from structpe.syntax.hexatagger_data import load_sentences, treebank_file
     from structpe.syntax.parsers import get_parser
 
     path = treebank_file(data_root(args.data), "ewt", "test")
@@ -87,7 +87,7 @@ def main() -> None:
             "torch": torch.__version__,
         },
     }
-    from structpe.syntax.hexatagger import HexataggerModel
+    from structpe.syntax.hexatagger_model import HexataggerModel
 
     n_params = HexataggerModel.from_pretrained(args.model).num_parameters()
     for mode in args.quantize:

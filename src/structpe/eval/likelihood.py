@@ -44,31 +44,26 @@ Word positions are those of the parse given to the scorer (a word's first subwor
 function of the text; when the parser splits a whitespace word (clitics, punctuation), whether a
 token starts a word can depend on later characters, a leak of at most one bit per such token that
 no mode here removes (docs/likelihoods.md).
+
+The row records (``structpe.eval.likelihood_rows``) and the well-formed prefixes with the beam's
+state (``structpe.eval.likelihood_prefixes``) live in sibling modules; this one holds the model
+runs and the modes.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
+from structpe.eval.likelihood_prefixes import _Hyp, _lse, _Sentence, allowed_pairs
+from structpe.eval.likelihood_rows import Row, RowOutput, _output_positions_from
 from structpe.eval.scorer_types import IGNORE, Encoded, TokenScores, forward_logits, model_device
 from structpe.models.txl import TransfoXLSiPEForCausalLM
-from structpe.syntax.hexatags import (
-    DEFAULT_MAX_DEPTH,
-    EOS,
-    NL_L,
-    NL_R,
-    NR_L,
-    NR_R,
-    TL,
-    TR,
-)
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH
 
 if TYPE_CHECKING:  # the scorer calls these modes; they only read its fields
     from structpe.eval.scoring import CausalScorer
@@ -89,50 +84,6 @@ MARGINAL_LADDER = (1, 10, 100)
 
 # ----------------------------------------------------------------------------------------------
 # batched forward over arbitrary (ids, tags) rows
-
-
-@dataclass
-class Row:
-    """One model input: token ids (BOS first) and per-position tag ids (-100 = none).
-
-    ``logits_from``: the first position whose next-token logits are needed (earlier token
-    log-probs come back as NaN). The beam only needs the newest segment of each prefix, and the
-    output projection over the vocabulary is most of a tiny model's cost.
-    """
-
-    ids: list[int]
-    terminals: list[int]
-    nonterminals: list[int]
-    logits_from: int = 0
-
-
-@dataclass
-class RowOutput:
-    """log p(ids[t] | ids[<t]) for t >= 1 (index t-1), and the tag heads' log-softmax per position."""
-
-    token_lp: list[float]
-    terminal_lp: torch.Tensor  # [L, 2]
-    nonterminal_lp: torch.Tensor  # [L, 5]
-
-
-@contextmanager
-def _output_positions_from(model: Any, first: int) -> Iterator[None]:
-    """Feed only positions >= ``first`` to the model's output projection (a forward pre-hook).
-
-    Applies to models whose ``get_output_embeddings()`` is the module that maps the final hidden
-    states to vocabulary logits (ours and Hugging Face causal LMs); the tag heads read the hidden
-    states separately and are untouched. A no-op when ``first`` is 0 or there is no such module.
-    """
-    getter = getattr(model, "get_output_embeddings", None)
-    head = getter() if callable(getter) else None
-    if first <= 0 or not isinstance(head, torch.nn.Module):
-        yield
-        return
-    handle = head.register_forward_pre_hook(lambda _m, args: (args[0][:, first:], *args[1:]))
-    try:
-        yield
-    finally:
-        handle.remove()
 
 
 @torch.no_grad()
@@ -258,71 +209,7 @@ def joint_scores(scorer: CausalScorer, batch: list[Encoded]) -> list[TokenScores
 
 
 # ----------------------------------------------------------------------------------------------
-# well-formed prefixes (docs/design.md §1 stack depth)
-
-
-def allowed_pairs(
-    depth: int, word: int, n_words: int, max_depth: int = DEFAULT_MAX_DEPTH
-) -> list[tuple[int, int, int]]:
-    """(terminal, non-terminal, depth after) for word ``word`` (1-based) of ``n_words``.
-
-    Depth rules of docs/design.md §1: tl +1 (at most ``max_depth``), tr needs depth >= 1; then nl keeps
-    the depth, nr needs >= 2 and subtracts 1; eos only on the last word, whose final depth must be
-    1. A prefix is kept only if it can still finish: each remaining non-last word lowers the depth
-    by at most one (tr + nr) and the last word must start at depth 1, so after word i < n the depth
-    must be <= n - i. Every path these moves allow decodes to a tree, and every tree's tags are a
-    path (checked exhaustively in tests).
-    """
-    out = []
-    for t, after_t in ((TL, depth + 1), (TR, depth)):
-        if t == TR and depth < 1:
-            continue
-        if after_t > max_depth:
-            continue
-        if word == n_words:
-            if after_t == 1:
-                out.append((t, EOS, 1))
-            continue
-        for nt in (NL_L, NL_R, NR_L, NR_R):
-            d = after_t - 1 if nt in (NR_L, NR_R) else after_t
-            if nt in (NR_L, NR_R) and after_t < 2:
-                continue
-            if d <= n_words - word:
-                out.append((t, nt, d))
-    return out
-
-
-# ----------------------------------------------------------------------------------------------
 # marginal: nested beam over well-formed tag prefixes
-
-
-@dataclass
-class _Hyp:
-    terminals: list[int]
-    nonterminals: list[int]
-    depth: int
-    score: float  # log p(x_<=pos_i, T_<=i) once selected; grows with tokens after the forward
-    tier: int  # smallest beam width that holds this hypothesis
-    next_t: torch.Tensor | None = None  # tag head log-softmax at pos_i (predicts word i+1)
-    next_n: torch.Tensor | None = None
-    cum: list[float] = field(default_factory=list)  # score at each token of the current segment
-    parent: int = -1  # index of the parent in the previous beam (the cached beam copies its rows)
-
-
-@dataclass
-class _Sentence:
-    enc: Encoded
-    positions: list[int]  # tagged positions, BOS = 0
-    end: int  # last position of the full row (EOS included when appended)
-    hyps: list[_Hyp]
-    bound: list[float]  # prefix bound at each position 1..end (index t-1)
-
-
-def _lse(values: Sequence[float]) -> float:
-    m = max(values)
-    if m == -math.inf:
-        return m
-    return m + math.log(sum(math.exp(v - m) for v in values))
 
 
 def _select(parents: list[_Hyp], word: int, n_words: int, k: int, max_depth: int) -> list[_Hyp]:

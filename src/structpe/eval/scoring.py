@@ -11,6 +11,9 @@ conventions live in exactly one place:
   ``original`` (mask only the target token) or ``within_word_l2r`` (Kauf & Ivanova 2023: mask the
   target and every later subword of the same word), following minicons' ``MaskedLMScorer``.
 
+The masked scorer lives in :mod:`structpe.eval.masked_scorer` and the tag alignment below in
+:mod:`structpe.eval.scoring_inputs`; both are re-exported here.
+
 Tags. A SiPE model is conditioned on the hexatags of its input. The scorers take the parse of each
 text (a :class:`TaggedSentence`-like object: ``words``, ``terminals``, ``nonterminals``) and put a
 word's tags on the *first token that overlaps the word's characters* (docs/design.md §1: first subword
@@ -28,14 +31,14 @@ p(x), beam width ``k``) live in :mod:`structpe.eval.likelihood`; callers only ev
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from structpe.eval.likelihood import joint_scores, marginal_scores
+from structpe.eval.masked_scorer import PLL_METRICS, MaskedScorer
 from structpe.eval.scorer_types import (
     IGNORE,
     LN2,
@@ -48,13 +51,27 @@ from structpe.eval.scorer_types import (
     model_kind,
     uses_tags,
 )
-from structpe.syntax.hexatags import NONTERMINAL_TO_ID as NONTERMINAL_IDS
-from structpe.syntax.hexatags import TERMINAL_TO_ID as TERMINAL_IDS
+from structpe.eval.scoring_inputs import (
+    NONTERMINAL_IDS,
+    TERMINAL_IDS,
+    _progress,
+    align_tags_by_offsets,
+    batched,
+    first_tokens_of_words,
+    get_field,
+    parse_texts,
+    tag_id,
+    word_spans,
+)
 
-__all__ = [  # the scorer types are defined in structpe.eval.scorer_types and re-exported here
+# the scorer types (structpe.eval.scorer_types), the masked scorer (structpe.eval.masked_scorer) and
+# the tag alignment (structpe.eval.scoring_inputs) are defined there and re-exported here
+__all__ = [
     "IGNORE",
     "LN2",
+    "NONTERMINAL_IDS",
     "PLL_METRICS",
+    "TERMINAL_IDS",
     "CausalScorer",
     "Encoded",
     "MaskedScorer",
@@ -64,141 +81,18 @@ __all__ = [  # the scorer types are defined in structpe.eval.scorer_types and re
     "align_tags_by_offsets",
     "describe_scoring",
     "first_tokens_of_words",
+    "batched",
     "forward_logits",
+    "get_field",
     "is_structpe_model",
     "make_scorer",
     "model_device",
     "model_kind",
     "parse_texts",
+    "tag_id",
     "uses_tags",
+    "word_spans",
 ]
-
-# ----------------------------------------------------------------------------------------------
-# tags
-
-
-def tag_id(value: Any, table: dict[str, int], what: str) -> int:
-    """Canonical id of a tag given as a name ("tl") or an int (docs/design.md §1 ids)."""
-    if isinstance(value, str):
-        if value not in table:
-            raise ValueError(f"unknown {what} tag {value!r}; expected one of {sorted(table)}")
-        return table[value]
-    v = int(value)
-    if v != IGNORE and not 0 <= v < len(table):
-        raise ValueError(f"{what} tag id {v} out of range 0..{len(table) - 1}")
-    return v
-
-
-def get_field(obj: Any, name: str) -> Any:
-    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
-
-
-def word_spans(text: str, words: Sequence[str]) -> list[tuple[int, int] | None]:
-    """Character span of each word in ``text``, searched left to right (None if not found).
-
-    Parsers may normalise a word (e.g. quotes); such a word simply gets no span.
-    """
-    spans: list[tuple[int, int] | None] = []
-    pos = 0
-    for w in words:
-        i = text.find(w, pos) if w else -1
-        if i < 0:
-            spans.append(None)
-            continue
-        spans.append((i, i + len(w)))
-        pos = i + len(w)
-    return spans
-
-
-def first_tokens_of_words(
-    text: str,
-    offsets: Sequence[tuple[int, int]],
-    words: Sequence[str],
-    scorable: Sequence[bool] | None = None,
-) -> list[int | None]:
-    """Per word, the index of the first token overlapping it, or None (not found in the text, or
-    sharing its first token with the previous word). ``scorable[i]`` False marks special tokens."""
-    n = len(offsets)
-    out: list[int | None] = []
-    tok = 0
-    taken = -1
-    for span in word_spans(text, words):
-        if span is None:
-            out.append(None)
-            continue
-        ws, we = span
-        while tok < n and (
-            (scorable is not None and not scorable[tok])
-            or offsets[tok][1] <= ws
-            or offsets[tok][0] == offsets[tok][1]
-        ):
-            tok += 1
-        if tok >= n or offsets[tok][0] >= we or tok == taken:
-            out.append(None)
-            continue
-        out.append(tok)
-        taken = tok
-    return out
-
-
-def align_tags_by_offsets(
-    text: str,
-    offsets: Sequence[tuple[int, int]],
-    parse: Any,
-    scorable: Sequence[bool] | None = None,
-) -> tuple[list[int], list[int], int]:
-    """Per-token terminal / non-terminal ids: a word's tags go on the first token overlapping it.
-
-    ``offsets`` are the tokens' character spans in ``text``; ``scorable[i]`` False marks special
-    tokens (never tagged). Returns (terminal_ids, nonterminal_ids, number of words that got no
-    token — not found in the text, or sharing their first token with the previous word).
-    """
-    words = list(get_field(parse, "words"))
-    terms = [tag_id(t, TERMINAL_IDS, "terminal") for t in get_field(parse, "terminals")]
-    nonterms = [tag_id(t, NONTERMINAL_IDS, "non-terminal") for t in get_field(parse, "nonterminals")]
-    if not (len(words) == len(terms) == len(nonterms)):
-        raise ValueError(
-            f"parse has {len(words)} words but {len(terms)} terminals / {len(nonterms)} non-terminals"
-        )
-    t_out = [IGNORE] * len(offsets)
-    n_out = [IGNORE] * len(offsets)
-    firsts = first_tokens_of_words(text, offsets, words, scorable)
-    for tok, t, nt in zip(firsts, terms, nonterms, strict=True):
-        if tok is not None:
-            t_out[tok], n_out[tok] = t, nt
-    return t_out, n_out, firsts.count(None)
-
-
-def parse_texts(parser: Parser | None, texts: list[str]) -> list[Any] | None:
-    """Parse texts (None when no parser is given)."""
-    if parser is None:
-        return None
-    # one tree per text (a text that looks like two sentences is joined into one tree), since the
-    # tags are aligned to that text's characters
-    if "split_sentences" in inspect.signature(parser.parse_text).parameters:
-        parses = parser.parse_text(list(texts), split_sentences=False)
-    else:
-        parses = parser.parse_text(list(texts))
-    if len(parses) != len(texts):
-        raise ValueError(
-            f"parser returned {len(parses)} parses for {len(texts)} texts (a 'skip' non-projective "
-            "policy drops sentences; use 'lift')"
-        )
-    return parses
-
-
-def batched(seq: Sequence[Any], size: int) -> Iterator[list[Any]]:
-    for i in range(0, len(seq), size):
-        yield list(seq[i : i + size])
-
-
-def _progress(iterable: Any, enabled: bool, desc: str, total: int | None = None) -> Any:
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, desc=desc, total=total, leave=False)
-
 
 # ----------------------------------------------------------------------------------------------
 # causal scorer
@@ -352,131 +246,6 @@ class CausalScorer:
         "joint": _joint,
         "marginal": _marginal,
     }
-
-
-# ----------------------------------------------------------------------------------------------
-# masked scorer (PLL)
-
-PLL_METRICS = ("original", "within_word_l2r")
-
-
-class MaskedScorer:
-    """Pseudo-log-likelihood for encoders (docs/design.md §4; minicons ``MaskedLMScorer``).
-
-    One copy of the text per scored token; in each copy the target (and, for ``within_word_l2r``,
-    the later subwords of its word, by the fast tokenizer's ``word_ids``) is replaced by the mask
-    token, and its tags are set to -100 so the prior cannot leak the masked word (docs/design.md §2:
-    "zero the prior" at masked positions). PLL = sum over tokens of log P(x_t | copy_t).
-    """
-
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        parser: Parser | None = None,
-        *,
-        metric: str = "within_word_l2r",
-        batch_size: int = 64,
-        max_length: int | None = None,
-        progress: bool = False,
-    ) -> None:
-        if metric not in PLL_METRICS:
-            raise ValueError(f"PLL metric {metric!r} unknown; expected one of {PLL_METRICS}")
-        if tokenizer.mask_token_id is None:
-            raise ValueError("a masked-LM scorer needs a tokenizer with a mask token")
-        self.model = model
-        self.tokenizer = tokenizer
-        self.parser = parser
-        self.metric = metric
-        self.batch_size = batch_size
-        self.max_length = max_length
-        self.progress = progress
-        self.tagged = uses_tags(model)
-        self.likelihood = f"pll-{metric}"
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-
-    def score(self, texts: Sequence[str], parses: list[Any] | None = None) -> list[TokenScores]:
-        texts = list(texts)
-        if self.tagged and parses is None:
-            if self.parser is None:
-                raise ValueError("this model reads hexatags: give the scorer a parser or parses")
-            parses = parse_texts(self.parser, texts)
-        enc = self.tokenizer(texts, return_offsets_mapping=True, return_special_tokens_mask=True)
-        seqs = []
-        jobs: list[tuple[int, int, list[int]]] = []  # (text index, target position, masked positions)
-        for k, text in enumerate(texts):
-            ids = list(enc["input_ids"][k])
-            if self.max_length is not None and len(ids) > self.max_length:
-                raise ValueError(f"text {k} needs {len(ids)} tokens > max_length {self.max_length}")
-            offs = [tuple(o) for o in enc["offset_mapping"][k]]
-            special = [bool(s) for s in enc["special_tokens_mask"][k]]
-            wids = enc.word_ids(k)
-            scorable = [not s for s in special]
-            if self.tagged:
-                t, n, missed = align_tags_by_offsets(text, offs, parses[k], scorable)  # type: ignore[index]
-            else:
-                t, n, missed = [IGNORE] * len(ids), [IGNORE] * len(ids), 0
-            seqs.append((ids, offs, scorable, t, n, missed))
-            for p in range(len(ids)):
-                if not scorable[p]:
-                    continue
-                masked = [p]
-                if self.metric == "within_word_l2r" and wids[p] is not None:
-                    q = p + 1
-                    while q < len(ids) and scorable[q] and wids[q] == wids[p]:
-                        masked.append(q)
-                        q += 1
-                jobs.append((k, p, masked))
-        lps: list[dict[int, float]] = [{} for _ in texts]
-        device = model_device(self.model)
-        batches = list(batched(jobs, self.batch_size))
-        with torch.no_grad():
-            for batch in _progress(batches, self.progress, f"PLL ({self.metric})", len(batches)):
-                L = max(len(seqs[k][0]) for k, _, _ in batch)
-                B = len(batch)
-                input_ids = torch.full((B, L), self.pad_id, dtype=torch.long)
-                mask = torch.zeros((B, L), dtype=torch.long)
-                term = torch.full((B, L), IGNORE, dtype=torch.long)
-                nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
-                for b, (k, _p, masked) in enumerate(batch):
-                    ids, _, _, t, n, _ = seqs[k]
-                    input_ids[b, : len(ids)] = torch.tensor(ids)
-                    mask[b, : len(ids)] = 1
-                    term[b, : len(ids)] = torch.tensor(t)
-                    nonterm[b, : len(ids)] = torch.tensor(n)
-                    input_ids[b, masked] = self.tokenizer.mask_token_id
-                    term[b, masked] = IGNORE
-                    nonterm[b, masked] = IGNORE
-                out = forward_logits(
-                    self.model,
-                    input_ids.to(device),
-                    mask.to(device),
-                    term.to(device) if self.tagged else None,
-                    nonterm.to(device) if self.tagged else None,
-                )
-                rows = torch.arange(B)
-                pos = torch.tensor([p for _, p, _ in batch])
-                tgt = torch.tensor([seqs[k][0][p] for k, p, _ in batch])
-                logits = out.logits[rows.to(out.logits.device), pos.to(out.logits.device)].float()
-                lp = torch.log_softmax(logits, dim=-1).gather(-1, tgt.to(logits.device).unsqueeze(-1))
-                for (k, p, _), v in zip(batch, lp.squeeze(-1).tolist(), strict=True):
-                    lps[k][p] = v
-        res = []
-        for k, text in enumerate(texts):
-            ids, offs, scorable, _, _, missed = seqs[k]
-            keep = [p for p in range(len(ids)) if scorable[p]]
-            res.append(
-                TokenScores(
-                    text=text,
-                    token_ids=[ids[p] for p in keep],
-                    offsets=[offs[p] for p in keep],
-                    logprobs=[lps[k][p] for p in keep],
-                    likelihood=self.likelihood,
-                    tagged=self.tagged,
-                    unaligned_words=missed,
-                )
-            )
-        return res
 
 
 @dataclass(frozen=True)

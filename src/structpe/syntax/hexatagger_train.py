@@ -1,4 +1,4 @@
-"""Training recipe and evaluation for the hexatagger (``structpe parser train`` / ``parser eval``).
+"""Training the hexatagger (``structpe parser train``): the loop, its schedule and its checkpoints.
 
 Data: UD English train splits, projectivised by arc lifting (Nivre & Nilsson 2005, via
 ``structpe.syntax.trees``) and hexatagged (docs/design.md §1). The default mix is the prose treebanks EWT,
@@ -13,384 +13,51 @@ inside its time budget; dynamic batches of similar-length sentences capped by a 
 (little padding); subwords of the tokenizer never seen in the training sentences get the [UNK]
 embedding at save time (corpus-only vocabulary would otherwise keep random vectors).
 
-Metrics (``evaluate``): UAS and LAS over all syntactic words, punctuation included (the CoNLL 2018
-UD convention), and the same without words whose gold relation is ``punct``; LAS compares universal
-relations (subtype after ':' dropped, as CoNLL 2018); tag accuracy of the terminal, the
-non-terminal and both, against the tags of the projectivised gold tree.
+The recipe (``TrainConfig``) lives in ``structpe.syntax.hexatagger_recipe``, the data in
+``structpe.syntax.hexatagger_data`` and the metrics (``evaluate``) in
+``structpe.syntax.hexatagger_eval``; their names stay importable from here.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import gzip
 import json
 import math
 import os
 import random
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from structpe.errors import StructpeError, closest
+from structpe.errors import StructpeError
 from structpe.io import atomic_write_text
-from structpe.syntax.conllu_io import ConlluSentence, read_conllu
-from structpe.syntax.hexatagger import (
-    HexataggerConfig,
-    HexataggerModel,
-    encode_words,
-    length_batches,
-    pad_batch,
-    predict,
-    train_tokenizer,
+from structpe.syntax.conllu_io import ConlluSentence
+from structpe.syntax.hexatagger_data import (
+    CORPUS_FILES,
+    TREEBANK_DIRS,
+    Example,
+    build_examples,
+    collate,
+    corpus_lines,
+    gold_tags,
+    load_sentences,
+    shuffled_batches,
+    treebank_file,
 )
-from structpe.syntax.hexatags import IGNORE_INDEX, encode
-from structpe.syntax.trees import projectivize_with_count
-
-TREEBANK_DIRS = {
-    "ewt": "UD_English-EWT",
-    "gum": "UD_English-GUM",
-    "lines": "UD_English-LinES",
-    "partut": "UD_English-ParTUT",
-    "atis": "UD_English-Atis",
-    "eslspok": "UD_English-ESLSpok",
-    "pud": "UD_English-PUD",
-    "gentle": "UD_English-GENTLE",
-}
-CORPUS_FILES = {
-    "brown": "corpus/brown/brown.train.txt.gz",
-    "gutenberg": "corpus/gutenberg_nltk/gutenberg.train.txt.gz",
-}
-
-
-# -- configuration --------------------------------------------------------------------------------
-
-
-@dataclass
-class ModelSection:
-    d_model: int = 256
-    n_layers: int = 4
-    n_heads: int = 4
-    d_ff: int = 1024
-    max_positions: int = 512
-    dropout: float = 0.1
-    labels: bool = True  # predict dependency relations (adds LAS)
-    pair_nonterminal: bool = False  # non-terminal head reads [h_t ; h_t+1] (HexataggerConfig)
-    encoder: str = "transformer"  # or "bilstm" (d_model = 2 x LSTM hidden; n_heads, d_ff unused)
-    d_emb: int = 100  # bilstm: subword vector width (pretrained + trainable tables)
-
-
-@dataclass
-class VectorsSection:
-    """word2vec subword vectors for ``encoder: bilstm`` (``structpe.syntax.word_vectors``), trained
-    on the training treebanks' text plus ``tokenizer.corpora``; off: the frozen table stays zero."""
-
-    enabled: bool = False
-    epochs: int = 5
-    window: int = 5
-    min_count: int = 2
-
-
-@dataclass
-class TokenizerSection:
-    vocab_size: int = 12000
-    min_frequency: int = 2
-    corpora: list[str] = field(default_factory=lambda: ["brown", "gutenberg"])
-
-
-@dataclass
-class DataSection:
-    root: str | None = None  # default: structpe.data.paths.data_root()
-    train: list[str] = field(default_factory=lambda: ["ewt", "gum", "lines", "partut"])
-    dev: str = "ewt"
-    max_train_subwords: int = 128  # longer training sentences are skipped (counted in the log)
-    limit_train: int | None = None  # first N training sentences (tests, smoke runs)
-    limit_dev: int | None = None
-
-
-@dataclass
-class OptimSection:
-    lr: float = 2e-3
-    min_lr_ratio: float = 0.05
-    warmup_steps: int = 200
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.98)
-    batch_tokens: int = 4096
-    max_steps: int = 100000
-    max_minutes: float | None = None  # measured on ``clock``
-    clock: str = "wall"  # "cpu": process CPU time / threads, i.e. minutes on dedicated cores
-    max_wall_minutes: float | None = None  # an extra wall-clock cap (e.g. a deadline on a busy machine)
-    grad_clip: float = 1.0
-    ema: float = 0.0  # > 0: evaluate and save an exponential moving average of the weights (decay)
-    amp_bf16: bool = False  # bf16 autocast (GPU recipes)
-    unk_dropout: float = 0.03  # replace this share of training subwords by [UNK]
-    eval_every: int = 500  # steps (0: off)
-    eval_every_minutes: float | None = None  # also evaluate on this wall-clock period
-    eval_batch_tokens: int = 8192
-
-
-def _check_types(section: str, values: Any) -> None:
-    """Refuse a recipe value of the wrong type (``d_model: big``) before it fails deep in training:
-    each scalar field must hold the type of its default (an int is fine where a float is expected)."""
-    want = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
-    for f in dataclasses.fields(values):
-        default, value = f.default, getattr(values, f.name)
-        if default is None or value is None or type(default) not in want:
-            continue
-        ok = isinstance(value, want[type(default)]) and (type(default) is bool or not isinstance(value, bool))
-        if not ok:
-            raise StructpeError(
-                f"{section}.{f.name} must be of type {type(default).__name__}, "
-                f"got {value!r} ({type(value).__name__})"
-            )
-
-
-@dataclass
-class TrainConfig:
-    """A parser recipe (YAML under ``structpe/configs/parser``)."""
-
-    model: ModelSection = field(default_factory=ModelSection)
-    tokenizer: TokenizerSection = field(default_factory=TokenizerSection)
-    vectors: VectorsSection = field(default_factory=VectorsSection)
-    data: DataSection = field(default_factory=DataSection)
-    optim: OptimSection = field(default_factory=OptimSection)
-    output_dir: str = "runs/hexatagger"
-    seed: int = 0
-    threads: int | None = None
-    device: str = "cpu"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        sections = {
-            "model": ModelSection,
-            "tokenizer": TokenizerSection,
-            "vectors": VectorsSection,
-            "data": DataSection,
-            "optim": OptimSection,
-        }
-        kwargs: dict[str, Any] = {}
-        for key, value in d.items():
-            if key in sections:
-                sec = sections[key]
-                unknown = set(value or {}) - set(sec.__dataclass_fields__)
-                if unknown:
-                    first = sorted(unknown)[0]
-                    raise StructpeError(
-                        f"unknown keys in '{key}': {sorted(unknown)}"
-                        f"{closest(first, sec.__dataclass_fields__)}"
-                    )
-                kwargs[key] = sec(**(value or {}))
-                _check_types(key, kwargs[key])
-            elif key in cls.__dataclass_fields__:
-                kwargs[key] = value
-            else:
-                hint = closest(key, [*sections, *cls.__dataclass_fields__])
-                raise StructpeError(f"unknown config key {key!r}{hint}")
-        cfg = cls(**kwargs)
-        cfg.optim.betas = tuple(cfg.optim.betas)  # type: ignore[assignment]
-        return cfg
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike) -> TrainConfig:
-        import yaml
-
-        p = Path(path)
-        if not p.is_file():
-            builtin = Path(__file__).resolve().parent.parent / "configs" / "parser" / f"{path}.yaml"
-            if builtin.is_file():
-                p = builtin
-            else:
-                raise FileNotFoundError(f"config {path} not found (nor built-in recipe {builtin.name})")
-        return cls.from_dict(yaml.safe_load(p.read_text()) or {})
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# -- data -----------------------------------------------------------------------------------------
-
-
-def treebank_file(root: Path, name: str, split: str) -> Path:
-    """``root/ud/UD_English-X/en_x-ud-<split>.conllu.gz`` for a short name (ewt, gum, ...) or a path."""
-    p = Path(name)
-    if p.suffix in (".conllu", ".gz") or p.is_file():
-        if not p.is_file():
-            raise FileNotFoundError(f"CoNLL-U file {p} not found")
-        return p
-    key = name.lower()
-    if key not in TREEBANK_DIRS:
-        raise StructpeError(
-            f"unknown treebank {name!r}; expected one of {sorted(TREEBANK_DIRS)} or a .conllu path"
-        )
-    from structpe.data.paths import data_root
-
-    folder = data_root(root, sub=f"ud/{TREEBANK_DIRS[key]}")  # then the fetch cache; errors name the fetch
-    hits = sorted(folder.glob(f"*-ud-{split}.conllu*"))
-    if not hits:
-        raise FileNotFoundError(f"no {split} split for {name} in {folder}")
-    return hits[0]
-
-
-def load_sentences(path: Path, limit: int | None = None) -> list[ConlluSentence]:
-    out = []
-    for s in read_conllu(path):
-        out.append(s)
-        if limit is not None and len(out) >= limit:
-            break
-    return out
-
-
-@dataclass
-class Example:
-    """One training sentence as subword ids with tag targets at first subwords (-100 elsewhere)."""
-
-    ids: list[int]
-    terminals: list[int]
-    nonterminals: list[int]
-    deprels: list[int]
-
-
-def gold_tags(sent: ConlluSentence) -> tuple[list[int], list[int], int]:
-    """Tags of the projectivised gold tree and the number of lifted arcs."""
-    heads, lifts = projectivize_with_count(sent.heads)
-    t, nt = encode(heads)
-    return t, nt, lifts
-
-
-def build_examples(
-    sentences: Sequence[ConlluSentence],
-    tokenizer: Any,
-    deprel_to_id: dict[str, int] | None,
-    max_subwords: int,
-) -> tuple[list[Example], dict[str, int]]:
-    """Hexatag, projectivise and subword-align; returns the examples and counts for the log."""
-    stats = Counter()
-    encoded = encode_words(tokenizer, [s.words for s in sentences])
-    examples = []
-    for sent, (ids, firsts) in zip(sentences, encoded, strict=True):
-        if len(ids) > max_subwords:
-            stats["skipped_long"] += 1
-            continue
-        t, nt, lifts = gold_tags(sent)
-        stats["lifted_sentences"] += lifts > 0
-        stats["lifted_arcs"] += lifts
-        n = len(ids)
-        tt, nn_, dd = [IGNORE_INDEX] * n, [IGNORE_INDEX] * n, [IGNORE_INDEX] * n
-        for w, p in enumerate(firsts):
-            tt[p], nn_[p] = t[w], nt[w]
-            if deprel_to_id is not None:
-                dd[p] = deprel_to_id.get(sent.deprels[w], IGNORE_INDEX)
-        examples.append(Example(ids, tt, nn_, dd))
-    stats["sentences"] = len(examples)
-    return examples, dict(stats)
-
-
-def corpus_lines(root: Path, names: Sequence[str]) -> Iterator[str]:
-    for name in names:
-        if name not in CORPUS_FILES:
-            raise ValueError(f"unknown corpus {name!r}; expected one of {sorted(CORPUS_FILES)}")
-        path = root / CORPUS_FILES[name]
-        if not path.is_file():
-            raise FileNotFoundError(f"corpus file {path} not found")
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    yield line.strip()
-
-
-def collate(examples: Sequence[Example], pad: int) -> dict[str, torch.Tensor]:
-    ids, mask = pad_batch([e.ids for e in examples], pad)
-    out = {"input_ids": ids, "attention_mask": mask}
-    for key in ("terminals", "nonterminals", "deprels"):
-        t = torch.full(ids.shape, IGNORE_INDEX, dtype=torch.long)
-        for r, e in enumerate(examples):
-            v = getattr(e, key)
-            t[r, : len(v)] = torch.as_tensor(v, dtype=torch.long)
-        out[key] = t
-    return out
-
-
-def shuffled_batches(lengths: Sequence[int], batch_tokens: int, rng: random.Random) -> list[list[int]]:
-    """Length-bucketed batches (sorted with a little noise so they differ between epochs), shuffled."""
-    noisy = [n + rng.random() * 4 for n in lengths]
-    batches = length_batches(noisy, batch_tokens)  # type: ignore[arg-type]
-    rng.shuffle(batches)
-    return batches
-
-
-# -- evaluation -----------------------------------------------------------------------------------
-
-
-def _universal(label: str) -> str:
-    return label.split(":", 1)[0]
-
-
-def evaluate(predicted: Sequence[Any], gold: Sequence[ConlluSentence]) -> dict[str, Any]:
-    """Attachment scores and tag accuracies of predictions (``.heads``, ``.terminals``,
-    ``.nonterminals``, optional ``.deprels``) against gold CoNLL-U trees; see the module docstring."""
-    if len(predicted) != len(gold):
-        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold sentences")
-    c = Counter()
-    has_labels = all(getattr(p, "deprels", None) is not None for p in predicted)
-    for p, g in zip(predicted, gold, strict=True):
-        if len(p.heads) != len(g.heads):
-            raise ValueError(
-                f"sentence {g.sent_id!r}: {len(p.heads)} predicted heads for {len(g.heads)} words"
-            )
-        gt, gnt, _ = gold_tags(g)
-        for i, (ph, gh) in enumerate(zip(p.heads, g.heads, strict=True)):
-            punct = _universal(g.deprels[i]) == "punct"
-            ua = ph == gh
-            la = ua and has_labels and _universal(p.deprels[i]) == _universal(g.deprels[i])
-            c["words"] += 1
-            c["uas"] += ua
-            c["las"] += la
-            if not punct:
-                c["words_np"] += 1
-                c["uas_np"] += ua
-                c["las_np"] += la
-            c["term"] += p.terminals[i] == gt[i]
-            c["nonterm"] += p.nonterminals[i] == gnt[i]
-            c["tags"] += p.terminals[i] == gt[i] and p.nonterminals[i] == gnt[i]
-        c["sentences"] += 1
-        c["exact"] += list(p.heads) == list(g.heads)
-    w, wn = max(c["words"], 1), max(c["words_np"], 1)
-    res: dict[str, Any] = {
-        "sentences": c["sentences"],
-        "words": c["words"],
-        "uas": 100 * c["uas"] / w,
-        "uas_no_punct": 100 * c["uas_np"] / wn,
-        "terminal_acc": 100 * c["term"] / w,
-        "nonterminal_acc": 100 * c["nonterm"] / w,
-        "tag_acc": 100 * c["tags"] / w,
-        "exact_match": 100 * c["exact"] / max(c["sentences"], 1),
-        "punctuation": "uas/las: all words incl. punctuation (CoNLL 2018 UD); "
-        "*_no_punct: words with gold deprel 'punct' excluded",
-    }
-    if has_labels:
-        res["las"] = 100 * c["las"] / w
-        res["las_no_punct"] = 100 * c["las_np"] / wn
-    return res
-
-
-def evaluate_model(
-    model: HexataggerModel, tokenizer: Any, gold: Sequence[ConlluSentence], batch_tokens: int = 8192
-) -> dict[str, Any]:
-    was_training = model.training
-    model.eval()
-    try:
-        preds = predict(model, tokenizer, [g.words for g in gold], batch_tokens=batch_tokens)
-    finally:
-        model.train(was_training)
-    return evaluate(preds, gold)
-
-
-# -- training -------------------------------------------------------------------------------------
+from structpe.syntax.hexatagger_eval import evaluate, evaluate_model
+from structpe.syntax.hexatagger_model import HexataggerConfig, HexataggerModel
+from structpe.syntax.hexatagger_recipe import (
+    DataSection,
+    ModelSection,
+    OptimSection,
+    TokenizerSection,
+    TrainConfig,
+    VectorsSection,
+)
+from structpe.syntax.hexatagger_tokenizer import train_tokenizer
 
 
 def _lr_factor(step: int, progress: float, warmup: int, min_ratio: float) -> float:
@@ -657,3 +324,28 @@ def train(
     log({"event": "done", **{k: v for k, v in summary.items() if k != "config"}})
     log_fh.close()
     return summary
+
+
+# The recipe, data and evaluation names are re-exported: ``structpe.syntax.hexatagger_train`` keeps its
+# import path for the CLI, the tests and the benchmarks.
+__all__ = [
+    "CORPUS_FILES",
+    "TREEBANK_DIRS",
+    "DataSection",
+    "Example",
+    "ModelSection",
+    "OptimSection",
+    "TokenizerSection",
+    "TrainConfig",
+    "VectorsSection",
+    "build_examples",
+    "collate",
+    "corpus_lines",
+    "evaluate",
+    "evaluate_model",
+    "gold_tags",
+    "load_sentences",
+    "shuffled_batches",
+    "train",
+    "treebank_file",
+]

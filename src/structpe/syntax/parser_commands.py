@@ -84,7 +84,8 @@ def register(subparsers: Any) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from structpe.syntax.hexatagger_train import TrainConfig, train
+    from structpe.syntax.hexatagger_recipe import TrainConfig
+    from structpe.syntax.hexatagger_train import train
 
     for opt in ("threads", "max_steps"):
         check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt))
@@ -115,7 +116,7 @@ def evaluate_parser(
     parser_name: str, gold: list[Any], model: str | None = None, **kwargs: Any
 ) -> dict[str, Any]:
     """Parse the gold words with ``parser_name`` and score; timing covers parsing only."""
-    from structpe.syntax.hexatagger_train import evaluate
+    from structpe.syntax.hexatagger_eval import evaluate
     from structpe.syntax.hexatags import encode
     from structpe.syntax.parsers import get_parser
     from structpe.syntax.trees import projectivize
@@ -153,7 +154,7 @@ def run_eval(args: argparse.Namespace) -> int:
     import torch
 
     from structpe.data.paths import data_root
-    from structpe.syntax.hexatagger_train import load_sentences, treebank_file
+    from structpe.syntax.hexatagger_data import load_sentences, treebank_file
 
     check_positive("--threads", args.threads)
     check_positive("--batch-tokens", args.batch_tokens)

@@ -1,0 +1,209 @@
+"""Shared pieces of the ``structpe eval`` / ``structpe finetune`` commands: loading and argument checks.
+
+Loading a model folder with its tokenizer and a parser, reading input lines, the common options
+and the argument checks that run before any model is loaded (so a typo costs nothing). Kept apart
+from the command handlers (``structpe.eval.commands``, ``structpe.eval.glue_commands``) so every
+handler stays a thin wrapper over the library (see cli.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
+from structpe.eval.scoring import PLL_METRICS, CausalScorer, ScoringSpec, uses_tags
+from structpe.io import split_lines
+
+# the causal scorer's registry: modes added there (joint, marginal) appear here too
+LIKELIHOOD_CHOICES = tuple(CausalScorer.LIKELIHOODS)
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+
+
+def find_tokenizer_dir(model_path: Path, tokenizer: str | None) -> Path:
+    """The tokenizer folder: ``--tokenizer``, else the model folder, ``<model>/tokenizer``, or a
+    ``tokenizer`` folder next to the model."""
+    if tokenizer:
+        return Path(tokenizer)
+    for cand in (model_path, model_path / "tokenizer", model_path.parent / "tokenizer"):
+        if (cand / "tokenizer.json").is_file() or (cand / "tokenizer_config.json").is_file():
+            return cand
+    raise FileNotFoundError(
+        f"no tokenizer found in {model_path}, {model_path / 'tokenizer'} or "
+        f"{model_path.parent / 'tokenizer'}; pass --tokenizer"
+    )
+
+
+def load_model_and_tokenizer(
+    path: str | Path,
+    tokenizer: str | None = None,
+    *,
+    kind: str | None = None,
+    device: str = "cpu",
+    eager_attention: bool = False,
+) -> tuple[Any, Any]:
+    """A saved structpe model (any family) or a Hugging Face causal / masked LM, plus its tokenizer."""
+    from transformers import AutoTokenizer
+
+    path = Path(path)
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError as err:
+        raise StructpeError(f"{cfg_file}: not valid JSON ({err})") from None
+    if cfg.get("model_type") == "structpe-sipe":
+        from structpe.models import load
+
+        model = load(path)
+    elif cfg.get("model_type") == "structpe-sipe-adapter":  # a Hugging Face LM + SiPE adapter folder
+        from structpe.adapters import load_adapted
+
+        model = load_adapted(path)
+    else:
+        from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+        archs = cfg.get("architectures") or []
+        if kind is None:
+            kind = "masked" if any("MaskedLM" in a for a in archs) else "causal"
+        cls = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
+        kw = {"attn_implementation": "eager"} if eager_attention else {}
+        model = cls.from_pretrained(path, **kw)
+    tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(path, tokenizer))
+    from structpe.train.tokenizer import text_form_warning
+
+    if warning := text_form_warning(tok):
+        print(warning, file=sys.stderr)
+    return model.to(device).eval(), tok
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file, split at newlines only (see ``split_lines``)."""
+    with reading(path):
+        return split_lines(Path(path).read_text(encoding="utf-8"))
+
+
+def make_parser(name: str | None, model: Any, parser_model: str | None = None) -> Any:
+    """``--parser`` (default: spacy when the model reads tags, none otherwise)."""
+    if name is None:
+        name = "spacy" if uses_tags(model) else "none"
+    if name == "none":
+        if uses_tags(model):
+            raise StructpeError("--parser none: this model reads hexatags; choose a parser (e.g. spacy)")
+        return None
+    from structpe.syntax.parsers import get_parser
+
+    kw = {"model": parser_model} if parser_model else {}
+    return get_parser(name, **kw)
+
+
+def _out_dir(args: argparse.Namespace, name: str) -> Path:
+    out = Path(args.out) if args.out else Path("eval_reports") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _common(p: argparse.ArgumentParser, *, model: bool = True) -> None:
+    if model:
+        p.add_argument("--model", required=True, help="saved structpe model folder or HF checkpoint folder")
+        p.add_argument("--tokenizer", help="tokenizer folder (default: next to the model)")
+        p.add_argument(
+            "--kind", choices=("causal", "masked"), help="HF models: override causal/masked detection"
+        )
+    p.add_argument(
+        "--parser", help="spacy | hexatagger | gold | none (default: spacy if the model reads tags)"
+    )
+    p.add_argument("--parser-model", help="parser model (spaCy package or hexatagger folder)")
+    p.add_argument("--data-dir", help="data root (default: $STRUCTPE_DATA or ../shared/data)")
+    p.add_argument("--out", help="output folder (default: eval_reports/<name>-<time>)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="cpu")
+
+
+def _scoring_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--likelihood",
+        choices=LIKELIHOOD_CHOICES,
+        default="conditional",
+        help="decoders with tags: conditional = p(x | T(x)) (the paper's convention), joint = p(x, T), "
+        "marginal = k-best lower bound on p(x)",
+    )
+    p.add_argument("--k", type=int, default=10, help="beam width of the marginal likelihood")
+    p.add_argument(
+        "--pll-metric", choices=PLL_METRICS, default="within_word_l2r", help="encoders: PLL variant"
+    )
+
+
+def _print_table(paths: dict[str, Path]) -> None:
+    print(paths["markdown"].read_text())
+    print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------
+# argument checks: before any model is loaded, so a typo costs nothing
+
+
+def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
+    """An evaluation command's scoring options as one ScoringSpec (``extra``: command-specific fields)."""
+    return ScoringSpec(
+        kind=args.kind,
+        likelihood=args.likelihood,
+        k=args.k,
+        pll_metric=args.pll_metric,
+        batch_size=args.batch_size,
+        append_eos=getattr(args, "append_eos", False),
+        **extra,
+    )
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse impossible numbers, unknown names and missing inputs with one line naming the option."""
+    from structpe.syntax.parsers import available_parsers
+
+    for opt in ("limit", "k", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval"):
+        check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))
+    if getattr(args, "parser", None) is not None:
+        check_choice("--parser", args.parser, [*available_parsers(), "none"])
+    if getattr(args, "text", None) and args.parser == "none":
+        raise StructpeError(
+            "--text with --parser none: the words of plain text come from a parser (word perplexity "
+            "counts them); keep a parser (e.g. the default spacy; a model reading no tags ignores "
+            "the tags) or give --data with tagged JSON lines"
+        )
+    for opt in ("model", "base", "sipe", "baseline"):
+        path = getattr(args, opt, None)
+        if path is not None and not Path(path).is_dir():
+            raise StructpeError(f"--{opt} {path}: not a model folder (no such directory)")
+    for opt in ("data", "text"):
+        path = getattr(args, opt, None)
+        if path is not None and not Path(path).is_file():
+            what = "no such file" if not Path(path).exists() else "not a file"
+            raise StructpeError(f"--{opt} {path}: {what}")
+    if getattr(args, "out", None) and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise StructpeError(f"--out {args.out}: exists and is not a folder")
+    check_device(getattr(args, "device", "cpu"))
+
+
+def _check_names(option: str, names: list[str] | None, available: list[str]) -> None:
+    for name in names or []:
+        check_choice(option, name, available)
+
+
+def _area(sub: argparse._SubParsersAction, name: str, help: str) -> argparse._SubParsersAction:
+    """The sub-command group ``name`` (shared with other modules that register under it)."""
+    if name in sub.choices:
+        parent = sub.choices[name]
+        for action in parent._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action
+        return parent.add_subparsers(dest=f"{name}_command", metavar="TARGET", required=True)
+    parent = sub.add_parser(name, help=help, description=help)
+    return parent.add_subparsers(dest=f"{name}_command", metavar="TARGET", required=True)
