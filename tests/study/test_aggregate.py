@@ -13,7 +13,7 @@ import pytest
 from structpe.study.aggregate import aggregate, bootstrap_ci, combine, load_cell_metrics, mean_sd, verdict
 from structpe.study.report import write_study_report
 from structpe.study.runner import write_json_atomic
-from structpe.study.spec import load_spec
+from structpe.study.spec import SyntaxGymSpec, load_spec
 
 
 def test_bootstrap_ci_brackets_the_mean_and_is_reproducible() -> None:
@@ -129,3 +129,20 @@ def test_report_files(tiny_spec: Path, tmp_path: Path) -> None:
     assert (tmp_path / "ppl_modes.png").stat().st_size > 0
     data = json.loads((tmp_path / "study.json").read_text())
     assert data["claims"][0]["metrics"][0]["diffs"] == [-2.0, -3.0]
+
+
+def test_report_reads_scores_against_chance(tiny_spec: Path, tmp_path: Path, shared_data: Path) -> None:
+    """The chance row: BLiMP 0.5 and SyntaxGym by Monte Carlo on the study's own suites, cached."""
+    spec = load_spec(tiny_spec, "test")
+    spec.evaluations.syntaxgym = SyntaxGymSpec(suites=["number_prep", "npi_orc_any"])
+    _synthetic(tmp_path)
+    write_study_report(tmp_path, spec)
+    chance = json.loads((tmp_path / "chance.json").read_text())
+    assert chance["blimp"] == 0.5 and 0.0 < chance["syntaxgym"] < 1.0
+    assert set(chance["syntaxgym_circuits"]) == {"Agreement", "Licensing"}
+    md = (tmp_path / "study.md").read_text()
+    assert "| *chance* | - |" in md and f"*{chance['syntaxgym']:.3f}*" in md
+    assert json.loads((tmp_path / "study.json").read_text())["chance"] == chance
+    (tmp_path / "chance.json").write_text(json.dumps({**chance, "syntaxgym": 0.123}))
+    write_study_report(tmp_path, spec)  # computed once per study folder: the cached row is reused
+    assert "*0.123*" in (tmp_path / "study.md").read_text()

@@ -50,6 +50,13 @@ from structpe.eval.syntaxgym_suites import (
 )
 
 EXCLUDE_RE = re.compile(r"^fgd-embed[34]|^gardenpath|^nn-nv")
+
+
+def paper_suites(data_dir: str | Path | None) -> list[str]:
+    """The paper's 31 SyntaxGym suites among the stored ones (the SG score's suites)."""
+    names = (p.name.removesuffix(".json") for p in suites_dir(data_dir).glob("*.json"))
+    return sorted(n for n in names if not EXCLUDE_RE.match(n))
+
 CIRCUITS: dict[str, list[str]] = {
     "Agreement": ["number"],
     "Licensing": ["npi", "reflexive"],

@@ -206,17 +206,6 @@ def _sg_scores(r: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def paper_suites(data_dir: str | Path | None) -> list[str]:
-    """The paper's 31 SyntaxGym suites among the stored ones (the SG score's suites)."""
-    from structpe.eval.syntaxgym import EXCLUDE_RE, suites_dir
-
-    return sorted(
-        p.name.removesuffix(".json")
-        for p in suites_dir(data_dir).glob("*.json")
-        if not EXCLUDE_RE.match(p.name)
-    )
-
-
 def leakage_summary(report: dict[str, Any]) -> dict[str, float]:
     """Per-condition perplexities plus the share of the full-parse gain that causal tagging keeps.
 
@@ -258,7 +247,7 @@ def run_cell(
     from structpe.eval.leakage import leakage_audit
     from structpe.eval.ppl import evaluate_ppl, sentence_text
     from structpe.eval.scoring import model_kind, uses_tags
-    from structpe.eval.syntaxgym import evaluate_syntaxgym
+    from structpe.eval.syntaxgym import evaluate_syntaxgym, paper_suites
     from structpe.models import load
     from structpe.quickstart import _final_model_dir, _val_lm_loss
     from structpe.train.pretrain import pretrain
