@@ -6,33 +6,17 @@ from earlier runs without a model.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from structpe.io import atomic_savefig, atomic_write_text, earlier_results
-from structpe.lis.lisformer import OLD_FIELD_NAMES
+from structpe.io import atomic_savefig
+from structpe.lis.training import merge_results
 
 
 def merge(folders: list[str | Path], out: str | Path, render=None, draw=None) -> dict:
     """Combine results.json of runs that trained different models (e.g. in parallel processes);
     ``render`` / ``draw`` replace the Markdown table and plot of the template diagnostic."""
-    merged: dict = {"config": None, "data": None, "models": {}, "merged_from": [str(f) for f in folders]}
-    for f in folders:
-        res = json.loads((Path(f) / "results.json").read_text())
-        merged["config"] = merged["config"] or res["config"]
-        merged["data"] = merged["data"] or res["data"]
-        merged["models"].update(res["models"])
-    out = Path(out)
-    kept = earlier_results(
-        out / "results.json", merged["config"], ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
-    )
-    merged["models"] = {**kept, **merged["models"]}
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "results.json", json.dumps(merged, indent=2))
-    atomic_write_text(out / "results.md", (render or markdown_tables)(merged))
-    if draw is not False:
-        (draw or plot)(merged, out / "hit5.png")
-    return merged
+    plot_fn = None if draw is False else (draw or plot)
+    return merge_results(folders, out, ("config", "data"), render or markdown_tables, plot_fn, "hit5.png")
 
 
 def markdown_tables(results: dict) -> str:

@@ -38,6 +38,7 @@ from transformers.modeling_outputs import CausalLMOutput
 from structpe.io import load_module, save_module
 from structpe.lis.addresses import ContentInstanceAddress, RoleAngles
 from structpe.lis.flex import FlexPlan, alibi_flex_plan, flex_attend, two_term_flex_plan, use_flex
+from structpe.modules.init_rules import gpt2_init
 from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
 
 MODEL_TYPE = "structpe-lisformer"
@@ -357,16 +358,7 @@ class LISformer(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.pe == "alibi":
             self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(m: nn.Module) -> None:
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, std=0.02)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Embedding):
-            nn.init.normal_(m.weight, std=0.02)
+        self.apply(gpt2_init)
 
     def _instance_slopes(self) -> torch.Tensor | None:
         if not self.cfg.instance_alibi:

@@ -27,7 +27,7 @@ from structpe.lis.lisformer import (
     LISformerConfig,
     configure_optimizer,
 )
-from structpe.lis.training import train_steps
+from structpe.lis.training import merge_results, train_steps
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",
@@ -321,21 +321,7 @@ def run(
 
 def merge(folders: list[str | Path], out: str | Path) -> dict:
     """Combine results.json of runs that trained different models (e.g. in parallel processes)."""
-    merged: dict = {"config": None, "models": {}, "merged_from": [str(f) for f in folders]}
-    for f in folders:
-        res = json.loads((Path(f) / "results.json").read_text())
-        merged["config"] = merged["config"] or res["config"]
-        merged["models"].update(res["models"])
-    out = Path(out)
-    kept = earlier_results(
-        out / "results.json", merged["config"], ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
-    )
-    merged["models"] = {**kept, **merged["models"]}
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "results.json", json.dumps(merged, indent=2))
-    atomic_write_text(out / "results.md", markdown_table(merged))
-    plot(merged, out / "ppl.png")
-    return merged
+    return merge_results(folders, out, ("config",), markdown_table, plot, "ppl.png")
 
 
 def markdown_table(results: dict) -> str:

@@ -2,18 +2,22 @@
 
 Per update: the cosine learning rate, one batch, the causal LM loss (optionally under bf16
 autocast), AdamW with gradient clipping. What differs between the diagnostics -- where batches
-come from, checkpoints and time limits of a sitting -- is passed in.
+come from, checkpoints and time limits of a sitting -- is passed in. ``merge_results`` combines
+the result folders of runs that trained different models, for every diagnostic alike.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
-from structpe.lis.lisformer import LISformer, TokenStructure, cosine_lr
+from structpe.io import atomic_write_text, earlier_results
+from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, TokenStructure, cosine_lr
 
 # inputs [B, L], targets [B, L] and, for the KG diagnostics, the explicit structure of the batch
 Batch = tuple[torch.Tensor, torch.Tensor, TokenStructure | None]
@@ -55,3 +59,36 @@ def train_steps(
         if after_step is not None:
             after_step(step + 1, losses)
     return losses
+
+
+def merge_results(
+    folders: list[str | Path],
+    out: str | Path,
+    carry: tuple[str, ...],
+    render: Callable[[dict], str],
+    draw: Callable[[dict, Path], Any] | None,
+    figure: str,
+) -> dict:
+    """Combine results.json of runs that trained different models (e.g. in parallel processes).
+
+    ``carry``: the keys taken from the first run that has them (the config, the data summary);
+    models already in ``out`` under the same config are kept. Writes results.json, results.md
+    (``render``) and, unless ``draw`` is None, the figure ``figure``.
+    """
+    merged: dict = {**dict.fromkeys(carry), "models": {}, "merged_from": [str(f) for f in folders]}
+    for f in folders:
+        res = json.loads((Path(f) / "results.json").read_text())
+        for key in carry:
+            merged[key] = merged[key] or res[key]
+        merged["models"].update(res["models"])
+    out = Path(out)
+    kept = earlier_results(
+        out / "results.json", merged["config"], ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+    )
+    merged["models"] = {**kept, **merged["models"]}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "results.json", json.dumps(merged, indent=2))
+    atomic_write_text(out / "results.md", render(merged))
+    if draw is not None:
+        draw(merged, out / figure)
+    return merged

@@ -44,3 +44,18 @@ def apply_init_rule(module: nn.Module) -> None:
         init.copy_(module.weight, weight)
     if getattr(module, "bias", None) is not None:
         init.zeros_(module.bias)
+
+
+def gpt2_init(module: nn.Module, std: float = 0.02) -> None:
+    """GPT-2's init for models built outside transformers (``model.apply(gpt2_init)``: the
+    LISformer, the hexatagger): Linear and Embedding weights N(0, std), biases and an embedding's
+    padding row zero. (transformers' ``_init_weights`` does this for its own models.)"""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, std=std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, std=std)
+        if module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from structpe.io import load_module, save_module
+from structpe.modules.init_rules import gpt2_init
 from structpe.syntax.hexatagger_tokenizer import save_tokenizer
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 
@@ -191,25 +192,13 @@ class HexataggerModel(nn.Module):
         self.terminal_head = nn.Linear(c.d_model, N_TERMINALS)
         self.nonterminal_head = nn.Linear((2 if c.pair_nonterminal else 1) * c.d_model, N_NONTERMINALS)
         self.deprel_head = nn.Linear(c.d_model, len(c.deprels)) if c.deprels else None
-        self.apply(self._init_weights)
+        self.apply(gpt2_init)
         if c.encoder == "bilstm":
             self.encoder.reset_embeddings()
         # GPT-2 style: scale residual output projections by 1/sqrt(2 * n_layers)
         for name, p in self.named_parameters():
             if name.endswith(("attn.out.weight", "mlp.2.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * c.n_layers))
-
-    @staticmethod
-    def _init_weights(m: nn.Module) -> None:
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, std=0.02)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Embedding):
-            nn.init.normal_(m.weight, std=0.02)
-            if m.padding_idx is not None:
-                with torch.no_grad():
-                    m.weight[m.padding_idx].zero_()
 
     def forward(
         self,
