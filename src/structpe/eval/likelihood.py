@@ -214,22 +214,26 @@ def joint_scores(scorer: CausalScorer, batch: list[Encoded]) -> list[TokenScores
 
 def _select(parents: list[_Hyp], word: int, n_words: int, k: int, max_depth: int) -> list[_Hyp]:
     """Nested top-k: width w adds the best not-yet-chosen child of parents with tier <= w."""
-    by_tier: dict[int, list[tuple[float, int, int, int, int]]] = {}
+    moves: dict[int, list[tuple[int, int, int]]] = {}  # allowed pairs per stack depth, for this word
+    by_tier: dict[int, list[tuple[float, int, int, int, int, int]]] = {}
     for pi, h in enumerate(parents):
         assert h.next_t is not None and h.next_n is not None
-        for t, nt, _ in allowed_pairs(h.depth, word, n_words, max_depth):
-            s = h.score + float(h.next_t[t]) + float(h.next_n[nt])
-            by_tier.setdefault(h.tier, []).append((-s, h.tier, pi, t, nt))
-    heap: list[tuple[float, int, int, int, int]] = []
+        if h.depth not in moves:
+            moves[h.depth] = allowed_pairs(h.depth, word, n_words, max_depth)
+        # Python floats of the float32 log-probs: the same sums as tensor indexing, ~20x cheaper
+        t_lp, n_lp = h.next_t.tolist(), h.next_n.tolist()
+        for t, nt, d in moves[h.depth]:
+            s = h.score + t_lp[t] + n_lp[nt]
+            by_tier.setdefault(h.tier, []).append((-s, h.tier, pi, t, nt, d))
+    heap: list[tuple[float, int, int, int, int, int]] = []
     chosen = []
     for w in range(1, k + 1):
         for c in by_tier.get(w, ()):
             heapq.heappush(heap, c)
         if not heap:
             continue
-        neg, _, pi, t, nt = heapq.heappop(heap)
+        neg, _, pi, t, nt, d = heapq.heappop(heap)
         p = parents[pi]
-        d = [d for tt, nn, d in allowed_pairs(p.depth, word, n_words, max_depth) if (tt, nn) == (t, nt)][0]
         chosen.append(_Hyp([*p.terminals, t], [*p.nonterminals, nt], d, -neg, w, parent=pi))
     return chosen
 
