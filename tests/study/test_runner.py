@@ -5,6 +5,8 @@ parallel workers sharing one study folder through cell locks."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -185,3 +187,23 @@ def test_leakage_waits_for_a_baseline_in_another_worker(tiny_spec: Path, tmp_pat
     assert _await_baseline(out, spec, 1, logged.append, poll_s=0.02) == run_dir / "final"
     worker.join()
     assert len(logged) == 1 and "waiting for another worker to finish none/seed-1" in logged[0]
+
+
+def test_a_killed_workers_claim_is_released(tmp_path: Path) -> None:
+    """The claim is an OS file lock: SIGKILL of its holder frees the cell, nothing stale is left."""
+    out = tmp_path / "study"
+    code = (
+        "import sys, time; from pathlib import Path; from structpe.study.runner import claim\n"
+        f"with claim(Path({str(out)!r}), 'position', 1) as mine:\n"
+        "    print(mine, flush=True); time.sleep(60)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "True"
+        with claim(out, "position", 1) as mine:
+            assert not mine  # held by the other process
+    finally:
+        worker.kill()
+        worker.wait()
+    with claim(out, "position", 1) as mine:
+        assert mine
