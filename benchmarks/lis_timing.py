@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 
 from structpe.lis.flex import use_flex
-from structpe.lis.lisformer import LISformer, LISformerConfig, configure_optimizer
+from structpe.lis.lisformer import LISformer, LISformerConfig
+from structpe.lis.training import configure_optimizer
 
 SIZES = {"d128-L4": (128, 4, 4), "d256-L4": (256, 4, 4), "d512-L6": (512, 6, 8)}
 

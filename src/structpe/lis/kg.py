@@ -51,8 +51,8 @@ from structpe.lis.kg_data import (
 )
 from structpe.lis.kg_encode import SETTINGS, Distractors, Example, Vocab, collate, encode, sample_example
 from structpe.lis.kg_report import markdown_tables, merge, plot
-from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, LISformerConfig, configure_optimizer
-from structpe.lis.training import train_steps
+from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, LISformerConfig
+from structpe.lis.training import configure_optimizer, train_steps
 
 MODELS = {
     "B": "serialized (role tokens, RoPE)",

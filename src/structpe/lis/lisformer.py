@@ -436,19 +436,3 @@ class LISformer(nn.Module):
             return cls(LISformerConfig.from_dict(meta["config"]), newline_id=meta["newline_id"])
 
         return load_module(folder, build, "LISformer", device)
-
-
-def configure_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW with decay on matrices only (nanoGPT rule); role/address tables decay too (2-D)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
-    )
-
-
-def cosine_lr(step: int, total: int, lr: float, warmup: int = 0, min_ratio: float = 0.1) -> float:
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    frac = min(1.0, (step - warmup) / max(1, total - warmup))
-    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))

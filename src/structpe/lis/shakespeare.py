@@ -25,9 +25,8 @@ from structpe.lis.lisformer import (
     OLD_FIELD_NAMES,
     LISformer,
     LISformerConfig,
-    configure_optimizer,
 )
-from structpe.lis.training import merge_results, train_steps
+from structpe.lis.training import configure_optimizer, merge_results, train_steps
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",

@@ -2,25 +2,46 @@
 
 Per update: the cosine learning rate, one batch, the causal LM loss (optionally under bf16
 autocast), AdamW with gradient clipping. What differs between the diagnostics -- where batches
-come from, checkpoints and time limits of a sitting -- is passed in. ``merge_results`` combines
-the result folders of runs that trained different models, for every diagnostic alike.
+come from, checkpoints and time limits of a sitting -- is passed in. The optimizer and the
+learning-rate schedule live here too; ``merge_results`` combines the result folders of runs that
+trained different models, for every diagnostic alike.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 from tqdm.auto import tqdm
 
 from structpe.io import atomic_write_text, earlier_results
-from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, TokenStructure, cosine_lr
+from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, TokenStructure
 
 # inputs [B, L], targets [B, L] and, for the KG diagnostics, the explicit structure of the batch
 Batch = tuple[torch.Tensor, torch.Tensor, TokenStructure | None]
+
+
+def configure_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW with decay on matrices only (nanoGPT rule); role/address tables decay too (2-D)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
+    )
+
+
+def cosine_lr(step: int, total: int, lr: float, warmup: int = 0, min_ratio: float = 0.1) -> float:
+    """Linear warmup, then cosine decay to ``min_ratio * lr``: LIS App. F.1 says "cosine schedule";
+    the warmup and the floor are nanoGPT's choices."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    frac = min(1.0, (step - warmup) / max(1, total - warmup))
+    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
 def train_steps(

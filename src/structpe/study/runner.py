@@ -42,6 +42,7 @@ from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
 from structpe.io import write_json_atomic  # write_json_atomic: also imported from here
+from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec, stable_hash
 
@@ -180,51 +181,6 @@ def _cached_eval(
     return scores, wall
 
 
-def _flat(prefix: str, d: dict[str, float]) -> dict[str, float]:
-    return {f"{prefix}.{k}": float(v) for k, v in d.items()}
-
-
-def _ppl_scores(r: dict[str, Any]) -> dict[str, float]:
-    return {k: float(r[k]) for k in ("token_ppl", "word_ppl", "n_sentences", "n_tokens")}
-
-
-def _blimp_scores(r: dict[str, Any]) -> dict[str, float]:
-    return {
-        "overall": r["overall"],
-        "n_pairs": r["n_pairs"],
-        **_flat("phenomenon", r["per_phenomenon"]),
-        **_flat("paradigm", r["per_paradigm"]),
-    }
-
-
-def _sg_scores(r: dict[str, Any]) -> dict[str, float]:
-    return {
-        "sg_score": r["sg_score"],
-        "n_suites": r["n_suites"],
-        **_flat("circuit", r["circuits"]),
-        **_flat("suite", r["suite_accuracy"]),
-    }
-
-
-def leakage_summary(report: dict[str, Any]) -> dict[str, float]:
-    """Per-condition perplexities plus the share of the full-parse gain that causal tagging keeps.
-
-    ``surviving_share`` = max(best causal gain, 0) / full gain over the baseline's p(x)
-    (1 - ``leaked_share_upper`` of the audit); undefined (absent) when the full parse gains nothing.
-    """
-    out: dict[str, float] = {}
-    for cond, r in report["variants"].items():
-        out[f"{cond}.word_ppl"] = r["word_ppl"]
-        out[f"{cond}.token_ppl"] = r["token_ppl"]
-    gains = report.get("gain_vs_baseline", {})
-    for cond, g in gains.items():
-        out[f"{cond}.gain"] = g
-    out["baseline.word_ppl"] = report["baseline"]["word_ppl"]
-    if "leaked_share_upper" in report:
-        out["summary.surviving_share"] = 1.0 - report["leaked_share_upper"]
-    return out
-
-
 def run_cell(
     spec: StudySpec,
     label: str,
@@ -300,7 +256,7 @@ def run_cell(
 
     def run(name: str, compute: Callable[[], dict[str, float]], prefix: str) -> None:
         s, w = _cached_eval(evals, name, keys[name], compute, log)
-        scores.update(_flat(prefix, s))
+        scores.update(flat(prefix, s))
         wall[name] = w
 
     def modes(likelihoods: list[str]) -> list[str]:
@@ -327,7 +283,7 @@ def run_cell(
             sents = data.test_sentences[: ev.ppl.marginal_sentences if mode == "marginal" else n]
             run(
                 f"ppl-{mode}",
-                lambda s=sents, m=mode: _ppl_scores(
+                lambda s=sents, m=mode: ppl_scores(
                     evaluate_ppl(model, tokenizer, s, likelihood=m, k=ev.ppl.k, progress=progress)
                 ),
                 f"ppl.{mode}",
@@ -338,7 +294,7 @@ def run_cell(
         for mode in modes(ev.blimp.likelihoods):
             run(
                 f"blimp-{mode}",
-                lambda m=mode: _blimp_scores(
+                lambda m=mode: blimp_scores(
                     evaluate_blimp(
                         model,
                         tokenizer,
@@ -360,7 +316,7 @@ def run_cell(
         for mode in modes(ev.syntaxgym.likelihoods):
             run(
                 f"syntaxgym-{mode}",
-                lambda m=mode: _sg_scores(
+                lambda m=mode: sg_scores(
                     evaluate_syntaxgym(
                         model, tokenizer, parser, root, suites, likelihood=m, k=_k(ev), progress=progress
                     )

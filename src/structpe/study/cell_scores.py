@@ -1,0 +1,55 @@
+"""How each evaluation's result becomes the flat ``scores`` of a cell's ``metrics.json``.
+
+Keys are ``<benchmark>.<likelihood>.<score>`` (``ppl.joint.word_ppl``,
+``syntaxgym.conditional.circuit.Agreement``, ``leakage.summary.surviving_share`` ...), the names
+the study spec's claims and the report's tables refer to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def flat(prefix: str, d: dict[str, float]) -> dict[str, float]:
+    return {f"{prefix}.{k}": float(v) for k, v in d.items()}
+
+
+def ppl_scores(r: dict[str, Any]) -> dict[str, float]:
+    return {k: float(r[k]) for k in ("token_ppl", "word_ppl", "n_sentences", "n_tokens")}
+
+
+def blimp_scores(r: dict[str, Any]) -> dict[str, float]:
+    return {
+        "overall": r["overall"],
+        "n_pairs": r["n_pairs"],
+        **flat("phenomenon", r["per_phenomenon"]),
+        **flat("paradigm", r["per_paradigm"]),
+    }
+
+
+def sg_scores(r: dict[str, Any]) -> dict[str, float]:
+    return {
+        "sg_score": r["sg_score"],
+        "n_suites": r["n_suites"],
+        **flat("circuit", r["circuits"]),
+        **flat("suite", r["suite_accuracy"]),
+    }
+
+
+def leakage_summary(report: dict[str, Any]) -> dict[str, float]:
+    """Per-condition perplexities plus the share of the full-parse gain that causal tagging keeps.
+
+    ``surviving_share`` = max(best causal gain, 0) / full gain over the baseline's p(x)
+    (1 - ``leaked_share_upper`` of the audit); undefined (absent) when the full parse gains nothing.
+    """
+    out: dict[str, float] = {}
+    for cond, r in report["variants"].items():
+        out[f"{cond}.word_ppl"] = r["word_ppl"]
+        out[f"{cond}.token_ppl"] = r["token_ppl"]
+    gains = report.get("gain_vs_baseline", {})
+    for cond, g in gains.items():
+        out[f"{cond}.gain"] = g
+    out["baseline.word_ppl"] = report["baseline"]["word_ppl"]
+    if "leaked_share_upper" in report:
+        out["summary.surviving_share"] = 1.0 - report["leaked_share_upper"]
+    return out
