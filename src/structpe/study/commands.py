@@ -13,7 +13,8 @@ RUN_HELP = """Run every (recipe, seed) cell of a study spec, resumably, then wri
 
 Rerunning the same command skips finished cells (metrics.json with the same configuration
 hash), resumes an interrupted cell from its newest checkpoint and reuses finished evaluations,
-so a study can span several sittings. Example:
+so a study can span several sittings. The same command run in several shells (or on machines that
+share the folder) works as parallel workers: each claims the next free cell. Example:
 
     structpe study run sipe-txl --profile cpu-mini --output runs/sipe-txl-cpu-mini
 """
