@@ -16,7 +16,15 @@ from transformers import TrainerCallback
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
 from structpe.study.data import StudyData
-from structpe.study.runner import StudyError, _await_baseline, cell_dir, claim, leakage_summary, run_study
+from structpe.study.runner import (
+    StudyError,
+    _await_baseline,
+    cell_dir,
+    claim,
+    eval_keys,
+    leakage_summary,
+    run_study,
+)
 from structpe.study.spec import load_spec
 
 
@@ -207,3 +215,18 @@ def test_a_killed_workers_claim_is_released(tmp_path: Path) -> None:
         worker.wait()
     with claim(out, "position", 1) as mine:
         assert mine
+
+
+def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
+    """Raising the marginal's k (e.g. once a faster beam lands) re-runs the marginal, nothing else."""
+    from structpe.study.spec import BlimpSpec
+
+    spec = load_spec(tiny_spec, "test")
+    spec.evaluations.blimp = BlimpSpec(likelihoods=["conditional", "marginal"])
+    spec.evaluations.ppl.likelihoods = ["conditional", "marginal"]
+    before = eval_keys(spec, "position", 1, "fp")
+    spec.evaluations.ppl.k = spec.evaluations.ppl.k * 10
+    after = eval_keys(spec, "position", 1, "fp")
+    assert after["blimp-conditional"] == before["blimp-conditional"]
+    assert after["blimp-marginal"] != before["blimp-marginal"]
+    assert after["ppl-marginal"] != before["ppl-marginal"]

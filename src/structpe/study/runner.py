@@ -148,7 +148,9 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> 
         sub = getattr(ev, name)
         if sub is not None:
             for mode in sub.likelihoods:
-                keys[f"{name}-{mode}"] = stable_hash([own, name, mode, dataclasses.asdict(sub), k])
+                # the beam width k shapes marginal scores only: raising it re-runs nothing else
+                beam = [k] if mode == "marginal" else []
+                keys[f"{name}-{mode}"] = stable_hash([own, name, mode, dataclasses.asdict(sub), *beam])
     if ev.leakage is not None:
         keys["leakage"] = stable_hash([own, "leakage", dataclasses.asdict(ev.leakage), base])
     return keys
