@@ -415,7 +415,8 @@ def run_study(
             "spec": spec.to_dict(),
         },
     )
-    paths, busy = [], []
+    paths: list[Path] = []
+    busy: list[tuple[str, int]] = []
     for label, seed in cells(spec):
         with claim(out, label, seed) as mine:
             if not mine:
@@ -423,7 +424,7 @@ def run_study(
                     f"study {spec.name} [{label}/seed-{seed}]: another worker is running it; next cell",
                     flush=True,
                 )
-                busy.append(f"{label}/seed-{seed}")
+                busy.append((label, seed))
                 continue
             paths.append(
                 run_cell(
@@ -438,10 +439,11 @@ def run_study(
                     callbacks=callbacks,
                 )
             )
-    if busy:
+    pending = [f"{lab}/seed-{s}" for lab, s in busy if not (cell_dir(out, lab, s) / METRICS_FILE).is_file()]
+    if pending:  # skipped while another worker had them, and not finished since
         print(
-            f"study {spec.name}: {len(busy)} cell(s) still running in other workers ({', '.join(busy)}); "
-            "the last worker to stop writes the complete report",
+            f"study {spec.name}: {len(pending)} cell(s) still running in other workers "
+            f"({', '.join(pending)}); the last worker to stop writes the complete report",
             flush=True,
         )
     if report:
