@@ -230,3 +230,14 @@ def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     assert after["blimp-conditional"] == before["blimp-conditional"]
     assert after["blimp-marginal"] != before["blimp-marginal"]
     assert after["ppl-marginal"] != before["ppl-marginal"]
+
+
+def test_report_of_a_copied_folder_uses_the_shipped_spec(tmp_path: Path) -> None:
+    """A study folder copied to another machine (docs/studies/...) still reports: the recorded
+    spec file path is gone, so the shipped spec is found by its name."""
+    out = tmp_path / "copied"
+    out.mkdir()
+    saved = {"source": "/nowhere/sipe-txl.yaml", "profile": "smoke", "spec": {"name": "sipe-txl"}}
+    (out / "spec.json").write_text(json.dumps(saved))
+    assert main(["study", "report", str(out)]) == 0
+    assert "Study `sipe-txl` at profile `smoke`" in (out / "study.md").read_text()

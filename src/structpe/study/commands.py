@@ -73,7 +73,9 @@ def _report(args: argparse.Namespace) -> int:
         return 2
     saved = json.loads(spec_file.read_text())
     try:
-        spec = select(load_spec(saved["source"], saved["profile"]), saved.get("recipes"), saved.get("seeds"))
+        # a folder copied from another machine: its spec file path is gone, the shipped spec by name is not
+        source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
+        spec = select(load_spec(source, saved["profile"]), saved.get("recipes"), saved.get("seeds"))
     except StudySpecError as err:
         print(f"structpe study report: error: {err}", file=sys.stderr)
         return 2
