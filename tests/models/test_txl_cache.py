@@ -111,6 +111,24 @@ def test_cache_batch_ops_move_the_tags_with_the_keys():
     assert cache.get_seq_length() == ids.shape[1] - 2 and cache.pair_ids.shape[1] == ids.shape[1] - 2
 
 
+def test_buffered_keys_survive_growth_crop_and_row_views():
+    """Keys live in buffers with spare room (BufferedLayer): growing past a buffer, cropping and
+    refeeding, and a batch selection that is a view of some rows all keep decoding exact."""
+    model = model_for("position")
+    ids = torch.randint(0, VOCAB, (2, 140), generator=torch.Generator().manual_seed(0))
+    full = model(ids).logits
+    cache = model(ids[:, :1], use_cache=True).cache
+    for j in range(1, 130):  # the buffers hold 64 positions, then double twice
+        out = model(ids[:, j : j + 1], cache=cache)
+        torch.testing.assert_close(out.logits[:, 0], full[:, j], atol=1e-5, rtol=0)
+    cache.crop(-5)  # a view of the same buffers: the refed positions overwrite the cropped ones
+    out = model(ids[:, 125:135], cache=cache)
+    torch.testing.assert_close(out.logits, full[:, 125:135], atol=1e-5, rtol=0)
+    cache.batch_select_indices(slice(0, 1))  # row 0: a view that starts where the buffers start
+    out = model(ids[:1, 135:], cache=cache)
+    torch.testing.assert_close(out.logits, full[:1, 135:], atol=1e-5, rtol=0)
+
+
 def test_a_filled_foreign_cache_is_refused():
     model = model_for("position")
     foreign = DynamicCache()

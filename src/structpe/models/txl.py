@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import Cache, DynamicCache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
+from transformers.cache_utils import DynamicLayer
 
 from structpe.models.config import SiPEConfig
 from structpe.models.outputs import SiPEOutput
@@ -104,6 +105,51 @@ class LayerPrior:
         return table.shape[1]
 
 
+class BufferedLayer(DynamicLayer):
+    """A ``DynamicLayer`` whose keys / values are views into buffers with spare capacity.
+
+    ``DynamicLayer.update`` concatenates, copying every cached key and value at each decoding step
+    (O(L) per step, about a tenth of a small model's step on CPU). Here a step writes its new
+    positions into the buffers, which double when full. The views hold the same values, so scores
+    are unchanged; whatever replaces ``keys`` (beam reordering, batch selection, cropping: the
+    inherited methods) is taken as the new contents the next time the layer grows. (Gathering a
+    batch selection straight into a strided buffer view was 4x slower than gathering, then copying.)
+    """
+
+    buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def _refill(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
+        """Fresh buffers with space for ``room`` positions, holding ``keys`` / ``values`` [B, H, n, d]."""
+        n, size = keys.shape[-2], max(2 * room, 64)
+        self.buffers = tuple(
+            torch.empty(*x.shape[:-2], size, x.shape[-1], dtype=x.dtype, device=x.device)
+            for x in (keys, values)
+        )
+        for buf, x in zip(self.buffers, (keys, values), strict=True):
+            buf[..., :n, :] = x
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        past, new = self.get_seq_length(), key_states.shape[-2]
+        fits = (
+            self.buffers is not None
+            and self.keys.data_ptr() == self.buffers[0].data_ptr()  # still views of our buffers
+            and self.values.data_ptr() == self.buffers[1].data_ptr()
+            and self.buffers[0].shape[:-2] == key_states.shape[:-2]  # not a view of some rows
+            and past + new <= self.buffers[0].shape[-2]
+        )
+        if not fits:
+            old = (self.keys, self.values) if past else (key_states[..., :0, :], value_states[..., :0, :])
+            self._refill(*old, room=past + new)
+        for buf, x in zip(self.buffers, (key_states, value_states), strict=True):
+            buf[..., past : past + new, :] = x
+        self.keys, self.values = (buf[..., : past + new, :] for buf in self.buffers)
+        return self.keys, self.values
+
+
 class SiPECache(DynamicCache):
     """Key/value cache of the TXL decoder: a ``DynamicCache`` plus what the prior adds per key.
 
@@ -119,9 +165,11 @@ class SiPECache(DynamicCache):
 
     def __init__(self) -> None:
         super().__init__()
+        self.layer_class_to_replicate = BufferedLayer  # DynamicCache's layers, without the per-step copy
         self.pair_ids: torch.Tensor | None = None  # None: no position so far carries a tag
         self.rel: dict[int, torch.Tensor] = {}
         self.tables: tuple | None = None  # the prior's projected pair tables, see layer_tables
+        self.head: tuple | None = None  # (the LM head weight, its [D, V] copy), see output_logits
 
     def append_pairs(self, pair_ids: torch.Tensor, past: int) -> torch.Tensor:
         """Add the new positions' pair ids [B, L] after ``past`` cached ones; return all [B, K]."""
@@ -137,10 +185,12 @@ class SiPECache(DynamicCache):
         return self.tables
 
     def relative_keys(self, layer_idx: int, klen: int, clamp: int, project) -> torch.Tensor:
-        """W_R r_o for the offsets klen-1 .. 0 (clamped at ``clamp`` > 0), [klen, D]; each offset is
-        projected once per cache. The table grows geometrically (at least doubling, up to the
-        clamp), so one-token steps project new offsets O(log L) times instead of at every step;
-        rows are independent, so the extra ones are exactly what later steps would project."""
+        """W_R r_o for the offsets 0 .. klen-1 (clamped at ``clamp`` > 0), [klen, D], row o = offset o
+        (ascending: a lone query flips its [B, H, 1, K] scores instead of copying the table every
+        step). Each offset is projected once per cache. The table grows geometrically (at least
+        doubling, up to the clamp), so one-token steps project new offsets O(log L) times instead of
+        at every step; rows are independent, so the extra ones are exactly what later steps would
+        project."""
         need = min(klen, clamp + 1) if clamp > 0 else klen
         table = self.rel.get(layer_idx)
         have = 0 if table is None else table.shape[0]
@@ -151,10 +201,24 @@ class SiPECache(DynamicCache):
             new = project(torch.arange(have, grow, device=device))
             table = new if table is None else torch.cat([table, new])
             self.rel[layer_idx] = table
-        rows = table[:need].flip(0)  # offsets need-1 .. 0
+        rows = table[:need]
         if need < klen:  # offsets beyond clamp_len share the clamp_len row
-            rows = torch.cat([rows[:1].expand(klen - need, -1), rows])
+            rows = torch.cat([rows, rows[-1:].expand(klen - need, -1)])
         return rows
+
+    def output_logits(self, head: nn.Linear, h: torch.Tensor) -> torch.Tensor:
+        """``head(h)`` through a [D, V] contiguous copy of its weight, made once per cache (the weights
+        do not change within a decoding run). For the few rows of a decoding step MKL's matrix-vector
+        product is ~2.5x faster in this layout than in nn.Linear's [V, D] one on the CPUs we measured
+        (docs/generation.md), and the LM head is a step's largest matrix. Training keeps nn.Linear."""
+        if torch.is_grad_enabled():
+            return head(h)
+        if self.head is None or self.head[0] is not head.weight:
+            self.head = (head.weight, head.weight.t().contiguous())
+        out = h.reshape(-1, h.shape[-1]) @ self.head[1]
+        if head.bias is not None:
+            out += head.bias
+        return out.view(*h.shape[:-1], -1)
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         super().reorder_cache(beam_idx)
@@ -217,11 +281,18 @@ class RelPartialLearnableAttention(nn.Module):
 
             klen, clamp = r
             r_k = cache.relative_keys(layer_idx, klen, clamp, project).view(-1, self.n_heads, self.d_head)
+            if length > 1:
+                r_k = r_k.flip(0)  # offsets K-1 .. 0, as the uncached r
         q_u = q + self.u[:, None, :]
         q_v = q + self.v[:, None, :]
-        bd = torch.einsum("bhid,jhd->bhij", q_v, r_k)  # column k: offset K-1-k of the newest query
-        if length > 1:  # a single (newest) query needs no shift: its column j is offset K-1-j = i-j
-            bd = rel_shift(bd)  # BD_ij = <q_i + v, W_R r_{i-j}>
+        if cache is not None and length == 1:
+            # a lone newest query needs no shift: its key j is at offset K-1-j, so the scores
+            # against the ascending offsets 0 .. K-1 are BD flipped along the keys
+            bd = torch.einsum("bhid,jhd->bhij", q_v, r_k).flip(-1)
+        else:
+            bd = torch.einsum("bhid,jhd->bhij", q_v, r_k)  # column k: offset K-1-k of the newest query
+            if length > 1:  # a single query (no cache) reads its offsets K-1-j directly
+                bd = rel_shift(bd)  # BD_ij = <q_i + v, W_R r_{i-j}>
         dropout_p = self.attn_dropout if self.training else 0.0
         if output_attentions:
             out, probs = self._plain(q, k, val, q_u, q_v, bd, allowed, prior, dropout_p)
@@ -573,7 +644,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         if output_hidden_states:
             hidden_states.append(h)
         h = self.dropout(h)
-        logits = self.lm_head(h)
+        logits = self.lm_head(h) if cache is None else cache.output_logits(self.lm_head, h)
         heads = self.tag_heads(h) if self.tag_heads is not None else (None, None)
         terminal_logits, nonterminal_logits = heads
 
