@@ -58,6 +58,7 @@ def atomic_open(
     except OSError as err:
         raise StructpeError(f"{path}: cannot write there ({err.strerror})") from None
     try:
+        os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600 files; others may need to read ours
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh
             fh.flush()
@@ -67,6 +68,18 @@ def atomic_open(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _file_mode(path: Path) -> int:
+    """The replaced file's permission bits, else what ``open`` would give a new file (0666 & ~umask).
+    The umask can only be read by setting it; this is restored at once (a race only with threads
+    that create files at the same instant)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

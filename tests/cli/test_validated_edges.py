@@ -7,6 +7,7 @@ problem (and, for writers, that nothing earlier is lost).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,20 @@ def test_a_failed_write_leaves_the_earlier_file(tmp_path: Path) -> None:
     assert out.read_text() == "earlier\n" and [p.name for p in tmp_path.iterdir()] == ["report.json"]
     with pytest.raises(StructpeError, match="is a directory"):
         atomic_write_text(tmp_path, "x")
+
+
+def test_atomic_outputs_get_ordinary_permissions(tmp_path: Path) -> None:
+    """A new file gets 0666 & ~umask like open() (not mkstemp's 0600); a replaced one keeps its bits."""
+    old_mask = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "new.json", "{}")
+        assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o644
+        (tmp_path / "shared.json").write_text("x")
+        (tmp_path / "shared.json").chmod(0o664)
+        atomic_write_text(tmp_path / "shared.json", "y")
+        assert (tmp_path / "shared.json").stat().st_mode & 0o777 == 0o664
+    finally:
+        os.umask(old_mask)
 
 
 def test_atomic_files_keeps_other_files_of_the_folder(tmp_path: Path) -> None:

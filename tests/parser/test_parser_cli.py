@@ -72,11 +72,45 @@ def test_tag_cli_quantize_is_for_the_hexatagger_only(tmp_path, capsys):
     assert "--quantize" in capsys.readouterr().err
 
 
-def test_tag_cli_hexatagger_needs_model(tmp_path, capsys):
+def test_tag_cli_hexatagger_without_a_packaged_model_asks_for_one(tmp_path, capsys, monkeypatch):
+    from structpe.syntax import default_parser
+
+    monkeypatch.setattr(default_parser, "default_model_dir", lambda: tmp_path / "none")
     src = tmp_path / "in.txt"
     src.write_text("Hello there.\n")
     assert main(["tag", str(src), "--parser", "hexatagger", "--no-progress"]) != 0
     assert "--model" in capsys.readouterr().err
+
+
+def test_export_writes_float16_weights_and_a_card_that_checks_them(trained, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from structpe.errors import StructpeError
+    from structpe.syntax.default_parser import read_card, verify
+
+    out, root = trained
+    dev = root / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz"
+    shipped = tmp_path / "shipped"
+    argv = ["parser", "export", "--model", str(out), "--output", str(shipped)]
+    assert main([*argv, "--command", "structpe parser train", "--eval", f"{dev}:dev"]) == 0
+    card = read_card(shipped)
+    assert card["training_command"] == "structpe parser train" and card["parameters"] > 0
+    (metrics,) = card["metrics"].values()
+    assert metrics["sentences"] > 0 and 0 <= metrics["uas"] <= 100
+    files = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+    files.add("train_summary.json")
+    assert set(card["sha256"]) == files
+    assert {t.dtype for t in load_file(shipped / "model.safetensors").values()} == {torch.float16}
+    verify(shipped)
+    (shipped / "tokenizer_config.json").write_text("{}")
+    with pytest.raises(StructpeError, match="tokenizer_config.json"):
+        verify(shipped)
+    # the exported folder is a model folder like any other
+    src = tmp_path / "in.txt"
+    src.write_text("The dog barked.\n")
+    assert main(["tag", str(src), "--parser", "hexatagger", "--model", str(shipped), "--no-progress",
+                 "-o", str(tmp_path / "o.jsonl")]) == 0
 
 
 def test_parser_eval_cli(trained, tmp_path):

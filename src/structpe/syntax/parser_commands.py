@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
             "labels are not UD). Tag accuracy is against the hexatags of the projectivised gold tree."
         ),
     )
-    e.add_argument("--model", default=None, help="hexatagger model folder (needed for --parser hexatagger)")
+    e.add_argument("--model", default=None, help="hexatagger model folder (default: the packaged model)")
     e.add_argument(
         "--data",
         required=True,
@@ -81,6 +81,25 @@ def register(subparsers: Any) -> None:
     e.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     e.add_argument("--output", default=None, help="also write the metrics JSON here")
     e.set_defaults(func=run_eval)
+
+    x = sub.add_parser(
+        "export",
+        help="make a trained hexatagger the shippable default (float16, model card, sha256)",
+        description=(
+            "Write a trained folder as the packaged default parser: float16 safetensors, config, "
+            "tokenizer and a model card (card.json + README.md) with the training command, the metrics "
+            "of the exported weights on each --eval treebank, and the sha256 of every file."
+        ),
+    )
+    x.add_argument("--model", required=True, help="trained hexatagger folder (parser train --output)")
+    x.add_argument("--output", required=True, help="output folder (src/structpe/resources/hexatagger ships)")
+    x.add_argument("--command", required=True, help="the training command, recorded in the card")
+    x.add_argument(
+        "--eval", nargs="*", default=["ewt:test", "gum:test", "pud:test"], metavar="TREEBANK:SPLIT",
+        help="treebanks to score the exported weights on (default: ewt:test gum:test pud:test)",
+    )
+    x.add_argument("--data", default=None, help="data root holding ud/ (default: $STRUCTPE_DATA)")
+    x.set_defaults(func=run_export)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -112,6 +131,19 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_export(args: argparse.Namespace) -> int:
+    from structpe.syntax.default_parser import export_model
+
+    evaluations = {}
+    for item in args.eval:
+        name, _, split = item.partition(":")
+        check_choice(f"--eval {item}: split", split or "test", ("train", "dev", "test"))
+        evaluations[name] = split or "test"
+    card = export_model(args.model, args.output, args.command, evaluations, args.data)
+    print(json.dumps({k: card[k] for k in ("parameters", "metrics", "sha256")}, indent=2))
+    return 0
+
+
 def evaluate_parser(
     parser_name: str, gold: list[Any], model: str | None = None, **kwargs: Any
 ) -> dict[str, Any]:
@@ -123,8 +155,6 @@ def evaluate_parser(
 
     words = [g.words for g in gold]
     if parser_name == "hexatagger":
-        if not model:
-            raise StructpeError("--model DIR is needed to evaluate the hexatagger")
         from structpe.syntax.hexatagger import predict
 
         p = get_parser("hexatagger", model=model, **kwargs)
@@ -159,8 +189,6 @@ def run_eval(args: argparse.Namespace) -> int:
     check_positive("--threads", args.threads)
     check_positive("--batch-tokens", args.batch_tokens)
     check_choice("--split", args.split, ("train", "dev", "test"))
-    if args.parser == "hexatagger" and not args.model:
-        raise StructpeError("--parser hexatagger needs --model DIR (a trained hexatagger folder)")
     if args.threads:
         torch.set_num_threads(args.threads)
     data = Path(args.data)

@@ -419,8 +419,13 @@ def register_parser(name: str, factory: Callable[..., Parser]) -> None:
 def _hexatagger(**kwargs: Any) -> Parser:
     """``HexatagParser`` subclasses ``Parser``, so this module names it rather than importing it:
     it is loaded on first use, and the import graph stays acyclic."""
-    if kwargs.get("model") is None:
-        raise ParserInputError("the hexatagger parser needs a trained model folder (--model DIR)")
+    if kwargs.get("model") is None:  # the packaged model (structpe.syntax.default_parser)
+        default = importlib.import_module("structpe.syntax.default_parser").default_model_dir()
+        if not (default / "model.safetensors").is_file():
+            raise ParserInputError(
+                f"this install has no packaged hexatagger ({default}); pass a trained folder (--model DIR)"
+            )
+        kwargs["model"] = default
     return importlib.import_module("structpe.syntax.hexatagger").HexatagParser(**kwargs)
 
 
@@ -435,7 +440,8 @@ def available_parsers() -> list[str]:
 
 def get_parser(name: str, **kwargs: Any) -> Parser:
     """Build a parser by name: ``gold``, ``spacy`` (``model=`` a spaCy package name) or
-    ``hexatagger`` (``model=`` a trained folder). ``nonprojective=`` sets the policy for all."""
+    ``hexatagger`` (``model=`` a trained folder; default: the packaged one). ``nonprojective=`` sets
+    the policy for all."""
     try:
         factory = _REGISTRY[name]
     except KeyError:
