@@ -70,13 +70,17 @@ def test_gold_parser_policies(conllu_file: Path) -> None:
         GoldParser("sometimes")
 
 
-def test_registry() -> None:
+def test_registry(tmp_path, monkeypatch) -> None:
+    from structpe.syntax import default_parser
+
     assert {"gold", "spacy", "hexatagger"} <= set(available_parsers())
     assert isinstance(get_parser("gold", nonprojective="skip"), GoldParser)
     with pytest.raises(ValueError, match="unknown parser"):
         get_parser("nope")
+    assert get_parser("hexatagger").model_dir == default_parser.default_model_dir()  # the packaged model
+    monkeypatch.setattr(default_parser, "default_model_dir", lambda: tmp_path)
     with pytest.raises(ParserInputError, match="hexatagger"):
-        get_parser("hexatagger")  # no model folder (or no HexatagParser yet): a clear error
+        get_parser("hexatagger")  # no model folder given and none packaged: a clear error
 
 
 def test_spacy_words_and_text(spacy_parser: SpacyParser) -> None:
