@@ -69,3 +69,24 @@ def test_quickstart_smoke(shared_data, tmp_path):
     assert "leakage audit" in md
     assert (out / "val_loss.png").stat().st_size > 0
     assert (out / "syntaxgym_circuits.png").stat().st_size > 0
+
+
+def test_quickstart_with_the_packaged_hexatagger(shared_data, tmp_path):
+    """``--parser hexatagger`` tags Brown with the packaged model, and the prepared data records
+    which weights tagged it (so a retrained default parser re-prepares instead of reusing)."""
+    from structpe.syntax.default_parser import default_model_dir, sha256_file
+    from structpe.train.prepare import METADATA_FILE
+
+    out = tmp_path / "qs"
+    args = ["quickstart", "--out", str(out), "--data-dir", str(shared_data), "--parser", "hexatagger",
+            "--variants", "position", "--likelihoods", "conditional", "--max-steps", "1",
+            "--train-sentences", "40", "--valid-sentences", "8", "--ppl-sentences", "4",
+            "--blimp-limit", "2", "--blimp-paradigms", "causative", "--syntaxgym-suites", "number_prep",
+            "--vocab-size", "400", "--d-model", "32", "--n-layers", "1", "--leakage-sentences", "0",
+            "--chance-draws", "2", "--no-progress", "train.batch_size=2"]
+    assert main(args) == 0
+    meta = json.loads((out / "data" / "merged" / METADATA_FILE).read_text())
+    assert meta["settings"]["parser"] == "hexatagger"
+    weights = sha256_file(default_model_dir() / "model.safetensors")
+    assert meta["parser_identity"]["files"]["model.safetensors"] == weights
+    assert "packaged hexatagger" in (out / "report.md").read_text()

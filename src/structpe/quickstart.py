@@ -145,7 +145,7 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
         datasets.disable_progress_bars()  # the prepare stage's map bars, which --no-progress also silences
     timings: dict[str, float] = {}
     t_all = time.time()
-    parser = CachedParser(get_parser("spacy"))
+    parser = CachedParser(get_parser(cfg.parser))
     data = prepare_brown(cfg, parser, timings)
     tokenizer = load_tokenizer(data.tokenizer_dir)
 
@@ -209,7 +209,8 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "quickstart",
-        help="tag Brown with spaCy, train small TXL none/position, evaluate PPL, BLiMP, SyntaxGym vs chance",
+        help="tag Brown (spaCy or the hexatagger), train small TXL none/position, "
+        "evaluate PPL, BLiMP, SyntaxGym vs chance",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -219,6 +220,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--data-dir", default=None, help="shared data root (default: $STRUCTPE_DATA or ../shared/data)"
     )
+    p.add_argument("--parser", choices=("spacy", "hexatagger"), default=d.parser,
+                   help="tags Brown and the evaluated sentences (hexatagger: the packaged model)")
     p.add_argument("--max-steps", type=int, default=d.max_steps, help="training steps per variant")
     p.add_argument("--train-sentences", type=int, default=d.train_sentences)
     p.add_argument("--valid-sentences", type=int, default=d.valid_sentences)
@@ -253,6 +256,7 @@ def _cli(args: Any) -> int:
     cfg = QuickstartConfig(
         out=args.out,
         data_dir=args.data_dir,
+        parser=args.parser,
         max_steps=args.max_steps,
         train_sentences=args.train_sentences,
         valid_sentences=args.valid_sentences,

@@ -1,7 +1,8 @@
 """Stage 1 of ``structpe quickstart``: Brown, tokenized, hexatagged and packed (docs/quickstart.md).
 
 Byte-level BPE on Brown train, all in *raw* text form (detokenized, the form BLiMP / SyntaxGym /
-any Hugging Face LM use); Brown hexatagged with spaCy (one cached parser for every stage) and
+any Hugging Face LM use); Brown hexatagged with spaCy or the packaged hexatagger (one cached
+parser for every stage) and
 packed with ``structpe prepare``; the Brown test sentences for perplexity. Re-running reuses the
 prepared data. The later stages live in ``structpe.quickstart``.
 """
@@ -99,9 +100,9 @@ def prepare_brown(cfg: QuickstartConfig, parser: Any, timings: dict[str, float])
         )
     timings["tokenizer_s"] = time.time() - t
 
-    t = _step(f"hexatag + pack Brown with spaCy ({cfg.train_sentences} train sentences)")
-    common = {"parser": "spacy", "input_format": fmt, "seq_len": cfg.seq_len, "text_form": "raw"}
-    # one spaCy process per core: the parse is the slow part, and its output does not depend on it
+    t = _step(f"hexatag + pack Brown with {cfg.parser} ({cfg.train_sentences} train sentences)")
+    common = {"parser": cfg.parser, "input_format": fmt, "seq_len": cfg.seq_len, "text_form": "raw"}
+    # one parser process per core: the parse is the slow part, and its output does not depend on it
     train_data = prepare(
         {"train": splits["train"]}, tok_dir, out / "data" / "train",
         settings=PrepareSettings(**common, max_units=cfg.train_sentences), num_proc=os.cpu_count() or 1,

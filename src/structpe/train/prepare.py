@@ -89,6 +89,10 @@ def _prepare_split(
         n_units = len(units[column])
         kwargs = dict(settings.parser_kwargs)
         kwargs.setdefault("nonprojective", settings.nonprojective)
+        if settings.parser == "hexatagger" and (nproc or 1) > 1:
+            # forked workers: one torch thread each, which also keeps them out of OpenMP's thread pool,
+            # inherited from the parent and dead after fork (a parallel region there never returns)
+            kwargs.setdefault("threads", 1)
         sents = Dataset.from_dict(units).map(
             _parse_batch,
             batched=True,
@@ -212,6 +216,7 @@ def prepare(
             "fingerprint": fp,
             "format_version": FORMAT_VERSION,
             "settings": asdict(settings),
+            "parser_identity": parser_identity(settings),  # spaCy version or the tagger's file hashes
             "text_form": text_form_record(settings.text_form or "tokenized"),
             "inputs": {k: [str(p.resolve()) for p in v] for k, v in paths.items()},
             "tokenizer": tok_dir,

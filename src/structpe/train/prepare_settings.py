@@ -122,8 +122,11 @@ def parser_identity(settings: PrepareSettings) -> dict[str, Any]:
             return {"spacy_model": name, "model_version": version(name), "spacy": version("spacy")}
         except PackageNotFoundError:
             return {"spacy_model": name}
-    if settings.parser == "hexatagger" and settings.parser_kwargs.get("model"):
-        folder = Path(settings.parser_kwargs["model"])
+    if settings.parser == "hexatagger":
+        from structpe.syntax.default_parser import default_model_dir
+
+        # no model: get_parser falls back to the packaged one, whose files then make the identity
+        folder = Path(settings.parser_kwargs.get("model") or default_model_dir())
         if folder.is_dir():
             return {"files": {f.name: _sha256_file(f) for f in sorted(folder.iterdir()) if f.is_file()}}
     return {}
