@@ -10,8 +10,8 @@ import pytest
 from structpe.cli import main
 from structpe.syntax.default_parser import default_model_dir, read_card, verify
 from structpe.syntax.hexatagger_data import load_sentences, treebank_file
+from structpe.syntax.hexatagger_eval import evaluate_parser
 from structpe.syntax.hexatags import decode
-from structpe.syntax.parser_commands import evaluate_parser
 
 
 def test_the_packaged_model_matches_its_card():

@@ -68,8 +68,8 @@ def export_model(
     training command that reproduces ``model_dir``.
     """
     from structpe.syntax.hexatagger_data import load_sentences, treebank_file
+    from structpe.syntax.hexatagger_eval import evaluate_parser
     from structpe.syntax.hexatagger_model import HexataggerModel
-    from structpe.syntax.parser_commands import evaluate_parser
 
     src, out = Path(model_dir), Path(output)
     if out.resolve() == src.resolve():
@@ -107,9 +107,13 @@ def export_model(
     }
     atomic_write_text(stage / CARD_NAME, json.dumps(card, indent=2) + "\n")
     atomic_write_text(stage / "README.md", render_card(card))
+    # swap by renames: at every moment a complete folder exists (the old one, or the new one)
+    old = out.with_name(out.name + ".old-export")
+    shutil.rmtree(old, ignore_errors=True)
     if out.exists():
-        shutil.rmtree(out)
+        out.rename(old)
     stage.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
     return card
 
 

@@ -9,6 +9,7 @@ because evaluation also scores parsers that were never trained here.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -81,3 +82,37 @@ def evaluate_model(
     finally:
         model.train(was_training)
     return evaluate(preds, gold)
+
+
+def evaluate_parser(
+    parser_name: str, gold: list[Any], model: str | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """Parse the gold words with ``parser_name`` (any registered parser) and score; timing covers
+    parsing only. The hexatagger is scored on its decoded tags, the others on their own trees."""
+    from structpe.syntax.hexatags import encode
+    from structpe.syntax.parsers import get_parser
+    from structpe.syntax.trees import projectivize
+
+    words = [g.words for g in gold]
+    if parser_name == "hexatagger":
+        p = get_parser("hexatagger", model=model, **kwargs)
+        t0 = time.perf_counter()
+        preds = predict(p.model, p.tokenizer, words, p.batch_tokens)
+        seconds = time.perf_counter() - t0
+    else:
+        from types import SimpleNamespace
+
+        p = get_parser(parser_name)
+        t0 = time.perf_counter()
+        trees = p.predict_words(words)  # the parser's own trees, before any projectivisation
+        seconds = time.perf_counter() - t0
+        preds = []
+        for heads, _labels in trees:
+            t, nt = encode(projectivize(heads))
+            preds.append(SimpleNamespace(heads=heads, terminals=t, nonterminals=nt, deprels=None))
+    res = evaluate(preds, gold)
+    res.update(
+        quantize=kwargs.get("quantize", "none"),
+        parser=parser_name, seconds=round(seconds, 3), sentences_per_second=round(len(gold) / seconds, 1)
+    )
+    return res

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -144,42 +143,6 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def evaluate_parser(
-    parser_name: str, gold: list[Any], model: str | None = None, **kwargs: Any
-) -> dict[str, Any]:
-    """Parse the gold words with ``parser_name`` and score; timing covers parsing only."""
-    from structpe.syntax.hexatagger_eval import evaluate
-    from structpe.syntax.hexatags import encode
-    from structpe.syntax.parsers import get_parser
-    from structpe.syntax.trees import projectivize
-
-    words = [g.words for g in gold]
-    if parser_name == "hexatagger":
-        from structpe.syntax.hexatagger import predict
-
-        p = get_parser("hexatagger", model=model, **kwargs)
-        t0 = time.perf_counter()
-        preds = predict(p.model, p.tokenizer, words, p.batch_tokens)
-        seconds = time.perf_counter() - t0
-    else:
-        from types import SimpleNamespace
-
-        p = get_parser(parser_name)
-        t0 = time.perf_counter()
-        trees = p.predict_words(words)  # the parser's own trees, before any projectivisation
-        seconds = time.perf_counter() - t0
-        preds = []
-        for heads, _labels in trees:
-            t, nt = encode(projectivize(heads))
-            preds.append(SimpleNamespace(heads=heads, terminals=t, nonterminals=nt, deprels=None))
-    res = evaluate(preds, gold)
-    res.update(
-        quantize=kwargs.get("quantize", "none"),
-        parser=parser_name, seconds=round(seconds, 3), sentences_per_second=round(len(gold) / seconds, 1)
-    )
-    return res
-
-
 def run_eval(args: argparse.Namespace) -> int:
     import torch
 
@@ -199,6 +162,8 @@ def run_eval(args: argparse.Namespace) -> int:
     kwargs: dict = {}
     if args.parser == "hexatagger":
         kwargs = {"batch_tokens": args.batch_tokens, "quantize": args.quantize}
+    from structpe.syntax.hexatagger_eval import evaluate_parser
+
     res = evaluate_parser(args.parser, gold, args.model, **kwargs)
     res["data"] = str(path)
     text = json.dumps(res, indent=2)
