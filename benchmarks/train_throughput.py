@@ -23,7 +23,8 @@ Models: ``quickstart`` (the size ``structpe quickstart`` trains), ``tiny`` (the 
 ``txl/*-tiny`` recipe) and ``txl/position-small`` (batch 4 x 512 here: tokens/s barely depends on
 the batch, and a 32 x 512 step takes minutes on 2 cores).
 
-Accuracy (``--loss-steps N``): for the quickstart model, fp32 and bf16 train N steps from the same
+Accuracy (``--loss-steps N``): for the quickstart model, fp32 and each ``--loss-settings`` (default
+bf16 and compile-bf16) train N steps from the same
 weights on the same batches of real prepared data (``--dataset``, else a small UD EWT gold set
 built on the fly) with the quickstart's learning-rate schedule; the JSON holds both loss curves
 (means over windows of 25 steps), their largest relative gap and the relative gap of the final
@@ -205,7 +206,8 @@ def ewt_dataset(work: Path) -> Path:
 
 
 def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
-    """fp32 vs bf16 from the same weights on the same real batches (the accuracy check)."""
+    """fp32 vs each of ``--loss-settings`` from the same weights on the same real batches (the
+    accuracy check)."""
     from structpe.train.collators import CausalCollator
     from structpe.train.prepare import load_prepared
 
@@ -230,7 +232,7 @@ def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
     warmup = min(int(recipe.train.warmup), args.loss_steps // 4)
     curves: dict[str, list[float]] = {}
     final: dict[str, float] = {}
-    for setting in ("fp32", "bf16"):
+    for setting in ("fp32", *args.loss_settings):
         r = Runner(cfg, setting, args.threads, lr=float(recipe.train.lr))
         sched = torch.optim.lr_scheduler.LambdaLR(r.opt, lambda s, w=warmup: min(1.0, (s + 1) / max(1, w)))
         torch.manual_seed(1)  # same dropout masks for both
@@ -242,7 +244,9 @@ def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
         r.model.eval()
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=r.bf16):
             final[setting] = statistics.fmean(float(r.model(**v).lm_loss) for v in valid)
-    gaps = [abs(b - a) / a for a, b in zip(curves["fp32"], curves["bf16"], strict=True)]
+    train_gap = {s: max(abs(b - a) / a for a, b in zip(curves["fp32"], curves[s], strict=True))
+                 for s in args.loss_settings}
+    valid_gap = {s: abs(final[s] - final["fp32"]) / final["fp32"] for s in args.loss_settings}
     return {
         "injection": injection,
         "dataset": str(dataset),
@@ -250,10 +254,10 @@ def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
         "batch": batch,
         "data_path_s_per_batch": round(data_path_s, 5),
         "train_loss_window_means": curves,
-        "max_rel_gap_train_curve": round(max(gaps), 4),
+        "max_rel_gap_train_curve": {s: round(g, 4) for s, g in train_gap.items()},
         "valid_loss": {k: round(v, 4) for k, v in final.items()},
-        "rel_gap_valid_loss": round(abs(final["bf16"] - final["fp32"]) / final["fp32"], 4),
-        "within_1pct": max(gaps) <= 0.01 and abs(final["bf16"] - final["fp32"]) / final["fp32"] <= 0.01,
+        "rel_gap_valid_loss": {s: round(g, 4) for s, g in valid_gap.items()},
+        "within_1pct": {s: train_gap[s] <= 0.01 and valid_gap[s] <= 0.01 for s in args.loss_settings},
     }
 
 
@@ -270,6 +274,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=QS.vocab_size)
     ap.add_argument("--loss-steps", type=int, default=150, help="0: skip the fp32 vs bf16 loss check")
+    ap.add_argument("--loss-settings", nargs="+", default=["bf16", "compile-bf16"],
+                    choices=[s for s in SETTINGS if s != "fp32"], help="compared with fp32 in the loss check")
     ap.add_argument("--loss-injections", nargs="+", default=["position"],
                     help="models of the loss check (position runs every op that none runs, and the prior)")
     ap.add_argument("--dataset", help="prepared dataset for the loss check (default: UD EWT gold)")

@@ -42,6 +42,8 @@ def test_quickstart_smoke(shared_data, tmp_path):
             "3",
             "--chance-draws",
             "5",
+            "--compile",  # compiling 2 steps costs more than it saves (test_pretrain covers compile)
+            "off",
             "--no-progress",
             "train.eval_every=2",
             "train.batch_size=4",

@@ -227,11 +227,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--valid-sentences", type=int, default=d.valid_sentences)
     p.add_argument("--d-model", type=int, default=d.d_model)
     p.add_argument("--n-layers", type=int, default=d.n_layers)
+    p.add_argument("--n-heads", type=int, default=d.n_heads)
+    p.add_argument("--d-ff", type=int, default=d.d_ff, help="feed-forward width")
     p.add_argument("--dropout", type=float, default=d.dropout, help="dropout and attention dropout")
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (cosine, 100 warm-up steps)")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="sequences per step")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                    help="auto: bf16 autocast only on hardware with native bf16 (else float32)")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
+                   help="torch.compile the training step; auto: with bf16, where a C++ compiler is found")
     p.add_argument("--ppl-sentences", type=int, default=d.ppl_sentences, help="Brown test sentences for PPL")
     p.add_argument("--blimp-limit", type=int, default=d.blimp_limit, help="pairs per BLiMP paradigm")
     p.add_argument("--blimp-paradigms", nargs="+", default=list(d.blimp_paradigms))
@@ -262,10 +266,13 @@ def _cli(args: Any) -> int:
         valid_sentences=args.valid_sentences,
         d_model=args.d_model,
         n_layers=args.n_layers,
+        n_heads=args.n_heads,
+        d_ff=args.d_ff,
         dropout=args.dropout,
         lr=args.lr,
         batch_size=args.batch_size,
         bf16={"auto": None, "fp32": False, "bf16": True}[args.precision],
+        compile={"auto": None, "on": True, "off": False}[args.compile],
         ppl_sentences=args.ppl_sentences,
         blimp_limit=args.blimp_limit,
         blimp_paradigms=tuple(args.blimp_paradigms),

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from structpe.models import SiPEConfig, build_model
-from structpe.train.pretrain import cpu_threads
+from structpe.modules.prior import TagIdError, check_tag_ids
+from structpe.train.pretrain import can_compile, cpu_threads
 
 
 def _batch(seed: int, vocab: int = 300, batch: int = 4, seq: int = 32) -> dict[str, torch.Tensor]:
@@ -64,3 +65,31 @@ def test_cpu_threads_follow_the_free_cores(monkeypatch: pytest.MonkeyPatch) -> N
     assert cpu_threads(3) == 3  # an explicit train.threads wins
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert cpu_threads() == 2
+
+
+def test_tag_id_check_inside_a_compiled_graph() -> None:
+    """Under torch.compile the check asserts inside the graph (no graph break) and still refuses a
+    bad id; eager keeps the error that names the position."""
+    ids = torch.tensor([[0, 1, -100]])
+    with pytest.raises(TagIdError, match=r"terminal_ids\[0, 1\] = 7"):
+        check_tag_ids("terminal_ids", torch.tensor([[0, 7, -100]]), 2)
+    if not can_compile():
+        pytest.skip("torch.compile needs a C++ compiler on CPU, and none is on the PATH")
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        check_tag_ids("terminal_ids", t, 2)
+        return t.clamp(min=0) + 1
+
+    assert torch._dynamo.explain(f)(ids).graph_break_count == 0
+    compiled = torch.compile(f)
+    assert compiled(ids).tolist() == [[1, 2, 1]]
+    with pytest.raises(RuntimeError, match="terminal_ids holds an id"):
+        compiled(torch.tensor([[0, 7, -100]]))
+
+
+def test_can_compile_looks_for_a_cpp_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    assert not can_compile()
+    monkeypatch.setenv("CXX", "sh")  # any program on the PATH stands for one
+    assert can_compile()

@@ -50,6 +50,11 @@ class TagIdError(ValueError):
 def check_tag_ids(name: str, ids: torch.Tensor, n: int) -> None:
     """Raise TagIdError naming the first (row, position) whose id is neither -100 nor in [0, n)."""
     bad = (ids != IGNORE_INDEX) & ((ids < 0) | (ids >= n))
+    if torch.compiler.is_compiling():
+        # a data-dependent branch would break the compiled graph (torch.compile training): assert
+        # inside it instead; the message names the tensor, not the position
+        torch._assert_async(~bad.any(), f"{name} holds an id that is neither -100 nor in 0..{n - 1}")
+        return
     if bool(bad.any()):
         row, col = (int(v) for v in bad.nonzero()[0])
         raise TagIdError(

@@ -285,6 +285,10 @@ def pretrain(
         data_seed=tc.seed,
         dataloader_num_workers=tc.num_workers,
         bf16=tc.bf16,
+        torch_compile=tc.compile,
+        # a compiled step keeps one batch shape: the epoch's partial last batch (6 of the quickstart's
+        # 13,174 sequences) would cost a dynamic-shape recompile (~60 s on 2 CPU cores), so it is dropped
+        dataloader_drop_last=tc.compile,
         report_to=[],
         disable_tqdm=not tc.progress,
         remove_unused_columns=False,
@@ -374,6 +378,17 @@ def native_bf16() -> bool:
         return False
 
 
+def can_compile() -> bool:
+    """True when ``torch.compile`` (inductor) can build kernels here: CUDA, or a C++ compiler for
+    the CPU kernels (``$CXX``, else g++ / c++ / clang++ on the PATH, as inductor looks them up)."""
+    if torch.cuda.is_available():
+        return True
+    import shutil
+
+    names = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++", "clang++"]
+    return any(shutil.which(n) for n in names)
+
+
 def _world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
@@ -382,10 +397,10 @@ def _is_main() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-# train keys that do not change what is trained: free to differ when a run is resumed (threads: a
-# run resumed on another machine or under other load; it changes float summation order only)
-RESUME_FREE_KEYS = ("output_dir", "progress", "threads", "eval_every", "eval_batches", "eval_batch_size",
-                    "save_every", "save_total_limit", "log_every")
+# train keys that do not change what is trained: free to differ when a run is resumed (threads and
+# compile: a run resumed on another machine or under other load; they change float summation order only)
+RESUME_FREE_KEYS = ("output_dir", "progress", "threads", "compile", "eval_every", "eval_batches",
+                    "eval_batch_size", "save_every", "save_total_limit", "log_every")
 
 
 def _check_resume_config(run_dir: Path, recipe: Recipe, allow_changed: bool = False) -> list[str]:

@@ -65,6 +65,12 @@ class TrainConfig:
       bf16             bfloat16 autocast: GPUs, and CPUs with native bf16 (AVX-512 BF16 / AMX;
                        ``structpe.train.pretrain.native_bf16``); emulated bf16 on other CPUs is
                        several times slower than float32, so the CPU recipes keep it off
+      compile          ``torch.compile`` the training forward (inductor; needs a C++ compiler on
+                       CPU). With bf16 on an AVX-512 BF16 / AMX CPU it took the quickstart step
+                       1.57-1.83x past float32 eager, for ~20 s of compiling; alone at float32 it
+                       gained nothing there (benchmarks/train_throughput.py, docs/pretraining.md).
+                       Evaluation stays eager (its batch shapes vary); training drops each
+                       epoch's partial last batch, which would trigger a recompile
       progress         show progress bars
     """
 
@@ -92,6 +98,7 @@ class TrainConfig:
     num_workers: int = 0
     threads: int = 0
     bf16: bool = False
+    compile: bool = False
     progress: bool = True
 
     def validate(self, where: str = "train") -> None:
