@@ -87,7 +87,9 @@ def test_run_folder(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> No
         pretrain(tiny_recipe, [f"train.dataset={gold_dataset}", f"train.output_dir={run}"])
 
 
-def test_compiled_bf16_run_trains_like_eager_fp32(tiny_recipe: Path, gold_dataset: Path, tmp_path: Path) -> None:
+def test_compiled_bf16_run_trains_like_eager_fp32(
+    tiny_recipe: Path, gold_dataset: Path, tmp_path: Path
+) -> None:
     """train.compile + train.bf16 (the quickstart's CPU default where bf16 is native): every step's
     loss within 2% of the eager float32 run's, and the checkpoint holds the plain module's weights
     (no ``_orig_mod.`` prefixes), so it loads like any other."""
