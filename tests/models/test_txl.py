@@ -420,6 +420,7 @@ TRAIN_KEYS = {
     "eval_every",
     "seed",
     "bf16",
+    "compile",
     "threads",
 }
 

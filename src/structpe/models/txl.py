@@ -56,9 +56,9 @@ from structpe.modules.prior import (
     N_NONTERMINALS,
     N_TERMINALS,
     TagHeads,
-    TagIdError,
     add_causal_tag_loss,
     check_tag_ids,
+    tagged_positions,
 )
 from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
 
@@ -527,8 +527,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         if self.prior is None:  # `none`: tags only feed the auxiliary loss, but must still be valid
             check_tag_ids("terminal_ids", terminal_ids, N_TERMINALS)
             check_tag_ids("nonterminal_ids", nonterminal_ids, N_NONTERMINALS)
-            if not torch.equal(terminal_ids != IGNORE_INDEX, nonterminal_ids != IGNORE_INDEX):
-                raise TagIdError("terminal_ids and nonterminal_ids must be -100 at the same positions")
+            tagged_positions(terminal_ids, nonterminal_ids)
             return None, no_prior
         deprel_ids = deprel_ids.to(device) if deprel_ids is not None else None
         pair_ids = self.prior.pair_ids(terminal_ids.to(device), nonterminal_ids.to(device), deprel_ids)

@@ -38,6 +38,7 @@ __all__ = [
     "TagIdError",
     "causal_tag_targets",
     "check_tag_ids",
+    "tagged_positions",
     "mlm_tag_targets",
     "tag_losses",
 ]
@@ -60,6 +61,22 @@ def check_tag_ids(name: str, ids: torch.Tensor, n: int) -> None:
         raise TagIdError(
             f"{name}[{row}, {col}] = {int(ids[row, col])} is not a valid id (expected -100 or 0..{n - 1})"
         )
+
+
+def tagged_positions(terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor) -> torch.Tensor:
+    """m_p (positions with a tag), after checking that both tag tensors are -100 at the same places;
+    raise TagIdError naming the first position where they disagree."""
+    mask = terminal_ids != IGNORE_INDEX
+    if torch.compiler.is_compiling():  # no data-dependent branch in a compiled graph: assert in it
+        agree = (mask == (nonterminal_ids != IGNORE_INDEX)).all()
+        torch._assert_async(agree, "terminal_ids and nonterminal_ids disagree on which positions carry a tag")
+    elif not torch.equal(mask, nonterminal_ids != IGNORE_INDEX):
+        row, col = (int(v) for v in (mask != (nonterminal_ids != IGNORE_INDEX)).nonzero()[0])
+        raise TagIdError(
+            f"terminal_ids and nonterminal_ids disagree on which positions carry a tag "
+            f"(first at [{row}, {col}]); both must be -100 at the same positions"
+        )
+    return mask
 
 
 class HexatagPrior(nn.Module):
@@ -87,13 +104,7 @@ class HexatagPrior(nn.Module):
         """m_p as a bool tensor [B, L]; validates the ids and that both tag tensors agree on m_p."""
         check_tag_ids("terminal_ids", terminal_ids, N_TERMINALS)
         check_tag_ids("nonterminal_ids", nonterminal_ids, N_NONTERMINALS)
-        mask = terminal_ids != IGNORE_INDEX
-        if not torch.equal(mask, nonterminal_ids != IGNORE_INDEX):
-            row, col = (int(v) for v in (mask != (nonterminal_ids != IGNORE_INDEX)).nonzero()[0])
-            raise TagIdError(
-                f"terminal_ids and nonterminal_ids disagree on which positions carry a tag "
-                f"(first at [{row}, {col}]); both must be -100 at the same positions"
-            )
+        mask = tagged_positions(terminal_ids, nonterminal_ids)
         return mask if keep is None else mask & keep
 
     def forward(
@@ -193,9 +204,11 @@ def tag_losses(
     """CE_T and CE_N (mean over positions with a target; exactly 0 when there is none)."""
 
     def ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        if not bool((target != IGNORE_INDEX).any()):
-            return logits.sum() * 0.0  # keeps the graph, avoids the NaN of an all-ignored mean
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1))
+        # sum / count rather than the mean reduction: 0 (not NaN) when no position has a target,
+        # with no data-dependent branch (which would break a torch.compile graph)
+        total = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
+                                reduction="sum")
+        return total / (target != IGNORE_INDEX).sum().clamp(min=1)
 
     return ce(terminal_logits, terminal_targets), ce(nonterminal_logits, nonterminal_targets)
 
