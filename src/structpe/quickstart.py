@@ -234,8 +234,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="sequences per step")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                    help="auto: bf16 autocast only on hardware with native bf16 (else float32)")
-    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
-                   help="torch.compile the training step; auto: with bf16, where a C++ compiler is found")
+    p.add_argument("--compile", choices=("on", "off"), default="off",
+                   help="torch.compile the training step (slower than bf16 eager here: docs/pretraining.md)")
     p.add_argument("--ppl-sentences", type=int, default=d.ppl_sentences, help="Brown test sentences for PPL")
     p.add_argument("--blimp-limit", type=int, default=d.blimp_limit, help="pairs per BLiMP paradigm")
     p.add_argument("--blimp-paradigms", nargs="+", default=list(d.blimp_paradigms))
@@ -272,7 +272,7 @@ def _cli(args: Any) -> int:
         lr=args.lr,
         batch_size=args.batch_size,
         bf16={"auto": None, "fp32": False, "bf16": True}[args.precision],
-        compile={"auto": None, "on": True, "off": False}[args.compile],
+        compile=args.compile == "on",
         ppl_sentences=args.ppl_sentences,
         blimp_limit=args.blimp_limit,
         blimp_paradigms=tuple(args.blimp_paradigms),

@@ -44,14 +44,12 @@ class QuickstartConfig:
     d_ff: int = 1024
     # no dropout: one or two epochs do not overfit, and dropout's masks take ~12% of a CPU step
     dropout: float = 0.0
-    max_steps: int = 2000  # ~7 min per variant at 4 x 256 (bf16 + compile, 2 cores): the 20-minute budget
+    max_steps: int = 2000  # ~7 min per variant at 4 x 256 (bf16, 2 cores): the 20-minute budget
     batch_size: int = 16
     lr: float = 2e-3  # 1e-3 left a 3 x 128 model near unigram statistics at this budget (docs/quickstart.md)
     eval_every: int = 250
     bf16: bool | None = None  # None: bf16 autocast only where it is native (pretrain.native_bf16)
-    # None: ``auto`` as in a recipe (TrainConfig.resolved_compile): torch.compile together with bf16
-    # where a C++ compiler is found; it keeps PP-SiPE's step at the baseline's cost
-    compile: bool | None = None
+    compile: bool = False  # torch.compile: slower than bf16 eager on real batches here (docs/pretraining.md)
     seed: int = 42
     ppl_sentences: int = 500
     blimp_paradigms: tuple[str, ...] = DEFAULT_BLIMP
@@ -67,13 +65,9 @@ class QuickstartConfig:
     def use_bf16(self) -> bool:
         return self._train_config().resolved_bf16()
 
-    def use_compile(self) -> bool:
-        return self._train_config().resolved_compile()
-
     def _train_config(self) -> TrainConfig:
-        """The precision and compile settings as a recipe would resolve them (None = ``auto``)."""
-        return TrainConfig(bf16="auto" if self.bf16 is None else self.bf16,
-                           compile="auto" if self.compile is None else self.compile, max_steps=self.max_steps)
+        """The precision setting as a recipe would resolve it (None = ``auto``)."""
+        return TrainConfig(bf16="auto" if self.bf16 is None else self.bf16)
 
     def overrides(self, dataset: Path, run_dir: Path) -> list[str]:
         """Recipe overrides shared by every variant: same data, size, budget and seed."""
@@ -92,7 +86,7 @@ class QuickstartConfig:
             f"train.seq_len={self.seq_len}",
             f"train.eval_every={self.eval_every}",
             f"train.bf16={str(self.use_bf16()).lower()}",
-            f"train.compile={str(self.use_compile()).lower()}",
+            f"train.compile={str(self.compile).lower()}",
             f"train.seed={self.seed}",
             f"train.progress={str(self.progress).lower()}",
             *self.extra_overrides,

@@ -88,7 +88,7 @@ def _write_report(out: Path, cfg: QuickstartConfig, results: dict[str, Any]) -> 
         f"hexatagged with {_PARSER_NAMES.get(cfg.parser, cfg.parser)}; "
         f"Transformer-XL {cfg.n_layers} x {cfg.d_model} "
         f"(d_ff {cfg.d_ff}), {cfg.max_steps} steps x batch {cfg.batch_size} x {cfg.seq_len} tokens, "
-        f"{'bf16 autocast' if cfg.use_bf16() else 'fp32'}{', torch.compile' if cfg.use_compile() else ''}, "
+        f"{'bf16 autocast' if cfg.use_bf16() else 'fp32'}{', torch.compile' if cfg.compile else ''}, "
         f"seed {cfg.seed}; same data and budget for every "
         "variant.",
         "likelihood `conditional` = p(x | T(x)): the tags of the whole sentence are given, so tag "

@@ -420,7 +420,6 @@ TRAIN_KEYS = {
     "eval_every",
     "seed",
     "bf16",
-    "compile",
     "threads",
 }
 

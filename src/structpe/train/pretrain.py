@@ -285,10 +285,10 @@ def pretrain(
         data_seed=tc.seed,
         dataloader_num_workers=tc.num_workers,
         bf16=tc.resolved_bf16(),
-        torch_compile=tc.resolved_compile(),
+        torch_compile=tc.compile,
         # a compiled step keeps one batch shape: the epoch's partial last batch (6 of the quickstart's
         # 13,174 sequences) would cost a dynamic-shape recompile (~60 s on 2 CPU cores), so it is dropped
-        dataloader_drop_last=tc.resolved_compile(),
+        dataloader_drop_last=tc.compile,
         report_to=[],
         disable_tqdm=not tc.progress,
         remove_unused_columns=False,

@@ -67,13 +67,11 @@ class TrainConfig:
                        several times slower than float32. ``auto`` (the CPU recipes): on where
                        it is native
       compile          ``torch.compile`` the training forward (inductor; needs a C++ compiler on
-                       CPU); ``auto`` (the CPU recipes): on together with bf16 where one is
-                       found, for runs of >= 500 steps. With bf16 on an AVX-512 BF16 / AMX CPU it
-                       keeps the PP-SiPE step at the ``none`` step's cost (1.00x, against 1.15x for
-                       bf16 eager) for 15-20 s of compiling; alone at float32 it gained nothing
-                       there (benchmarks/train_throughput.py, docs/pretraining.md). Evaluation
-                       stays eager (its batch shapes vary); training drops each epoch's partial
-                       last batch, which would trigger a recompile
+                       CPU). Off by default: on real prepared batches of the quickstart model it
+                       ran 0.305 s per step against 0.190 s for bf16 eager (random batches had
+                       suggested the opposite; docs/pretraining.md). Evaluation stays eager (its
+                       batch shapes vary); training drops each epoch's partial last batch, which
+                       would trigger a recompile
       progress         show progress bars
     """
 
@@ -101,7 +99,7 @@ class TrainConfig:
     num_workers: int = 0
     threads: int = 0
     bf16: bool | str = False  # True / False / "auto" (= native_bf16())
-    compile: bool | str = False  # True / False / "auto" (= with bf16, where can_compile())
+    compile: bool = False
     progress: bool = True
 
     def validate(self, where: str = "train") -> None:
@@ -120,28 +118,14 @@ class TrainConfig:
         need(self.save_every is None or self.save_every >= 1, "save_every must be >= 1")
         need(self.num_workers >= 0, "num_workers must be >= 0")
         need(self.threads >= 0, "threads must be >= 0 (0 = auto)")
-        for name in ("bf16", "compile"):
-            v = getattr(self, name)
-            need(isinstance(v, bool) or v == "auto", f"{name} must be true, false or auto, got {v!r}")
+        bf16 = self.bf16
+        need(isinstance(bf16, bool) or bf16 == "auto", f"bf16 must be true, false or auto, got {bf16!r}")
 
     def resolved_bf16(self) -> bool:
         """``bf16`` with ``auto`` resolved: bf16 autocast where it is native (``native_bf16``)."""
         from structpe.train.pretrain import native_bf16
 
         return native_bf16() if self.bf16 == "auto" else bool(self.bf16)
-
-    def resolved_compile(self) -> bool:
-        """``compile`` with ``auto`` resolved: together with bf16, where inductor can build kernels,
-        for runs of at least ``COMPILE_MIN_STEPS`` steps (compiling costs 15-40 s on 2 CPU cores,
-        which a shorter run does not win back)."""
-        from structpe.train.pretrain import can_compile
-
-        if self.compile != "auto":
-            return bool(self.compile)
-        return self.max_steps >= COMPILE_MIN_STEPS and self.resolved_bf16() and can_compile()
-
-
-COMPILE_MIN_STEPS = 500  # ``compile: auto`` compiles runs this long or longer
 
 
 @dataclass
@@ -249,7 +233,7 @@ def _coerce(value: Any, annotation: Any, key: str, where: str) -> Any:
             return None
         raise RecipeError(f"{where}: {key} cannot be null")
     base = types[0]
-    if base is bool and str in types and str(value).lower() == "auto":  # bf16 / compile: true, false, auto
+    if base is bool and str in types and str(value).lower() == "auto":  # bf16: true, false or auto
         return "auto"
     try:
         if base is bool:
