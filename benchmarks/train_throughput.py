@@ -5,8 +5,11 @@
 
 One training step = what the ``Trainer`` does per step: forward under ``torch.autocast`` (bf16
 settings), backward, grad-norm clipping, AdamW. Inputs are random ids and tags of the packed
-length (the speed does not depend on the text); the data path (reading prepared rows from Arrow
-and collating them) is timed per batch in the loss check.
+length with an all-ones attention mask, or, with ``--real-batches``, the quickstart model steps
+through the first batches of ``--dataset`` (packed rows with their padding and tags). The two
+disagree for ``torch.compile``: on the quickstart's prepared Brown the compiled bf16 step was
+much slower than on random batches (docs/pretraining.md). The data path (reading prepared rows
+from Arrow and collating them) is timed per batch in the loss check.
 
 Settings (``--settings``): ``fp32`` (eager, float32), ``bf16`` (autocast to bfloat16: native on CPUs
 with AVX-512 BF16 / AMX, emulated elsewhere; ``native_bf16`` in the JSON says which), ``compile`` /
@@ -81,6 +84,17 @@ def model_config(name: str, injection: str, vocab: int) -> tuple[SiPEConfig, int
     return SiPEConfig(**kw), batch, seq
 
 
+def real_batches(dataset: str, batch: int, n: int) -> list[dict[str, torch.Tensor]]:
+    """The first ``n`` batches of a prepared dataset's train split, collated as the Trainer does
+    (packed rows, their padding and tags): what a real step sees, unlike ``random_batch``."""
+    from structpe.train.collators import CausalCollator
+    from structpe.train.prepare import load_prepared
+
+    dd, meta = load_prepared(dataset)
+    collate = CausalCollator(pad_token_id=meta["pad_token_id"])
+    return [collate([dd["train"][j] for j in range(i * batch, (i + 1) * batch)]) for i in range(n)]
+
+
 def random_batch(batch: int, seq: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:
     """Ids and tags shaped like a packed batch: tags on about 3 of 4 positions (first subwords)."""
     g = torch.Generator().manual_seed(seed)
@@ -128,15 +142,19 @@ def loadavg() -> list[float]:
 
 def throughput(name: str, injection: str, args: argparse.Namespace) -> dict[str, Any]:
     cfg, batch, seq = model_config(name, injection, args.vocab)
-    data = random_batch(batch, seq, args.vocab, seed=1)
+    if args.real_batches and name == "quickstart":
+        batches = real_batches(args.dataset, batch, args.warmup + args.steps)
+        cfg = SiPEConfig(**{**cfg.to_dict(), "vocab_size": args.real_vocab})
+    else:
+        batches = [random_batch(batch, seq, args.vocab, seed=1)]
     settings = [s for s in args.settings if name in args.compile_models or not s.startswith("compile")]
     settings = [s for s in settings if s not in args.skip.get(name, ())]
     runners = {}
     for s in settings:
         r = Runner(cfg, s, args.threads)
         t0 = time.perf_counter()
-        for _ in range(args.warmup):  # first steps: compilation, allocator and oneDNN warm-up
-            r.step(data)
+        for i in range(args.warmup):  # first steps: compilation, allocator and oneDNN warm-up
+            r.step(batches[i % len(batches)])
         r.compile_s = round(time.perf_counter() - t0, 1)
         runners[s] = r
     times: dict[str, list[float]] = {s: [] for s in settings}
@@ -145,8 +163,8 @@ def throughput(name: str, injection: str, args: argparse.Namespace) -> dict[str,
         this_round = {}
         for s, r in runners.items():
             t0 = time.perf_counter()
-            for _ in range(args.steps):
-                r.step(data)
+            for i in range(args.steps):
+                r.step(batches[(args.warmup + i) % len(batches)])
             this_round[s] = (time.perf_counter() - t0) / args.steps
             times[s].append(this_round[s])
         if "fp32" in this_round:
@@ -280,6 +298,8 @@ def main() -> None:
                     help="models of the loss check (position runs every op that none runs, and the prior)")
     ap.add_argument("--dataset", help="prepared dataset for the loss check (default: UD EWT gold)")
     ap.add_argument("--work", help="folder for the on-the-fly dataset (default: a temporary folder)")
+    ap.add_argument("--real-batches", action="store_true",
+                    help="time the quickstart model on --dataset's first batches instead of random ones")
     ap.add_argument("--skip", nargs="*", default=[], metavar="MODEL:SETTING",
                     help="settings not run for a model, e.g. position-small:bf16 (emulated bf16 is slow)")
     args = ap.parse_args()
@@ -288,6 +308,12 @@ def main() -> None:
         model, _, setting = item.partition(":")
         skip.setdefault(model, []).append(setting)
     args.skip = skip
+    if args.real_batches:
+        if not args.dataset:
+            ap.error("--real-batches needs --dataset (a folder written by `structpe prepare`)")
+        from structpe.train.prepare import load_prepared
+
+        args.real_vocab = load_prepared(args.dataset)[1]["vocab_size"]
     if "fp32" in args.settings:  # the reference comes first in every round
         args.settings = ["fp32"] + [s for s in args.settings if s != "fp32"]
     result: dict[str, Any] = {
