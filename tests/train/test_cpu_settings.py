@@ -93,3 +93,13 @@ def test_can_compile_looks_for_a_cpp_compiler(monkeypatch: pytest.MonkeyPatch) -
     assert not can_compile()
     monkeypatch.setenv("CXX", "sh")  # any program on the PATH stands for one
     assert can_compile()
+
+
+def test_compile_without_a_compiler_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from structpe.train.pretrain import pretrain
+    from structpe.train.recipe import RecipeError
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    with pytest.raises(RecipeError, match="train.compile=true needs a C\\+\\+ compiler"):
+        pretrain("txl/none-tiny", [f"train.dataset={tmp_path}", "train.compile=true"])

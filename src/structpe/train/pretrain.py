@@ -194,6 +194,11 @@ def pretrain(
             f"{recipe.source}: train.dataset is not set; "
             "pass train.dataset=<folder written by `structpe prepare`>"
         )
+    if tc.compile and not can_compile():
+        raise RecipeError(
+            f"{recipe.source}: train.compile=true needs a C++ compiler for torch.compile's CPU kernels "
+            "($CXX, g++, c++ or clang++) and none was found; install one or set train.compile=false"
+        )
     dd, meta = load_prepared(tc.dataset)
     tok_dir = tc.tokenizer or meta.get("tokenizer")
     if not tok_dir or not Path(tok_dir, "tokenizer.json").is_file():
