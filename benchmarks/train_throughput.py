@@ -84,15 +84,17 @@ def model_config(name: str, injection: str, vocab: int) -> tuple[SiPEConfig, int
     return SiPEConfig(**kw), batch, seq
 
 
-def real_batches(dataset: str, batch: int, n: int) -> list[dict[str, torch.Tensor]]:
+def real_batches(dataset: str, batch: int, n: int) -> tuple[list[dict[str, torch.Tensor]], int]:
     """The first ``n`` batches of a prepared dataset's train split, collated as the Trainer does
-    (packed rows, their padding and tags): what a real step sees, unlike ``random_batch``."""
+    (packed rows, their padding and tags): what a real step sees, unlike ``random_batch``; and the
+    dataset's vocabulary size."""
     from structpe.train.collators import CausalCollator
     from structpe.train.prepare import load_prepared
 
     dd, meta = load_prepared(dataset)
     collate = CausalCollator(pad_token_id=meta["pad_token_id"])
-    return [collate([dd["train"][j] for j in range(i * batch, (i + 1) * batch)]) for i in range(n)]
+    rows = [collate([dd["train"][j] for j in range(i * batch, (i + 1) * batch)]) for i in range(n)]
+    return rows, meta["vocab_size"]
 
 
 def random_batch(batch: int, seq: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:
@@ -143,8 +145,8 @@ def loadavg() -> list[float]:
 def throughput(name: str, injection: str, args: argparse.Namespace) -> dict[str, Any]:
     cfg, batch, seq = model_config(name, injection, args.vocab)
     if args.real_batches and name == "quickstart":
-        batches = real_batches(args.dataset, batch, args.warmup + args.steps)
-        cfg = SiPEConfig(**{**cfg.to_dict(), "vocab_size": args.real_vocab})
+        batches, vocab = real_batches(args.dataset, batch, args.warmup + args.steps)
+        cfg = SiPEConfig(**{**cfg.to_dict(), "vocab_size": vocab})
     else:
         batches = [random_batch(batch, seq, args.vocab, seed=1)]
     settings = [s for s in args.settings if name in args.compile_models or not s.startswith("compile")]
@@ -308,12 +310,8 @@ def main() -> None:
         model, _, setting = item.partition(":")
         skip.setdefault(model, []).append(setting)
     args.skip = skip
-    if args.real_batches:
-        if not args.dataset:
-            ap.error("--real-batches needs --dataset (a folder written by `structpe prepare`)")
-        from structpe.train.prepare import load_prepared
-
-        args.real_vocab = load_prepared(args.dataset)[1]["vocab_size"]
+    if args.real_batches and not args.dataset:
+        ap.error("--real-batches needs --dataset (a folder written by `structpe prepare`)")
     if "fp32" in args.settings:  # the reference comes first in every round
         args.settings = ["fp32"] + [s for s in args.settings if s != "fp32"]
     result: dict[str, Any] = {

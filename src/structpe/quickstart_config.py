@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from structpe.train.recipe import TrainConfig
-
 DEFAULT_BLIMP = (
     "determiner_noun_agreement_1",
     "regular_plural_subject_verb_agreement_1",
@@ -63,11 +61,9 @@ class QuickstartConfig:
     extra_overrides: list[str] = field(default_factory=list)
 
     def use_bf16(self) -> bool:
-        return self._train_config().resolved_bf16()
+        from structpe.train.pretrain import native_bf16
 
-    def _train_config(self) -> TrainConfig:
-        """The precision setting as a recipe would resolve it (None = ``auto``)."""
-        return TrainConfig(bf16="auto" if self.bf16 is None else self.bf16)
+        return native_bf16() if self.bf16 is None else self.bf16
 
     def overrides(self, dataset: Path, run_dir: Path) -> list[str]:
         """Recipe overrides shared by every variant: same data, size, budget and seed."""

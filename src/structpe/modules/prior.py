@@ -17,6 +17,8 @@ pathway's c_ij an [L x 11] table per query rather than an O(L^2 d) product.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -48,34 +50,33 @@ class TagIdError(ValueError):
     """Tag tensors hold an id outside the tag inventory (and not -100)."""
 
 
+def _refuse(bad: torch.Tensor, summary: str, detail: Callable[[int, int], str]) -> None:
+    """Raise TagIdError with ``detail(row, col)`` of the first True in ``bad``. Inside a compiled
+    graph (torch.compile training) a data-dependent branch would break the graph, so the check
+    asserts in it instead, with ``summary`` (no position)."""
+    if torch.compiler.is_compiling():
+        torch._assert_async(~bad.any(), summary)
+    elif bool(bad.any()):
+        row, col = (int(v) for v in bad.nonzero()[0])
+        raise TagIdError(detail(row, col))
+
+
 def check_tag_ids(name: str, ids: torch.Tensor, n: int) -> None:
     """Raise TagIdError naming the first (row, position) whose id is neither -100 nor in [0, n)."""
     bad = (ids != IGNORE_INDEX) & ((ids < 0) | (ids >= n))
-    if torch.compiler.is_compiling():
-        # a data-dependent branch would break the compiled graph (torch.compile training): assert
-        # inside it instead; the message names the tensor, not the position
-        torch._assert_async(~bad.any(), f"{name} holds an id that is neither -100 nor in 0..{n - 1}")
-        return
-    if bool(bad.any()):
-        row, col = (int(v) for v in bad.nonzero()[0])
-        raise TagIdError(
-            f"{name}[{row}, {col}] = {int(ids[row, col])} is not a valid id (expected -100 or 0..{n - 1})"
-        )
+    _refuse(bad, f"{name} holds an id that is neither -100 nor in 0..{n - 1}",
+            lambda r, c: f"{name}[{r}, {c}] = {int(ids[r, c])} is not a valid id "
+            f"(expected -100 or 0..{n - 1})")
 
 
 def tagged_positions(terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor) -> torch.Tensor:
     """m_p (positions with a tag), after checking that both tag tensors are -100 at the same places;
     raise TagIdError naming the first position where they disagree."""
     mask = terminal_ids != IGNORE_INDEX
-    if torch.compiler.is_compiling():  # no data-dependent branch in a compiled graph: assert in it
-        agree = (mask == (nonterminal_ids != IGNORE_INDEX)).all()
-        torch._assert_async(agree, "terminal_ids and nonterminal_ids disagree on which positions carry a tag")
-    elif not torch.equal(mask, nonterminal_ids != IGNORE_INDEX):
-        row, col = (int(v) for v in (mask != (nonterminal_ids != IGNORE_INDEX)).nonzero()[0])
-        raise TagIdError(
-            f"terminal_ids and nonterminal_ids disagree on which positions carry a tag "
-            f"(first at [{row}, {col}]); both must be -100 at the same positions"
-        )
+    _refuse(mask != (nonterminal_ids != IGNORE_INDEX),
+            "terminal_ids and nonterminal_ids disagree on which positions carry a tag",
+            lambda r, c: f"terminal_ids and nonterminal_ids disagree on which positions carry a tag "
+            f"(first at [{r}, {c}]); both must be -100 at the same positions")
     return mask
 
 
