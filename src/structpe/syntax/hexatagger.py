@@ -23,6 +23,7 @@ subword tokenizer (``tokenizer.json`` + ``tokenizer_config.json``, loadable with
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,26 +53,28 @@ from structpe.syntax.hexatagger_tokenizer import (
     save_tokenizer,
     train_tokenizer,
 )
-from structpe.syntax.parsers import Parser
+from structpe.syntax.parsers import QUANTIZE_MODES, Parser
 from structpe.syntax.tagged import TaggedSentence
-
-QUANTIZE_MODES = ("none", "int8")
 
 
 def quantize_for_cpu(model: HexataggerModel, mode: str = "int8") -> HexataggerModel:
-    """Dynamic int8 quantization of every Linear (and LSTM) layer (weights int8, activations quantized per
-    batch) for CPU inference: about 1.6x the fp32 throughput on one AVX-512/VNNI core with the
-    same EWT test UAS (benchmarks/parser_speed.py). ``mode="none"`` returns the model unchanged.
+    """A CPU inference copy of ``model``: ``int8`` quantizes every Linear (and LSTM) layer
+    dynamically (weights int8, activations quantized per batch; about 1.6x fp32 on one AVX-512/VNNI
+    core with the same EWT test UAS); ``bf16`` casts the weights to bfloat16, fast only where the
+    CPU has native bf16 (AVX-512 BF16 / AMX; elsewhere several times slower than fp32);
+    ``none`` returns the model unchanged. benchmarks/parser_speed.py times each mode.
 
-    Uses ``torch.ao.quantization.quantize_dynamic``, which torch 2.13 still ships but has deprecated;
-    its successor (torchao) needs ``torch.compile`` to be fast on CPU.
+    int8 uses ``torch.ao.quantization.quantize_dynamic``, which torch 2.13 still ships but has
+    deprecated; its successor (torchao) needs ``torch.compile`` to be fast on CPU.
     """
     if mode not in QUANTIZE_MODES:
         raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, got {mode!r}")
     if mode == "none":
         return model
     if next(model.parameters()).device.type != "cpu":
-        raise ValueError("int8 dynamic quantization runs on CPU only; load the model with device='cpu'")
+        raise ValueError(f"{mode} inference runs on CPU only; load the model with device='cpu'")
+    if mode == "bf16":
+        return copy.deepcopy(model).eval().to(torch.bfloat16)
     import warnings
 
     from torch.ao.quantization import quantize_dynamic

@@ -32,6 +32,7 @@ MODEL_TYPE = "structpe-hexatagger"
 
 
 ENCODERS = ("transformer", "bilstm")
+LSTM_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")  # one layer, one direction, torch's order
 
 
 @dataclass
@@ -138,8 +139,9 @@ class BiLSTMEncoder(nn.Module):
     The input vector of a subword is ``pretrained[id] + trainable[id]``: the pretrained table
     (word2vec on the treebank + corpus text, ``structpe.syntax.word_vectors``) is frozen and the
     trainable one starts at zero, so a subword never seen in a training tree keeps exactly its
-    pretrained vector instead of drifting away from the ones the tagger learned on. Padding is
-    skipped with packed sequences, so a sentence's states do not depend on its batch.
+    pretrained vector instead of drifting away from the ones the tagger learned on. Padding never
+    reaches a sentence's states (packed sequences in training; ``_by_direction`` at CPU inference),
+    so they do not depend on its batch.
     """
 
     def __init__(self, cfg: HexataggerConfig) -> None:
@@ -169,9 +171,34 @@ class BiLSTMEncoder(nn.Module):
         x = self.emb_drop(self.tok_emb(input_ids) + self.pretrained_emb(input_ids))
         if attention_mask is None:
             return self.lstm(x)[0]
+        if type(self.lstm) is nn.LSTM and x.device.type == "cpu" and not torch.is_grad_enabled():
+            return self._by_direction(x, attention_mask)
         lengths = attention_mask.sum(-1).clamp(min=1).cpu()
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         return pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=n)[0]
+
+    def _by_direction(self, x: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """CPU inference: the packed path's states from padded inputs. Each direction of each layer
+        is one unidirectional ``torch.lstm`` call over the padded batch, the reverse one over every
+        sentence reversed within its length, so padding only ever follows a sentence's real steps
+        and cannot reach its states. A padded input takes oneDNN's fused LSTM kernel, which packed
+        sequences cannot (benchmarks/parser_speed.py has the speed-up; the test compares the paths)."""
+        lstm, n = self.lstm, x.shape[1]
+        mask = attention_mask.to(x.dtype)[..., None]
+        t = torch.arange(n, device=x.device)[None]
+        last = attention_mask.sum(-1, keepdim=True).clamp(min=1) - 1
+        flip = torch.where(t <= last, last - t, t)[..., None]  # reverses each sentence; its own inverse
+        h = x
+        for layer in range(lstm.num_layers):
+            outs = []
+            for suffix in ("", "_reverse"):
+                weights = [getattr(lstm, f"{w}_l{layer}{suffix}") for w in LSTM_WEIGHTS]
+                inp = h.gather(1, flip.expand_as(h)) if suffix else h
+                zeros = inp.new_zeros(1, inp.shape[0], lstm.hidden_size)
+                out = torch.lstm(inp, (zeros, zeros), weights, True, 1, 0.0, False, False, True)[0]
+                outs.append(out.gather(1, flip.expand_as(out)) if suffix else out)
+            h = torch.cat(outs, -1)
+        return h * mask  # zeros after the end, as pad_packed_sequence gives (the pair head reads t + 1)
 
 
 class HexataggerModel(nn.Module):

@@ -31,6 +31,10 @@ from structpe.syntax.hexatags import encode
 from structpe.syntax.tagged import TaggedSentence
 from structpe.syntax.trees import NonProjectiveError, projectivize_with_count
 
+# CPU inference modes of the hexatagger (``structpe.syntax.hexatagger.quantize_for_cpu``); here, so
+# that the command lines can offer them without importing torch
+QUANTIZE_MODES = ("none", "int8", "bf16")
+
 __all__ = [
     "GoldParser",
     "join_trees",
