@@ -129,6 +129,26 @@ def test_buffered_keys_survive_growth_crop_and_row_views():
     torch.testing.assert_close(out.logits, full[:1, 135:], atol=1e-5, rtol=0)
 
 
+def test_a_batch_selection_copies_rows_with_room_and_stays_exact():
+    """Copy-on-branch (the marginal beam): selecting rows by a tensor, repeats included, gathers the
+    buffers with spare room, so the next steps write in place, and decoding stays exact."""
+    model = model_for("position")
+    ids = torch.randint(0, VOCAB, (3, 40), generator=torch.Generator().manual_seed(1))
+    full = model(ids).logits
+    cache = model(ids[:, :10], use_cache=True).cache
+    rows = torch.tensor([2, 0, 0, 1])
+    cache.batch_select_indices(rows)
+    layer = cache.layers[0]
+    assert layer.keys.data_ptr() == layer.buffers[0].data_ptr() and layer.buffers[0].shape[0] == 4
+    before = layer.buffers[0].data_ptr()
+    for j in range(10, 30):
+        out = model(ids[rows, j : j + 1], cache=cache)
+        torch.testing.assert_close(out.logits[:, 0], full[rows, j], atol=1e-5, rtol=0)
+        if j == 19:  # room for 2 x 10 positions: written in place so far
+            assert layer.buffers[0].data_ptr() == before
+    assert layer.buffers[0].data_ptr() != before  # then outgrown, and refilled
+
+
 def test_a_filled_foreign_cache_is_refused():
     model = model_for("position")
     foreign = DynamicCache()
