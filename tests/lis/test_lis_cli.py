@@ -33,6 +33,23 @@ def test_profiles_exist():
         load_profile("kg", "huge", None)
 
 
+def test_autocast_bf16_takes_true_false_or_auto(tmp_path, capsys, monkeypatch):
+    from structpe.cli import main
+    from structpe.lis.shakespeare import ShakespeareConfig
+    from structpe.train import pretrain
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("iters: 2\nautocast_bf16: maybe\n")
+    assert main(["lis", "shakespeare", "--config", str(bad), "--out", str(tmp_path / "out")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(bad) in err and "true, false or auto" in err
+    assert not (tmp_path / "out").exists()
+    for native in (True, False):
+        monkeypatch.setattr(pretrain, "native_bf16", lambda native=native: native)
+        assert ShakespeareConfig(autocast_bf16="auto").resolved_bf16() is native
+    assert ShakespeareConfig(autocast_bf16=True).resolved_bf16() is True
+
+
 def test_kg_end_to_end(tmp_path):
     cfg = {
         "n_train_names": 20,

@@ -59,7 +59,10 @@ def build_config(cls, diagnostic: str, args: argparse.Namespace):
         if val is not None and key in fields:
             values[key] = val
     check_args(values, VALID_MODELS[diagnostic]())
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ValueError as err:  # a value the config class refuses: one line naming the source
+        raise StructpeError(f"{args.config or f'--profile {args.profile}'}: {err}") from None
 
 
 def _shakespeare_models() -> list[str]:

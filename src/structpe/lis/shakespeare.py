@@ -74,8 +74,22 @@ class ShakespeareConfig:
     # ends a sitting after that much training time (checkpointed; rerun to continue)
     checkpoint_every: int = 0
     max_minutes: float = 0.0
-    autocast_bf16: bool = False  # bf16 autocast of the training forward (check the loss first)
+    # bf16 autocast of the training forward: true / false / auto (where bf16 is native: a bf16 GPU,
+    # or a CPU with AVX-512 BF16 / AMX; structpe.train.pretrain.native_bf16); docs/lis.md has the
+    # loss check against float32
+    autocast_bf16: bool | str = False
     attn_backend: str = "sdpa"  # sdpa | flex | auto (LISformerConfig.attn_backend)
+
+    def __post_init__(self) -> None:
+        bf16 = self.autocast_bf16
+        if not (isinstance(bf16, bool) or bf16 == "auto"):
+            raise ValueError(f"autocast_bf16 must be true, false or auto, got {bf16!r}")
+
+    def resolved_bf16(self) -> bool:
+        """``autocast_bf16`` with ``auto`` resolved (``native_bf16``)."""
+        from structpe.train.pretrain import native_bf16
+
+        return native_bf16() if self.autocast_bf16 == "auto" else bool(self.autocast_bf16)
 
 
 def pick_device(name: str) -> torch.device:
@@ -151,7 +165,7 @@ def train_model(
 
     train_steps(
         model, opt, cfg, next_batch, start=start, losses=losses, desc=desc, log_every=10,
-        autocast_bf16=cfg.autocast_bf16, after_step=sitting,
+        autocast_bf16=cfg.resolved_bf16(), after_step=sitting,
     )
     return losses, before + time.time() - t0
 
