@@ -61,9 +61,9 @@ class QuickstartConfig:
     extra_overrides: list[str] = field(default_factory=list)
 
     def use_bf16(self) -> bool:
-        from structpe.train.pretrain import native_bf16
+        from structpe.train.pretrain import resolve_bf16
 
-        return native_bf16() if self.bf16 is None else self.bf16
+        return resolve_bf16(self.bf16)
 
     def overrides(self, dataset: Path, run_dir: Path) -> list[str]:
         """Recipe overrides shared by every variant: same data, size, budget and seed."""

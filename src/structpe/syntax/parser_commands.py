@@ -18,7 +18,7 @@ from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive
 from structpe.io import atomic_write_text, refuse_overwrite_input
-from structpe.syntax.parsers import QUANTIZE_MODES
+from structpe.syntax.parsers import QUANTIZE_HELP, QUANTIZE_MODES
 
 
 def register(subparsers: Any) -> None:
@@ -75,9 +75,7 @@ def register(subparsers: Any) -> None:
     e.add_argument("--parser", default="hexatagger", choices=("hexatagger", "spacy"), help="parser to score")
     e.add_argument("--batch-tokens", type=int, default=8192, help="hexatagger batch size in subwords")
     e.add_argument(
-        "--quantize", choices=QUANTIZE_MODES, default="none",
-        help="hexatagger CPU inference: int8 dynamic quantization of the Linear (and LSTM) layers, or "
-        "bf16 weights (fast where the CPU has native bf16)",
+        "--quantize", choices=QUANTIZE_MODES, default="none", help=QUANTIZE_HELP,
     )
     e.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     e.add_argument("--output", default=None, help="also write the metrics JSON here")

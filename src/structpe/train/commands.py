@@ -13,7 +13,7 @@ from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_positive
 from structpe.io import refuse_overwrite_input
-from structpe.syntax.parsers import QUANTIZE_MODES
+from structpe.syntax.parsers import QUANTIZE_HELP, QUANTIZE_MODES
 
 
 def register(subparsers: Any) -> None:
@@ -65,9 +65,7 @@ def register(subparsers: Any) -> None:
     pp.add_argument("-o", "--output", help="output folder (default: a cache folder named by the fingerprint)")
     pp.add_argument("--parser", default="spacy", choices=("spacy", "hexatagger", "gold"))
     pp.add_argument("--parser-model", help="spaCy package or trained hexatagger folder")
-    pp.add_argument("--parser-quantize", choices=QUANTIZE_MODES, default="none",
-                    help="hexatagger on CPU: int8 dynamic quantization, or bf16 weights where bf16 is "
-                    "native (docs/hexatagger.md has speed and UAS of each)")
+    pp.add_argument("--parser-quantize", choices=QUANTIZE_MODES, default="none", help=QUANTIZE_HELP)
     pp.add_argument("--input-format", choices=("lines", "text", "conllu"),
                     help="lines: one tokenized sentence per line (Brown); text: raw prose, paragraphs at "
                          "blank lines (Gutenberg); conllu. Default: by corpus / file name (lines)")

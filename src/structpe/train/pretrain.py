@@ -383,6 +383,11 @@ def native_bf16() -> bool:
         return False
 
 
+def resolve_bf16(setting: bool | str | None) -> bool:
+    """A config's bf16 switch: true / false as given; ``"auto"`` (or None) = ``native_bf16()``."""
+    return native_bf16() if setting is None or setting == "auto" else bool(setting)
+
+
 def can_compile() -> bool:
     """True when ``torch.compile`` (inductor) can build kernels here: CUDA, or a C++ compiler for
     the CPU kernels (``$CXX``, else g++ / c++ / clang++ on the PATH, as inductor looks them up)."""

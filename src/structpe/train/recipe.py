@@ -123,9 +123,9 @@ class TrainConfig:
 
     def resolved_bf16(self) -> bool:
         """``bf16`` with ``auto`` resolved: bf16 autocast where it is native (``native_bf16``)."""
-        from structpe.train.pretrain import native_bf16
+        from structpe.train.pretrain import resolve_bf16
 
-        return native_bf16() if self.bf16 == "auto" else bool(self.bf16)
+        return resolve_bf16(self.bf16)
 
 
 @dataclass
