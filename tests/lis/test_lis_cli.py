@@ -4,6 +4,7 @@ import argparse
 import json
 
 import pytest
+import torch
 import yaml
 
 from structpe.lis.commands import load_profile, register
@@ -33,21 +34,45 @@ def test_profiles_exist():
         load_profile("kg", "huge", None)
 
 
-def test_autocast_bf16_takes_true_false_or_auto(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(
+    "argv", [["lis", "shakespeare"], ["lis", "kg"], ["lis", "kg", "--setting", "transfer"]]
+)
+def test_autocast_bf16_takes_true_false_or_auto(argv, tmp_path, capsys, monkeypatch):
     from structpe.cli import main
+    from structpe.lis.kg import KGConfig
+    from structpe.lis.kg_roles import RoleKGConfig
     from structpe.lis.shakespeare import ShakespeareConfig
     from structpe.train import pretrain
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("iters: 2\nautocast_bf16: maybe\n")
-    assert main(["lis", "shakespeare", "--config", str(bad), "--out", str(tmp_path / "out")]) != 0
+    assert main([*argv, "--config", str(bad), "--out", str(tmp_path / "out")]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(bad) in err and "true, false or auto" in err
     assert not (tmp_path / "out").exists()
-    for native in (True, False):
-        monkeypatch.setattr(pretrain, "native_bf16", lambda native=native: native)
-        assert ShakespeareConfig(autocast_bf16="auto").resolved_bf16() is native
-    assert ShakespeareConfig(autocast_bf16=True).resolved_bf16() is True
+    for cls in (ShakespeareConfig, KGConfig, RoleKGConfig):
+        for native in (True, False):
+            monkeypatch.setattr(pretrain, "native_bf16", lambda native=native: native)
+            assert cls(autocast_bf16="auto").resolved_bf16() is native
+        assert cls(autocast_bf16=True).resolved_bf16() is True
+        assert cls().resolved_bf16() is False
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_kg_training_runs_under_the_configured_autocast(bf16, monkeypatch):
+    """The KG diagnostics hand their config's bf16 switch to the one training loop."""
+    from structpe.lis import kg
+
+    seen = {}
+
+    def fake_train_steps(model, opt, cfg, next_batch, **kw):
+        seen.update(kw)
+        return []
+
+    monkeypatch.setattr(kg, "train_steps", fake_train_steps)
+    model = torch.nn.Linear(2, 2)
+    kg.train_loop(model, lambda: [], 0, kg.KGConfig(autocast_bf16=bf16))
+    assert seen["autocast_bf16"] is bf16
 
 
 def test_kg_end_to_end(tmp_path):

@@ -52,7 +52,7 @@ from structpe.lis.kg_data import (
 from structpe.lis.kg_encode import SETTINGS, Distractors, Example, Vocab, collate, encode, sample_example
 from structpe.lis.kg_report import markdown_tables, merge, plot
 from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, LISformerConfig
-from structpe.lis.training import configure_optimizer, train_steps
+from structpe.lis.training import Bf16Option, configure_optimizer, train_steps
 
 MODELS = {
     "B": "serialized (role tokens, RoPE)",
@@ -62,7 +62,7 @@ MODELS = {
 
 
 @dataclass
-class KGConfig:
+class KGConfig(Bf16Option):
     variant: str = "template"
     models: list[str] = field(default_factory=lambda: ["B", "Bl", "J"])
     n_train_names: int = 3000
@@ -116,9 +116,12 @@ def train_kg(model: LISformer, kind: str, data: KGData, vocab: Vocab, cfg: KGCon
 
 def train_loop(model: LISformer, make_batch, pad: int, cfg, desc: str = "") -> list[float]:
     """``training.train_steps`` over batches of ``Example`` from ``make_batch()`` (AdamW, cosine
-    schedule, clipping; ``cfg`` needs iters, lr, weight_decay, warmup and grad_clip)."""
+    schedule, clipping, bf16 autocast; ``cfg``: a ``Bf16Option`` with iters, lr, weight_decay, warmup
+    and grad_clip)."""
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
-    return train_steps(model, opt, cfg, lambda: collate(make_batch(), pad), desc=desc)
+    return train_steps(
+        model, opt, cfg, lambda: collate(make_batch(), pad), desc=desc, autocast_bf16=cfg.resolved_bf16()
+    )
 
 
 @torch.no_grad()

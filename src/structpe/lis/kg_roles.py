@@ -52,13 +52,14 @@ from structpe.lis.kg_roles_data import (
     zero_shot_data,
 )
 from structpe.lis.lisformer import LISformer, LISformerConfig
+from structpe.lis.training import Bf16Option
 
 SETTINGS = ("transfer", "kg2text", "bidirectional")
 
 
 # --- config, models, runs ------------------------------------------------------------------------------
 @dataclass
-class RoleKGConfig:
+class RoleKGConfig(Bf16Option):
     setting: str = "kg2text"
     models: list[str] = field(default_factory=lambda: ["B", "J"])
     n_train_names: int = 1000
@@ -82,6 +83,7 @@ class RoleKGConfig:
     save_checkpoints: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.setting not in SETTINGS:
             raise ValueError(f"setting must be one of {SETTINGS}, got {self.setting!r}")
         bad = [m for m in self.models if m not in MODELS]

@@ -26,7 +26,7 @@ from structpe.lis.lisformer import (
     LISformer,
     LISformerConfig,
 )
-from structpe.lis.training import configure_optimizer, merge_results, train_steps
+from structpe.lis.training import Bf16Option, configure_optimizer, merge_results, train_steps
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",
@@ -46,7 +46,7 @@ MODEL_SCHEMES = {
 
 
 @dataclass
-class ShakespeareConfig:
+class ShakespeareConfig(Bf16Option):
     models: list[str] = field(default_factory=lambda: ["lis", "rope", "alibi", "random"])
     n_chars: int = 1_000_000  # first 1M characters, 90/10 split (paper)
     train_frac: float = 0.9
@@ -74,22 +74,7 @@ class ShakespeareConfig:
     # ends a sitting after that much training time (checkpointed; rerun to continue)
     checkpoint_every: int = 0
     max_minutes: float = 0.0
-    # bf16 autocast of the training forward: true / false / auto (where bf16 is native: a bf16 GPU,
-    # or a CPU with AVX-512 BF16 / AMX; structpe.train.pretrain.native_bf16); docs/lis.md has the
-    # loss check against float32
-    autocast_bf16: bool | str = False
     attn_backend: str = "sdpa"  # sdpa | flex | auto (LISformerConfig.attn_backend)
-
-    def __post_init__(self) -> None:
-        bf16 = self.autocast_bf16
-        if not (isinstance(bf16, bool) or bf16 == "auto"):
-            raise ValueError(f"autocast_bf16 must be true, false or auto, got {bf16!r}")
-
-    def resolved_bf16(self) -> bool:
-        """``autocast_bf16`` with ``auto`` resolved (``structpe.train.pretrain.resolve_bf16``)."""
-        from structpe.train.pretrain import resolve_bf16
-
-        return resolve_bf16(self.autocast_bf16)
 
 
 def pick_device(name: str) -> torch.device:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,30 @@ from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, TokenStructure
 
 # inputs [B, L], targets [B, L] and, for the KG diagnostics, the explicit structure of the batch
 Batch = tuple[torch.Tensor, torch.Tensor, TokenStructure | None]
+
+
+@dataclass
+class Bf16Option:
+    """The bf16 switch every LIS diagnostic config shares (Shakespeare, KG, KG roles).
+
+    ``autocast_bf16``: bf16 autocast of the training forward, true / false / auto (where bf16 is
+    native: a bf16 GPU, or a CPU with AVX-512 BF16 / AMX; ``structpe.train.pretrain.native_bf16``).
+    A profile turns it on only after ``benchmarks/lis_bf16_check.py`` showed its loss curve matching
+    float32 (docs/lis.md). Scoring always runs in float32.
+    """
+
+    autocast_bf16: bool | str = False
+
+    def __post_init__(self) -> None:
+        bf16 = self.autocast_bf16
+        if not (isinstance(bf16, bool) or bf16 == "auto"):
+            raise ValueError(f"autocast_bf16 must be true, false or auto, got {bf16!r}")
+
+    def resolved_bf16(self) -> bool:
+        """``autocast_bf16`` with ``auto`` resolved (``structpe.train.pretrain.resolve_bf16``)."""
+        from structpe.train.pretrain import resolve_bf16
+
+        return resolve_bf16(self.autocast_bf16)
 
 
 def configure_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
