@@ -216,17 +216,28 @@ def earlier_results(
         models, prev_config = dict(prev["models"]), prev.get("config") or {}
     except (ValueError, KeyError, TypeError) as err:
         raise StructpeError(f"{path}: unreadable earlier results ({err}); move it away first") from err
-    config = json.loads(json.dumps(config))  # tuples -> lists, as the earlier file has them
-    prev_config = {(old_names or {}).get(k, k): v for k, v in prev_config.items()}
-    skip = {"models", *ignore}
-    differ = sorted(k for k in set(config) | set(prev_config)
-                    if k not in skip and config.get(k) != prev_config.get(k))
+    differ = config_differences(config, prev_config, ignore, old_names)
     if differ:
         raise StructpeError(
             f"{path} holds results of another configuration (differs in {differ}); "
             "choose another output folder, or move it away to start over"
         )
     return models
+
+
+def config_differences(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    ignore: tuple[str, ...] = (),
+    old_names: dict[str, str] | None = None,
+) -> list[str]:
+    """The keys (other than ``models`` and ``ignore``) whose values differ between two run configs,
+    as JSON holds them (tuples compare as lists); ``old_names`` maps older key names to today's."""
+    import json
+
+    a, b = ({(old_names or {}).get(k, k): v for k, v in json.loads(json.dumps(c)).items()} for c in (a, b))
+    skip = {"models", *ignore}
+    return sorted(k for k in set(a) | set(b) if k not in skip and a.get(k) != b.get(k))
 
 
 def split_lines(text: str) -> list[str]:

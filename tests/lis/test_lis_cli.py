@@ -167,3 +167,44 @@ def test_kg_eval_only_and_merge(tmp_path):
     )
     assert a.func(a) == 0
     assert set(json.loads((tmp_path / "all" / "results.json").read_text())["models"]) == {"B", "J"}
+
+
+def test_merge_refuses_runs_of_another_configuration(tmp_path, capsys):
+    """One table holds one configuration: runs that differ in what was trained do not merge; runs
+    that differ only in how a sitting ran (threads, bf16 autocast) do."""
+    from structpe.cli import main
+
+    base = {"n_train_names": 20, "n_test_names": 8, "iters": 1, "batch_size": 4, "d_model": 16,
+            "n_layers": 1, "n_eval": 4, "eval_batch": 4, "device": "cpu", "settings": ["single"]}
+    runs = {"B": {}, "J": {"threads": 1, "autocast_bf16": True}, "J-lr": {"lr": 1e-3}}
+    for name, change in runs.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({**base, **change}))
+        argv = ["lis", "kg", "--config", str(path), "--models", name[0], "--out", str(tmp_path / name)]
+        assert main(argv) == 0
+    assert json.loads((tmp_path / "J" / "results.json").read_text())["models"]["J"]["bf16"] is True
+    ok = ["lis", "kg", "--merge", str(tmp_path / "B"), str(tmp_path / "J"), "--out", str(tmp_path / "ok")]
+    assert main(ok) == 0
+    capsys.readouterr()
+    bad = ["lis", "kg", "--merge", str(tmp_path / "B"), str(tmp_path / "J-lr"), "--out", str(tmp_path / "no")]
+    assert main(bad) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(tmp_path / "J-lr") in err and "'lr'" in err
+    assert not (tmp_path / "no").exists()
+
+
+def test_kg_roles_run_keeps_only_results_of_its_configuration(tmp_path, capsys):
+    from structpe.cli import main
+
+    cfg = {"setting": "kg2text", "n_train_names": 30, "n_test_names": 8, "iters": 1, "batch_size": 4,
+           "d_model": 8, "n_eval": 4, "eval_batch": 8, "device": "cpu", "n_layers": 1}
+    out = tmp_path / "o"
+    for models, d_model, ok in ((["B"], 8, True), (["J"], 8, True), (["J"], 12, False)):
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump({**cfg, "models": models, "d_model": d_model}))
+        capsys.readouterr()
+        rc = main(["lis", "kg", "--setting", "kg2text", "--config", str(path), "--out", str(out)])
+        assert (rc == 0) is ok
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "another configuration" in err[0] and "d_model" in err[0]
+    assert set(json.loads((out / "results.json").read_text())["models"]) == {"B", "J"}

@@ -52,7 +52,7 @@ from structpe.lis.kg_data import (
 from structpe.lis.kg_encode import SETTINGS, Distractors, Example, Vocab, collate, encode, sample_example
 from structpe.lis.kg_report import markdown_tables, merge, plot
 from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, LISformerConfig
-from structpe.lis.training import Bf16Option, configure_optimizer, train_steps
+from structpe.lis.training import SITTING_KEYS, Bf16Option, configure_optimizer, train_steps
 
 MODELS = {
     "B": "serialized (role tokens, RoPE)",
@@ -195,7 +195,7 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
         },
         # earlier results of other models in this folder are kept (same configuration only)
         "models": earlier_results(
-            out / "results.json", cfg.__dict__, ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+            out / "results.json", cfg.__dict__, ignore=SITTING_KEYS, old_names=OLD_FIELD_NAMES
         ),
     }
     for kind in tqdm(cfg.models, desc="models"):
@@ -215,10 +215,11 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
             "params": model.num_params(),
             "train_seconds": round(time.time() - t0, 1),
             "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
+            "bf16": cfg.resolved_bf16(),
             "scores": {},
         }
         # eval-only keeps the training record of the run that made the checkpoint
-        res.update({k: trained[k] for k in ("train_seconds", "final_train_loss") if k in trained})
+        res.update({k: trained[k] for k in ("train_seconds", "final_train_loss", "bf16") if k in trained})
         for (setting, split), items in sets.items():
             exs = [sample_example(kind, data, vocab, f, random.Random(seed), d) for f, d, seed in items]
             res["scores"][f"{setting}/{split}"] = score(model, exs, vocab.pad, cfg.eval_batch)

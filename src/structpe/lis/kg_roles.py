@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from structpe.io import atomic_write_text
+from structpe.io import atomic_write_text, earlier_results
 from structpe.lis.kg import score, train_loop
 from structpe.lis.kg_encode import Example
 from structpe.lis.kg_roles_data import (
@@ -52,7 +52,7 @@ from structpe.lis.kg_roles_data import (
     zero_shot_data,
 )
 from structpe.lis.lisformer import LISformer, LISformerConfig
-from structpe.lis.training import Bf16Option
+from structpe.lis.training import SITTING_KEYS, Bf16Option
 
 SETTINGS = ("transfer", "kg2text", "bidirectional")
 
@@ -172,9 +172,9 @@ def run(cfg: RoleKGConfig, out: str | Path, eval_only: bool = False) -> dict:
     dev = torch.device(
         ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     )
-    prev = out / "results.json"
-    results = json.loads(prev.read_text()) if prev.is_file() else {"models": {}}
-    results.update(config=asdict(cfg), data=stats)
+    # earlier results of other models in this folder are kept (same configuration only)
+    kept = earlier_results(out / "results.json", asdict(cfg), ignore=SITTING_KEYS)
+    results = {"config": asdict(cfg), "data": stats, "models": kept}
     for kind in cfg.models:
         torch.manual_seed(cfg.seed)
         t1 = time.time()
@@ -195,6 +195,7 @@ def run(cfg: RoleKGConfig, out: str | Path, eval_only: bool = False) -> dict:
                 "train_seconds": round(time.time() - t1, 1),
                 "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
                 "updates": cfg.iters,
+                "bf16": cfg.resolved_bf16(),
             }
             if cfg.save_checkpoints:
                 model.save_pretrained(ckpt)

@@ -26,7 +26,13 @@ from structpe.lis.lisformer import (
     LISformer,
     LISformerConfig,
 )
-from structpe.lis.training import Bf16Option, configure_optimizer, merge_results, train_steps
+from structpe.lis.training import (
+    SITTING_KEYS,
+    Bf16Option,
+    configure_optimizer,
+    merge_results,
+    train_steps,
+)
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",
@@ -244,10 +250,7 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     data = CharData(load_corpus(data_dir), cfg.n_chars, cfg.train_frac)
     # models an earlier sitting finished are kept (same configuration only; how a sitting runs may change)
-    sitting_keys = ("threads", "device", "max_minutes", "checkpoint_every")
-    kept = earlier_results(
-        out / "results.json", cfg.__dict__, ignore=sitting_keys, old_names=OLD_FIELD_NAMES
-    )
+    kept = earlier_results(out / "results.json", cfg.__dict__, ignore=SITTING_KEYS, old_names=OLD_FIELD_NAMES)
     results: dict = {"config": cfg.__dict__, "models": kept}
     for name in tqdm(cfg.models, desc="models"):
         if name not in MODEL_LABELS:
@@ -295,6 +298,7 @@ def run(
             "train_seconds": round(train_s, 1),
             "final_train_loss": sum(losses[-20:]) / len(losses[-20:]),
             "updates": cfg.iters,
+            "bf16": cfg.resolved_bf16(),
             "ppl": ppl,
         }
         if model.cfg.pe in ("lis", "random"):
@@ -303,7 +307,7 @@ def run(
             }
         # eval-only keeps the training record of the run that made the checkpoint
         results["models"][name].update(
-            {k: trained[k] for k in ("train_seconds", "final_train_loss", "updates") if k in trained}
+            {k: trained[k] for k in ("train_seconds", "final_train_loss", "updates", "bf16") if k in trained}
         )
         if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / name)

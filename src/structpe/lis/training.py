@@ -20,11 +20,17 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from structpe.io import atomic_write_text, earlier_results
+from structpe.errors import StructpeError
+from structpe.io import atomic_write_text, config_differences, earlier_results
 from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, TokenStructure
 
 # inputs [B, L], targets [B, L] and, for the KG diagnostics, the explicit structure of the batch
 Batch = tuple[torch.Tensor, torch.Tensor, TokenStructure | None]
+
+# config keys that say how a sitting runs, not what is trained or scored: a rerun may change them
+# (a resumed run keeps its earlier models) and runs that differ only in them merge. bf16 autocast is
+# one of them (its loss curves match float32, docs/lis.md); each trained model records its own.
+SITTING_KEYS = ("threads", "device", "max_minutes", "checkpoint_every", "autocast_bf16")
 
 
 @dataclass
@@ -124,12 +130,19 @@ def merge_results(
     merged: dict = {**dict.fromkeys(carry), "models": {}, "merged_from": [str(f) for f in folders]}
     for f in folders:
         res = json.loads((Path(f) / "results.json").read_text())
+        if merged["config"] is not None:  # one table holds runs of one configuration only
+            differ = config_differences(res["config"], merged["config"], SITTING_KEYS, OLD_FIELD_NAMES)
+            if differ:
+                raise StructpeError(
+                    f"--merge {f}: trained under another configuration than {folders[0]} (differs in "
+                    f"{differ}); merge only runs of one configuration"
+                )
         for key in carry:
             merged[key] = merged[key] or res[key]
         merged["models"].update(res["models"])
     out = Path(out)
     kept = earlier_results(
-        out / "results.json", merged["config"], ignore=("threads", "device"), old_names=OLD_FIELD_NAMES
+        out / "results.json", merged["config"], ignore=SITTING_KEYS, old_names=OLD_FIELD_NAMES
     )
     merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
