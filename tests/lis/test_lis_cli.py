@@ -155,13 +155,18 @@ def test_kg_eval_only_and_merge(tmp_path):
     for m in ("B", "J"):
         a = p.parse_args(["lis", "kg", "--config", str(path), "--models", m, "--out", str(tmp_path / m)])
         assert a.func(a) == 0
-    first = json.loads((tmp_path / "J" / "results.json").read_text())["models"]["J"]["scores"]
+    res = json.loads((tmp_path / "J" / "results.json").read_text())
+    first = res["models"]["J"]["scores"]
+    assert res["models"]["J"]["bf16"] is False
+    del res["models"]["J"]["bf16"]  # a record from before models recorded their precision
+    (tmp_path / "J" / "results.json").write_text(json.dumps(res))
     a = p.parse_args(
         ["lis", "kg", "--config", str(path), "--models", "J", "--out", str(tmp_path / "J"), "--eval-only"]
     )
     assert a.func(a) == 0
-    again = json.loads((tmp_path / "J" / "results.json").read_text())["models"]["J"]["scores"]
-    assert again == first  # same checkpoint, same seeded evaluation set
+    again = json.loads((tmp_path / "J" / "results.json").read_text())["models"]["J"]
+    assert again["scores"] == first  # same checkpoint, same seeded evaluation set
+    assert "bf16" not in again  # re-scoring does not claim how the checkpoint was trained
     a = p.parse_args(
         ["lis", "kg", "--merge", str(tmp_path / "B"), str(tmp_path / "J"), "--out", str(tmp_path / "all")]
     )

@@ -215,9 +215,10 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
             "params": model.num_params(),
             "train_seconds": round(time.time() - t0, 1),
             "final_train_loss": sum(losses[-50:]) / len(losses[-50:]),
-            "bf16": cfg.resolved_bf16(),
             "scores": {},
         }
+        if not eval_only:
+            res["bf16"] = cfg.resolved_bf16()
         # eval-only keeps the training record of the run that made the checkpoint
         res.update({k: trained[k] for k in ("train_seconds", "final_train_loss", "bf16") if k in trained})
         for (setting, split), items in sets.items():

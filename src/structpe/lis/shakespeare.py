@@ -298,9 +298,10 @@ def run(
             "train_seconds": round(train_s, 1),
             "final_train_loss": sum(losses[-20:]) / len(losses[-20:]),
             "updates": cfg.iters,
-            "bf16": cfg.resolved_bf16(),
             "ppl": ppl,
         }
+        if not eval_only:
+            results["models"][name]["bf16"] = cfg.resolved_bf16()
         if model.cfg.pe in ("lis", "random"):
             results["models"][name]["own_line_mass"] = {
                 str(ctx): own_line_mass(model, data.val, ctx, cfg.eval_chars) for ctx in cfg.eval_ctx
