@@ -84,7 +84,13 @@ def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> StudyData:
     settings = PrepareSettings(parser="gold", seq_len=64)
     ds = prepare({"train": [train], "validation": [valid]}, tok, d / "prepared", settings=settings)
     sents = list(get_parser("gold").parse_conllu(test))
-    return StudyData(tokenizer_dir=tok, dataset_dir=ds, fingerprint="synthetic-1", test_sentences=sents)
+    return StudyData(
+        tokenizer_dir=tok,
+        dataset_dir=ds,
+        fingerprint="synthetic-1",
+        test_sentences=sents,
+        train_fingerprint="synthetic-train-1",
+    )
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from structpe.study.runner import (
     eval_keys,
     leakage_summary,
     run_study,
+    train_config,
 )
 from structpe.study.spec import load_spec
 
@@ -224,12 +225,26 @@ def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     spec = load_spec(tiny_spec, "test")
     spec.evaluations.blimp = BlimpSpec(likelihoods=["conditional", "marginal"])
     spec.evaluations.ppl.likelihoods = ["conditional", "marginal"]
-    before = eval_keys(spec, "position", 1, "fp")
+    data = StudyData(Path("tok"), Path("ds"), "fp", [], train_fingerprint="train-fp")
+    before = eval_keys(spec, "position", 1, data)
     spec.evaluations.ppl.k = spec.evaluations.ppl.k * 10
-    after = eval_keys(spec, "position", 1, "fp")
+    after = eval_keys(spec, "position", 1, data)
     assert after["blimp-conditional"] == before["blimp-conditional"]
     assert after["blimp-marginal"] != before["blimp-marginal"]
     assert after["ppl-marginal"] != before["ppl-marginal"]
+
+
+def test_a_new_test_set_re_evaluates_but_never_retrains(tiny_spec: Path) -> None:
+    """The trained model belongs to the training data alone: drawing other test sentences changes
+    every evaluation's key and leaves the training hash as it was."""
+    spec = load_spec(tiny_spec, "test")
+    old = StudyData(Path("tok"), Path("ds"), "train+test-a", [], train_fingerprint="train-fp")
+    new = StudyData(Path("tok"), Path("ds"), "train+test-b", [], train_fingerprint="train-fp")
+    assert train_config(spec, "position", 1, old.train_fingerprint) == train_config(
+        spec, "position", 1, new.train_fingerprint
+    )
+    before, after = eval_keys(spec, "position", 1, old), eval_keys(spec, "position", 1, new)
+    assert all(before[k] != after[k] for k in before)
 
 
 def test_report_of_a_copied_folder_uses_the_shipped_spec(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ class StudyData:
     dataset_dir: Path
     fingerprint: str  # prepared data + test sentences
     test_sentences: list[Any]  # TaggedSentence, parsed once with the study's parser
+    train_fingerprint: str  # the prepared train/validation data alone (owns the trained models)
 
 
 def read_test_units(path: Path, fmt: str, limit: int) -> list[str]:
@@ -81,4 +82,5 @@ def prepare_study_data(
     units = read_test_units(splits["test"][0], fmt, ds.test_sentences)
     test = parse_units(parser, units, fmt, ds.test_sentences)
     test_key = stable_hash([[t.to_dict(), (t.meta or {}).get("text")] for t in test])  # + the scored text
-    return StudyData(tok_dir, merged, stable_hash([meta["fingerprint"], test_key]), test)
+    fingerprint = stable_hash([meta["fingerprint"], test_key])
+    return StudyData(tok_dir, merged, fingerprint, test, train_fingerprint=meta["fingerprint"])

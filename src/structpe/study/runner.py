@@ -125,23 +125,41 @@ def cells(spec: StudySpec) -> list[tuple[str, int]]:
     return [(label, seed) for seed in spec.seeds for label in order]
 
 
+# The dataset fields that shape a trained model. The test set is an evaluation setting: changing
+# how test sentences are drawn re-runs evaluations, never training.
+TRAIN_DATA_FIELDS = (
+    "corpus",
+    "parser",
+    "tokenizer",
+    "vocab_size",
+    "train_sentences",
+    "valid_sentences",
+    "seq_len",
+)
+
+
 def train_config(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> dict[str, Any]:
-    """What determines a cell's trained model (its hash owns the cell folder)."""
+    """What determines a cell's trained model (its hash owns the cell folder).
+
+    ``data_fingerprint`` is the prepared training data's (:attr:`StudyData.train_fingerprint`).
+    """
+    dataset = dataclasses.asdict(spec.dataset)
     return {
         "recipe": spec.recipe_name(label),
         "overrides": spec.cell_overrides(label),
         "seed": seed,
         "data_fingerprint": data_fingerprint,
-        "dataset": dataclasses.asdict(spec.dataset),
+        "dataset": {k: dataset[k] for k in TRAIN_DATA_FIELDS},
     }
 
 
-def eval_keys(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> dict[str, str]:
-    """One cache key per evaluation: the model's training hash plus that evaluation's settings
-    (and, for the leakage audit, the training hash of the same seed's baseline model)."""
+def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[str, str]:
+    """One cache key per evaluation: the model's training hash, the test sentences and that
+    evaluation's settings (and, for the leakage audit, the same seed's baseline model's hash)."""
     ev = spec.evaluations
-    own = stable_hash(train_config(spec, label, seed, data_fingerprint))
-    base = stable_hash(train_config(spec, spec.baseline, seed, data_fingerprint))
+    own_train = stable_hash(train_config(spec, label, seed, data.train_fingerprint))
+    own = stable_hash([own_train, data.fingerprint])
+    base = stable_hash(train_config(spec, spec.baseline, seed, data.train_fingerprint))
     k = ev.ppl.k if ev.ppl is not None else None
     keys = {}
     for name in ("ppl", "blimp", "syntaxgym"):
@@ -213,9 +231,9 @@ def run_cell(
     from structpe.train.trainer import read_metrics
 
     d = cell_dir(out, label, seed)
-    config = train_config(spec, label, seed, data.fingerprint)
+    config = train_config(spec, label, seed, data.train_fingerprint)
     train_hash = stable_hash(config)
-    keys = eval_keys(spec, label, seed, data.fingerprint)
+    keys = eval_keys(spec, label, seed, data)
     config_hash = stable_hash([train_hash, keys])
     metrics_path = d / METRICS_FILE
     name = f"{label}/seed-{seed}"
