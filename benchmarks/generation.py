@@ -37,8 +37,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from structpe.eval.likelihood import marginal_scores
-from structpe.eval.scoring import CausalScorer
+from structpe.eval.scoring.likelihood import marginal_scores
+from structpe.eval.scoring.scorer import CausalScorer
 from structpe.models import SiPEConfig, build_model, load
 from structpe.train.recipe import load_recipe
 
@@ -127,8 +127,8 @@ def bench_generation(args) -> list[dict]:
 
 def ewt_dev(n: int) -> list:
     from structpe.data.paths import data_root
+    from structpe.parser.parsers import get_parser
     from structpe.syntax.conllu_io import read_conllu
-    from structpe.syntax.parsers import get_parser
 
     sents = []
     for s in read_conllu(Path(data_root()) / EWT_DEV):

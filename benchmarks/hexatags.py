@@ -74,7 +74,7 @@ def main() -> None:
     result["constrained_decode_max_depth"] = DEFAULT_MAX_DEPTH
 
     if args.spacy_sentences:
-        from structpe.syntax.parsers import SpacyParser
+        from structpe.parser.parsers import SpacyParser
 
         words = [s.words for s in sents[: args.spacy_sentences]]
         runs = []

@@ -24,7 +24,7 @@ import platform
 import time
 from pathlib import Path
 
-from structpe.syntax.parsers import QUANTIZE_MODES
+from structpe.parser.parsers import QUANTIZE_MODES
 
 
 def timed(fn, items, repeats: int) -> dict[str, float]:
@@ -70,8 +70,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from structpe.data.paths import data_root
-    from structpe.syntax.hexatagger_data import load_sentences, treebank_file
-    from structpe.syntax.parsers import get_parser
+    from structpe.parser.data import load_sentences, treebank_file
+    from structpe.parser.parsers import get_parser
 
     path = treebank_file(data_root(args.data), "ewt", "test")
     sents = load_sentences(path, args.limit)
@@ -89,7 +89,7 @@ def main() -> None:
             "torch": torch.__version__,
         },
     }
-    from structpe.syntax.hexatagger_model import HexataggerModel
+    from structpe.parser.model import HexataggerModel
 
     n_params = HexataggerModel.from_pretrained(args.model).num_parameters()
     for mode in args.quantize:

@@ -55,7 +55,7 @@ from typing import Any
 import torch
 
 from structpe.models import SiPEConfig, build_model
-from structpe.quickstart import QuickstartConfig
+from structpe.quickstart.run import QuickstartConfig
 from structpe.syntax.hexatags import N_NONTERMINALS, N_TERMINALS
 from structpe.train.pretrain import native_bf16
 from structpe.train.recipe import load_recipe

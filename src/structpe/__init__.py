@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str):
     """``structpe.generate`` (joint text + tree generation), imported on first use (torch is heavy)."""
     if name == "generate":
-        from structpe.generation import generate
+        from structpe.generation.decoding import generate
 
         return generate
     raise AttributeError(f"module 'structpe' has no attribute {name!r}")

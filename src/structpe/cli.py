@@ -14,14 +14,14 @@ import traceback
 
 # Area modules that contribute sub-commands, in the order they appear in ``structpe --help``.
 COMMAND_MODULES = [
-    "structpe.syntax.commands",
-    "structpe.syntax.parser_commands",
+    "structpe.parser.tag_commands",
+    "structpe.parser.commands",
     "structpe.train.commands",
     "structpe.lis.commands",
     "structpe.eval.commands",
-    "structpe.quickstart",
+    "structpe.quickstart.run",
     "structpe.data.commands",
-    "structpe.generation_commands",
+    "structpe.generation.commands",
     "structpe.study.commands",
 ]
 

@@ -36,11 +36,11 @@ KNOWN_ERRORS = (
     "structpe.syntax.trees.NonProjectiveError",
     "structpe.syntax.hexatags.InvalidTagsError",
     "structpe.syntax.conllu_io.ConlluError",
-    "structpe.syntax.parsers.ParserInputError",
+    "structpe.parser.parsers.ParserInputError",
     "structpe.syntax.alignment.AlignmentError",
     "structpe.modules.prior.TagIdError",
     "structpe.train.trainer.VocabularyMismatchError",
-    "structpe.eval.syntaxgym.FormulaError",
+    "structpe.eval.syntaxgym.evaluate.FormulaError",
     "safetensors.SafetensorError",
     "yaml.YAMLError",
 )

@@ -4,7 +4,7 @@ Byte-level BPE on Brown train, all in *raw* text form (detokenized, the form BLi
 any Hugging Face LM use); Brown hexatagged with spaCy or the packaged hexatagger (one cached
 parser for every stage) and
 packed with ``structpe prepare``; the Brown test sentences for perplexity. Re-running reuses the
-prepared data. The later stages live in ``structpe.quickstart``.
+prepared data. The later stages live in ``structpe.quickstart.run``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from structpe.data.paths import data_root
 from structpe.io import atomic_write_text
-from structpe.quickstart_config import QuickstartConfig
+from structpe.quickstart.config import QuickstartConfig
 
 
 @dataclass

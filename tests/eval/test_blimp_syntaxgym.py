@@ -12,7 +12,7 @@ from eval_toys import VOCAB, WORDS, BigramLM, ChainParser
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from structpe.eval.blimp import BlimpPair, evaluate_blimp, list_paradigms, load_blimp
-from structpe.eval.syntaxgym import (
+from structpe.eval.syntaxgym.evaluate import (
     FormulaError,
     evaluate_syntaxgym,
     load_suites,

@@ -14,7 +14,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from transformers import BertConfig, BertForSequenceClassification
 
-from structpe.eval.glue import featurize, finetune_glue, glue_metrics, load_glue
+from structpe.eval.glue.finetune import featurize, finetune_glue, glue_metrics, load_glue
 
 
 def test_metrics_match_sklearn_scipy_and_hand_values():
@@ -54,7 +54,7 @@ def test_loaders_real_files(shared_data):
 
 
 def test_pair_tags_each_sentence_separately(mlm_tok):
-    from structpe.eval.glue import GlueExample
+    from structpe.eval.glue.finetune import GlueExample
 
     ex = [GlueExample(("the dogs run", "cat sleep"), 1)]
     parser = ChainParser()
@@ -104,7 +104,7 @@ def test_tiny_finetune_runs_on_real_rte(shared_data, mlm_tok):
 
 @pytest.mark.data
 def test_finetune_our_encoder_with_tags(shared_data, mlm_tok, tmp_path):
-    from structpe.eval.glue import load_classifier
+    from structpe.eval.glue.finetune import load_classifier
     from structpe.models import SiPEConfig, build_model
 
     cfg = SiPEConfig(
@@ -137,7 +137,7 @@ def test_finetune_our_encoder_with_tags(shared_data, mlm_tok, tmp_path):
 
 def test_best_epoch_and_macro_on_a_toy_run(monkeypatch):
     """Scripted dev scores per (task, seed, epoch): best-epoch selection, sd over seeds, the macro."""
-    from structpe.eval import glue
+    from structpe.eval.glue import finetune as glue
 
     # dev `main` after epochs 1..3 for each task and seed
     script = {
@@ -195,7 +195,7 @@ def test_best_epoch_and_macro_on_a_toy_run(monkeypatch):
 
 
 def test_recorded_parser_is_the_pretraining_one(tmp_path):
-    from structpe.eval.glue import recorded_parser
+    from structpe.eval.glue.finetune import recorded_parser
 
     data = tmp_path / "data"
     data.mkdir()
@@ -220,7 +220,7 @@ class LabelledChain(ChainParser):
 
 
 def test_deprel_features_follow_the_tags(mlm_tok):
-    from structpe.eval.glue import GlueExample
+    from structpe.eval.glue.finetune import GlueExample
     from structpe.syntax.deprels import UD_RELATIONS
 
     ex = [GlueExample(("the dogs run", "cat sleep"), 1)]
@@ -235,7 +235,7 @@ def test_deprel_features_follow_the_tags(mlm_tok):
 
 @pytest.mark.data
 def test_finetune_a_deprel_encoder(shared_data, mlm_tok, tmp_path):
-    from structpe.eval.glue import load_classifier
+    from structpe.eval.glue.finetune import load_classifier
     from structpe.models import SiPEConfig, build_model
 
     cfg = SiPEConfig(family="roberta", injection="input", n_deprels=37, prior_parts="dr_nt",

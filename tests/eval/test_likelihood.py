@@ -17,8 +17,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from structpe.eval import likelihood as lk
-from structpe.eval.scoring import CausalScorer
+from structpe.eval.scoring import likelihood as lk
+from structpe.eval.scoring.scorer import CausalScorer
 from structpe.models import SiPEConfig, build_model
 from structpe.modules.prior import causal_tag_targets
 from structpe.syntax import TaggedSentence
@@ -340,7 +340,7 @@ def test_bad_k_and_reports_name_the_mode(tok):
     model = tiny_txl(tok, "input")
     with pytest.raises(ValueError, match="k >= 1"):
         CausalScorer(model, tok, likelihood="marginal", k=0)
-    from structpe.eval.scoring import describe_scoring
+    from structpe.eval.scoring.scorer import describe_scoring
 
     assert "conditional" in describe_scoring(CausalScorer(model, tok, likelihood="conditional"))
     assert "joint" in describe_scoring(CausalScorer(model, tok, likelihood="joint"))

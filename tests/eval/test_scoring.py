@@ -10,7 +10,7 @@ from eval_toys import VOCAB, WORDS, BigramLM, ChainParser, RightNeighbourMLM
 from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 
 from structpe.eval.ppl import evaluate_ppl
-from structpe.eval.scoring import CausalScorer, MaskedScorer, ScoringSpec, make_scorer, model_kind
+from structpe.eval.scoring.scorer import CausalScorer, MaskedScorer, ScoringSpec, make_scorer, model_kind
 from structpe.syntax import TaggedSentence
 
 V = len(WORDS)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from structpe.eval.syntaxgym import Item, Suite, chance_scores, load_suites, parse_formula
+from structpe.eval.syntaxgym.evaluate import Item, Suite, chance_scores, load_suites, parse_formula
 
 
 def _suite(name: str, formula: str, conditions: dict[str, list[str]], n_items: int = 20) -> Suite:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from structpe.models import SiPEConfig, build_model, from_hf_pretrained, load
+from structpe.models import SiPEConfig, build_model, load
+from structpe.models.registry import from_hf_pretrained
 from structpe.modules.prior import IGNORE_INDEX, HexatagPrior
 
 MASK_ID = 3

@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from structpe.models import SiPEConfig, build_model, sipe_parameter_count
+from structpe.models import SiPEConfig, build_model
+from structpe.models.registry import sipe_parameter_count
 from structpe.train.recipe import load_recipe
 
 VOCAB = 40

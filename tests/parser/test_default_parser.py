@@ -8,9 +8,9 @@ import json
 import pytest
 
 from structpe.cli import main
-from structpe.syntax.default_parser import default_model_dir, read_card, verify
-from structpe.syntax.hexatagger_data import load_sentences, treebank_file
-from structpe.syntax.hexatagger_eval import evaluate_parser
+from structpe.parser.data import load_sentences, treebank_file
+from structpe.parser.default import default_model_dir, read_card, verify
+from structpe.parser.evaluate import evaluate_parser
 from structpe.syntax.hexatags import decode
 
 

@@ -11,10 +11,10 @@ import torch
 import yaml
 
 from structpe.cli import main
-from structpe.syntax.hexatagger import HexataggerConfig, HexataggerModel, train_tokenizer
-from structpe.syntax.hexatagger_train import TrainConfig
+from structpe.parser.hexatagger import HexataggerConfig, HexataggerModel, train_tokenizer
+from structpe.parser.train import TrainConfig
+from structpe.parser.word_vectors import train_subword_vectors
 from structpe.syntax.hexatags import IGNORE_INDEX
-from structpe.syntax.word_vectors import train_subword_vectors
 
 TEXTS = [
     "A small fox jumps over the old dog .",
@@ -108,7 +108,7 @@ def test_bilstm_save_load_round_trip(tmp_path):
 def test_int8_quantizes_the_lstm_and_keeps_its_scores():
     from torch.ao.nn.quantized.dynamic import LSTM as QuantizedLSTM
 
-    from structpe.syntax.hexatagger import quantize_for_cpu
+    from structpe.parser.hexatagger import quantize_for_cpu
 
     torch.manual_seed(0)
     model = HexataggerModel(lstm_config(d_model=64, d_emb=32)).eval()
@@ -124,7 +124,7 @@ def test_int8_quantizes_the_lstm_and_keeps_its_scores():
 
 
 def test_bf16_inference_keeps_the_scores_and_leaves_the_model_alone():
-    from structpe.syntax.hexatagger import quantize_for_cpu
+    from structpe.parser.hexatagger import quantize_for_cpu
 
     torch.manual_seed(0)
     model = HexataggerModel(lstm_config(d_model=64, d_emb=32, pair_nonterminal=True)).eval()

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from structpe.cli import main
-from structpe.syntax.hexatagger_train import TrainConfig
+from structpe.parser.train import TrainConfig
 from structpe.syntax.hexatags import decode
 from structpe.syntax.trees import check_tree
 
@@ -73,7 +73,7 @@ def test_tag_cli_quantize_is_for_the_hexatagger_only(tmp_path, capsys):
 
 
 def test_tag_cli_hexatagger_without_a_packaged_model_asks_for_one(tmp_path, capsys, monkeypatch):
-    from structpe.syntax import default_parser
+    from structpe.parser import default as default_parser
 
     monkeypatch.setattr(default_parser, "default_model_dir", lambda: tmp_path / "none")
     src = tmp_path / "in.txt"
@@ -87,7 +87,7 @@ def test_export_writes_float16_weights_and_a_card_that_checks_them(trained, tmp_
     from safetensors.torch import load_file
 
     from structpe.errors import StructpeError
-    from structpe.syntax.default_parser import read_card, verify
+    from structpe.parser.default import read_card, verify
 
     out, root = trained
     dev = root / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz"
@@ -162,7 +162,7 @@ def test_recipes_parse():
 
 def test_parse_text_one_tree_per_text_when_asked(trained):
     """Scorers align tags to a text's characters, so they need exactly one tree per text."""
-    from structpe.syntax.parsers import get_parser
+    from structpe.parser.parsers import get_parser
 
     out, _ = trained
     parser = get_parser("hexatagger", model=str(out))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from structpe.syntax.hexatagger import (
+from structpe.parser.hexatagger import (
     HexataggerConfig,
     HexataggerModel,
     decode_scores,
@@ -187,7 +187,7 @@ def test_pair_nonterminal_head_reads_the_next_position():
 
 
 def test_int8_quantization_keeps_the_scores_and_trees(tokenizer):
-    from structpe.syntax.hexatagger import quantize_for_cpu
+    from structpe.parser.hexatagger import quantize_for_cpu
 
     torch.manual_seed(0)
     model = HexataggerModel(tiny_config(vocab_size=tokenizer.get_vocab_size())).eval()
@@ -206,7 +206,7 @@ def test_int8_quantization_keeps_the_scores_and_trees(tokenizer):
 
 
 def test_batched_decoding_equals_sentence_by_sentence():
-    from structpe.syntax.hexatagger import decode_scores_batch
+    from structpe.parser.hexatagger import decode_scores_batch
 
     rng = np.random.default_rng(3)
     ts = [np.log(rng.dirichlet([1, 1], size=n)) for n in (1, 4, 12, 30, 7)]

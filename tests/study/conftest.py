@@ -73,7 +73,7 @@ def write_conllu(path: Path, n: int, seed: int) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> StudyData:
-    from structpe.syntax.parsers import get_parser
+    from structpe.parser.parsers import get_parser
 
     d = tmp_path_factory.mktemp("study-data")
     train = write_conllu(d / "train.conllu", 160, 1)

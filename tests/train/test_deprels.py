@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from structpe.parser.parsers import get_parser
 from structpe.syntax import read_conllu
 from structpe.syntax.deprels import (
     CLEARNLP_TO_UD,
@@ -17,7 +18,6 @@ from structpe.syntax.deprels import (
     spread_word_labels,
     universal_relation,
 )
-from structpe.syntax.parsers import get_parser
 from structpe.train.collators import collator_for
 from structpe.train.prepare import PrepareSettings, load_prepared, prepare
 from structpe.train.pretrain import pretrain

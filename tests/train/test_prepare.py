@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from datasets import load_from_disk
 
-from structpe.syntax.parsers import get_parser
+from structpe.parser.parsers import get_parser
 from structpe.train.corpus import detokenize_words
 from structpe.train.prepare import (
     METADATA_FILE,

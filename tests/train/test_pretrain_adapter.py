@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from structpe.eval.commands import load_model_and_tokenizer
-from structpe.eval.scoring import CausalScorer
+from structpe.eval.scoring.scorer import CausalScorer
 from structpe.syntax import TaggedSentence
 from structpe.train.pretrain import pretrain
 from structpe.train.recipe import RecipeError, load_recipe

@@ -5,10 +5,10 @@ any Hugging Face causal or masked LM (without tags):
 
 - ``structpe.eval.ppl.evaluate_ppl(model, tokenizer, sentences, ...)``
 - ``structpe.eval.blimp.evaluate_blimp(model, tokenizer, parser, data_dir, paradigms, ...)``
-- ``structpe.eval.syntaxgym.evaluate_syntaxgym(model, tokenizer, parser, data_dir, suites, ...)``
-- ``structpe.eval.glue.finetune_glue(model_path, task, ...)``
+- ``structpe.eval.syntaxgym.evaluate.evaluate_syntaxgym(model, tokenizer, parser, data_dir, suites, ...)``
+- ``structpe.eval.glue.finetune.finetune_glue(model_path, task, ...)``
 - ``structpe.eval.attention.evaluate_attention(base, sipe, tokenizer, parser, ...)``
 
-They share one scorer layer (``structpe.eval.scoring``) and one report writer
+They share one scorer layer (``structpe.eval.scoring.scorer``) and one report writer
 (``structpe.eval.report``); the CLI wrappers live in ``structpe.eval.commands``.
 """

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from structpe.eval.scoring import (
+from structpe.eval.scoring.scorer import (
     IGNORE,
     Parser,
     align_tags_by_offsets,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from structpe.errors import StructpeError
-from structpe.eval.scoring import (
+from structpe.eval.scoring.scorer import (
     CausalScorer,
     MaskedScorer,
     Parser,

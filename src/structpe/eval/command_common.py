@@ -2,7 +2,7 @@
 
 Loading a model folder with its tokenizer and a parser, reading input lines, the common options
 and the argument checks that run before any model is loaded (so a typo costs nothing). Kept apart
-from the command handlers (``structpe.eval.commands``, ``structpe.eval.glue_commands``) so every
+from the command handlers (``structpe.eval.commands``, ``structpe.eval.glue.commands``) so every
 handler stays a thin wrapper over the library (see cli.py).
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
-from structpe.eval.scoring import PLL_METRICS, CausalScorer, ScoringSpec, uses_tags
+from structpe.eval.scoring.scorer import PLL_METRICS, CausalScorer, ScoringSpec, uses_tags
 from structpe.io import split_lines
 
 # the causal scorer's registry: modes added there (joint, marginal) appear here too
@@ -99,7 +99,7 @@ def make_parser(name: str | None, model: Any, parser_model: str | None = None) -
         if uses_tags(model):
             raise StructpeError("--parser none: this model reads hexatags; choose a parser (e.g. spacy)")
         return None
-    from structpe.syntax.parsers import get_parser
+    from structpe.parser.parsers import get_parser
 
     kw = {"model": parser_model} if parser_model else {}
     return get_parser(name, **kw)
@@ -166,7 +166,7 @@ def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse impossible numbers, unknown names and missing inputs with one line naming the option."""
-    from structpe.syntax.parsers import available_parsers
+    from structpe.parser.parsers import available_parsers
 
     for opt in ("limit", "k", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval"):
         check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))

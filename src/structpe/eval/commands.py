@@ -3,7 +3,7 @@
 Thin wrappers (see cli.py): parse arguments, load model/tokenizer/parser, call the library
 function, write JSON + Markdown (+ PNG) with :mod:`structpe.eval.report`. The shared loading and
 argument checks live in ``structpe.eval.command_common`` and the GLUE commands in
-``structpe.eval.glue_commands`` (both re-exported here).
+``structpe.eval.glue.commands`` (both re-exported here).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from structpe.eval.command_common import (
     read_lines,
     scoring_spec,
 )
-from structpe.eval.glue_commands import _glue_args, cmd_glue
+from structpe.eval.glue.commands import _glue_args, cmd_glue
 
 # ----------------------------------------------------------------------------------------------
 # commands
@@ -43,7 +43,7 @@ def cmd_ppl(args: argparse.Namespace) -> int:
         lines = [ln.strip() for ln in read_lines(args.text) if ln.strip()]
         if args.limit:
             lines = lines[: args.limit]
-        from structpe.eval.scoring import parse_texts
+        from structpe.eval.scoring.scorer import parse_texts
 
         sents = parse_texts(parser, lines) or []
         for s, text in zip(sents, lines, strict=True):
@@ -97,7 +97,8 @@ def cmd_blimp(args: argparse.Namespace) -> int:
 
 
 def cmd_syntaxgym(args: argparse.Namespace) -> int:
-    from structpe.eval import report, syntaxgym
+    from structpe.eval import report
+    from structpe.eval.syntaxgym import evaluate as syntaxgym
 
     check_args(args)
     suites = sorted(p.stem for p in syntaxgym.suites_dir(args.data_dir).glob("*.json"))

@@ -23,7 +23,7 @@ Both causal conditions are leak-free ways of feeding the model parses, and the m
 on leaky ones, so the gain they keep is a lower bound on what a leak-free conditioning keeps; the
 reported ``leaked_share_upper`` = 1 - (best causal gain) / (full gain) is an upper bound on the share
 of the full-parse gain that is leakage. The honest likelihoods (``joint``, ``marginal`` in
-:mod:`structpe.eval.likelihood`) answer the same question by paying for the tags instead.
+:mod:`structpe.eval.scoring.likelihood`) answer the same question by paying for the tags instead.
 
 Cost: the causal conditions parse every prefix (one parse per token) and run one forward per token.
 """
@@ -34,8 +34,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from structpe.eval.likelihood import Row, run_rows
-from structpe.eval.scoring import (
+from structpe.eval.scoring.likelihood import Row, run_rows
+from structpe.eval.scoring.scorer import (
     IGNORE,
     CausalScorer,
     Parser,

@@ -3,7 +3,7 @@
 x: parse trees evaluated per sentence at inference (log scale, 0 included via a symlog axis):
 0 for a model that reads no parse, 1 for one fixed parse (``conditional`` p(x | T) and ``joint``
 p(x, T)), k for the k-best ``marginal`` bound. y: SyntaxGym score (%). Our points come from
-``structpe.eval.syntaxgym.evaluate_syntaxgym`` result JSON files (as written by the report writer);
+``structpe.eval.syntaxgym.evaluate.evaluate_syntaxgym`` result JSON files (as written by the report writer);
 the published points of other methods are drawn as reference marks, and the output JSON lists
 every point with its source.
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from structpe.eval.scoring import (
+from structpe.eval.scoring.scorer import (
     CausalScorer,
     MaskedScorer,
     ScoringSpec,

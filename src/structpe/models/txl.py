@@ -705,7 +705,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
 
         With ``use_cache`` each step runs one new position against the key/value cache; without
         it each step re-runs the whole window (the reference the cache is measured against).
-        ``structpe.generation.generate`` also writes each new word's tags. Call ``model.eval()``
+        ``structpe.generation.decoding.generate`` also writes each new word's tags. Call ``model.eval()``
         first, or dropout stays on.
         """
         if max_new_tokens < 0 or temperature < 0:

@@ -67,7 +67,7 @@ def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[
     if spec.evaluations.syntaxgym is None:
         return None
     from structpe.data.paths import data_root
-    from structpe.eval.syntaxgym import chance_scores, load_suites, paper_suites
+    from structpe.eval.syntaxgym.evaluate import chance_scores, load_suites, paper_suites
 
     try:
         root = Path(data_root(data_dir)) / "syntaxgym"

@@ -98,7 +98,7 @@ def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
 
 def _await_baseline(out: Path, spec: StudySpec, seed: int, log: Callable[[str], None], poll_s: float) -> Path:
     """The seed's baseline model folder, waiting while another worker still trains it."""
-    from structpe.quickstart import _final_model_dir
+    from structpe.quickstart.run import _final_model_dir
 
     run_dir = cell_dir(out, spec.baseline, seed) / "run"
     waiting = False
@@ -222,10 +222,10 @@ def run_cell(
     from structpe.eval.blimp import evaluate_blimp
     from structpe.eval.leakage import leakage_audit
     from structpe.eval.ppl import evaluate_ppl, sentence_text
-    from structpe.eval.scoring import model_kind, uses_tags
-    from structpe.eval.syntaxgym import evaluate_syntaxgym, paper_suites
+    from structpe.eval.scoring.scorer import model_kind, uses_tags
+    from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym, paper_suites
     from structpe.models import load
-    from structpe.quickstart import _final_model_dir, _val_lm_loss
+    from structpe.quickstart.run import _final_model_dir, _val_lm_loss
     from structpe.train.pretrain import pretrain
     from structpe.train.tokenizer import load_tokenizer
     from structpe.train.trainer import read_metrics
@@ -411,7 +411,7 @@ def run_study(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if parser is None:
-        from structpe.syntax.parsers import get_parser
+        from structpe.parser.parsers import get_parser
 
         parser = CachedParser(get_parser(spec.dataset.parser))
     if data is None:

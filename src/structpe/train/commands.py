@@ -13,7 +13,7 @@ from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_positive
 from structpe.io import refuse_overwrite_input
-from structpe.syntax.parsers import QUANTIZE_HELP, QUANTIZE_MODES
+from structpe.parser.parsers import QUANTIZE_HELP, QUANTIZE_MODES
 
 
 def register(subparsers: Any) -> None:

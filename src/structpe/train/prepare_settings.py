@@ -115,7 +115,7 @@ def parser_identity(settings: PrepareSettings) -> dict[str, Any]:
     if settings.parser == "spacy":
         from importlib.metadata import PackageNotFoundError, version
 
-        from structpe.syntax.parsers import DEFAULT_SPACY_MODEL
+        from structpe.parser.parsers import DEFAULT_SPACY_MODEL
 
         name = settings.parser_kwargs.get("model") or DEFAULT_SPACY_MODEL
         try:
@@ -123,7 +123,7 @@ def parser_identity(settings: PrepareSettings) -> dict[str, Any]:
         except PackageNotFoundError:
             return {"spacy_model": name}
     if settings.parser == "hexatagger":
-        from structpe.syntax.default_parser import default_model_dir
+        from structpe.parser.default import default_model_dir
 
         # no model: get_parser falls back to the packaged one, whose files then make the identity
         folder = Path(settings.parser_kwargs.get("model") or default_model_dir())

@@ -12,7 +12,7 @@ Pipeline, per split (each step a ``datasets`` map; steps 1-2 run on ``num_proc``
             trained by ``structpe tokenizer train``): the sentence is detokenized (``glass.``, ``"``;
             :func:`structpe.train.corpus.detokenize_words`), the *text* is tokenized as evaluation
             tokenizes it, and each word's tags go on the first token overlapping the word's
-            characters (:func:`structpe.eval.scoring.align_tags_by_offsets`, the scorers' rule).
+            characters (:func:`structpe.eval.scoring.scorer.align_tags_by_offsets`, the scorers' rule).
             Text form ``tokenized``: words are tokenized pre-split
             (``structpe.syntax.alignment.align_tags``), i.e. trained on ``glass .``.
 3. pack     sentences, in corpus order, are packed greedily into sequences of at most ``seq_len``
@@ -48,7 +48,7 @@ _CACHE: dict[Any, Any] = {}
 def _get_parser(name: str, kwargs: dict[str, Any]) -> Any:
     key = ("parser", name, json.dumps(kwargs, sort_keys=True))
     if key not in _CACHE:
-        from structpe.syntax.parsers import get_parser
+        from structpe.parser.parsers import get_parser
 
         _CACHE[key] = get_parser(name, **kwargs)
     return _CACHE[key]
@@ -135,7 +135,7 @@ def _align_raw_batch(batch: dict[str, list], tokenizer_path: str) -> dict:
     Sentences of Brown carry the text detokenized before parsing (``raw_text``); for the others
     (parsed from CoNLL-U or raw prose) the parser's words are detokenized here.
     """
-    from structpe.eval.scoring import align_tags_by_offsets, first_tokens_of_words
+    from structpe.eval.scoring.scorer import align_tags_by_offsets, first_tokens_of_words
 
     tok = _get_tokenizer(tokenizer_path)
     texts = batch.get("raw_text") or [detokenize_words(w)[1] for w in batch["words"]]

@@ -259,8 +259,8 @@ def pretrain(
         torch.set_num_threads(cpu_threads(tc.threads))
     torch.manual_seed(tc.seed)
     trainer_class = SiPETrainer
-    if recipe.adapter is not None:  # a Hugging Face base model + SiPE adapter (structpe.adapters.train)
-        from structpe.adapters.train import AdapterTrainer, build_adapted
+    if recipe.adapter is not None:  # a Hugging Face base model + SiPE adapter (structpe.train.adapter)
+        from structpe.train.adapter import AdapterTrainer, build_adapted
 
         model, trainer_class = build_adapted(recipe, tokenizer, tc.seq_len), AdapterTrainer
     else:

@@ -138,7 +138,7 @@ class Recipe:
     source: str | None = None
     description: str | None = None
     overrides: list[str] = field(default_factory=list)
-    adapter: dict[str, Any] | None = None  # a Hugging Face base + SiPE adapter (structpe.adapters.train)
+    adapter: dict[str, Any] | None = None  # a Hugging Face base + SiPE adapter (structpe.train.adapter)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -187,7 +187,7 @@ def list_recipes(root: Path = CONFIG_ROOT) -> list[str]:
 def recipe_table(root: Path = CONFIG_ROOT) -> list[str]:
     """``structpe pretrain --list``: one line per recipe with the exact parameters its SiPE variant adds
     over the family's plain model (``sipe_parameter_count``: tag tables, tag heads, the rest)."""
-    from structpe.models import sipe_parameter_count
+    from structpe.models.registry import sipe_parameter_count
 
     names = list_recipes(root)
     width = max((len(n) for n in names), default=6)
@@ -347,7 +347,7 @@ def load_recipe(config: str | Path, overrides: list[str] | None = None) -> Recip
     except (TypeError, ValueError) as err:
         raise RecipeError(f"{path} (model): {err}") from None
     if adapter is not None:
-        from structpe.adapters.train import adapter_settings
+        from structpe.train.adapter import adapter_settings
 
         adapter_settings(adapter, str(path))  # validates every key and value now, before anything runs
     try:

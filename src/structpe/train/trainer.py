@@ -3,7 +3,7 @@
 ``SiPETrainer`` logs the SiPE loss terms (LM, terminal and non-terminal tag losses), validates with
 perplexity over a fixed number of batches and stops on a non-finite loss; ``RunFolderCallback``
 writes ``metrics.csv`` and ``loss.png``. Kept apart from ``pretrain.py`` (which builds a run from a
-recipe) so that the adapter trainer in ``structpe.adapters.train`` can subclass it without an
+recipe) so that the adapter trainer in ``structpe.train.adapter`` can subclass it without an
 import cycle.
 """
 

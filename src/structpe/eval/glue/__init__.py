@@ -1,0 +1,1 @@
+"""GLUE fine-tuning of the encoders: tasks, features, the training loop, its report and command."""

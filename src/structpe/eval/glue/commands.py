@@ -1,0 +1,142 @@
+"""CLI: ``structpe eval glue`` and ``structpe finetune glue``.
+
+Thin wrappers (see cli.py) over :func:`structpe.eval.glue.finetune.finetune_glue`: choose the parser for
+GLUE tags (``--parser``, else the one that prepared the pre-training data), fine-tune, write JSON +
+Markdown with :mod:`structpe.eval.report`. Registered by ``structpe.eval.commands.register``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from structpe.errors import StructpeError, closest
+from structpe.eval.command_common import (
+    _common,
+    _out_dir,
+    _print_table,
+    check_args,
+    find_tokenizer_dir,
+    make_parser,
+)
+from structpe.eval.scoring.scorer import uses_tags
+
+
+def cmd_glue(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
+    from structpe.eval import report
+    from structpe.eval.glue import finetune as glue
+
+    check_args(args)
+    for task in args.tasks:
+        try:
+            if task.lower() != "all":
+                glue.task_spec(task)
+        except ValueError as err:
+            raise StructpeError(f"--tasks: {err}{closest(task.lower(), glue.TASKS)}") from None
+    model_path = Path(args.model)
+    try:
+        tasks = glue.resolve_tasks(args.tasks)
+    except ValueError as err:
+        raise StructpeError(f"--tasks: {err}") from None
+    tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(model_path, args.tokenizer))
+    probe = glue.load_classifier(model_path, 2)
+    parser, parser_note = _glue_parser(args, probe, model_path)
+    del probe
+
+    def model_fn(num_labels: int) -> Any:
+        return glue.load_classifier(model_path, num_labels).to(args.device)
+
+    res = glue.finetune_glue(
+        model_fn,
+        tok,
+        tasks,
+        parser,
+        args.data_dir,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        max_train=args.max_train,
+        max_eval=args.max_eval,
+        weight_decay=args.weight_decay,
+    )
+    res["model"] = args.model
+    res["parser"] = parser_note
+    rows, cols = glue.format_results(res)
+    out = _out_dir(args, "glue")
+    plots = [
+        report.bar_plot(
+            out / "glue_tasks.png",
+            list(res["tasks"]),
+            {
+                "best epoch": [r["summary"]["best"]["mean"]["main"] for r in res["tasks"].values()],
+                "last epoch": [r["summary"]["last"]["mean"]["main"] for r in res["tasks"].values()],
+            },
+            title=f"GLUE dev (macro {100 * res['macro']:.2f}, best epoch)",
+            ylabel="task metric",
+        )
+    ]
+    notes = [
+        f"model: `{args.model}`; seeds {list(args.seeds)}, {args.epochs} epochs, lr {args.lr}, "
+        f"weight decay {args.weight_decay}",
+        "one number per task, as the paper's tables (it does not name them; BERT's convention): MCC "
+        "(CoLA), F1 (MRPC), Spearman (STS-B), accuracy (SST-2, RTE); dev split, in points; "
+        "mean ± sample sd over seeds",
+        "best epoch: per seed the dev epoch with the best task metric (selected on the reported dev "
+        "split); last epoch: after the last epoch; macro: mean over the tasks run",
+        f"tags: {parser_note['name']} ({parser_note['why']})",
+    ]
+    if args.max_train or args.max_eval:
+        notes.append(f"subsampled: max_train={args.max_train}, max_eval={args.max_eval}")
+    _print_table(
+        report.write_report(out, "glue", res, rows, cols, title="GLUE fine-tuning", notes=notes, plots=plots)
+    )
+    return 0
+
+
+def _glue_parser(args: argparse.Namespace, model: Any, model_path: Path) -> tuple[Any, dict[str, str]]:
+    """The parser for GLUE tags: ``--parser``, else the one that prepared the pre-training data."""
+    from structpe.eval.glue.finetune import recorded_parser
+
+    if args.parser is not None or not uses_tags(model):
+        parser = make_parser(args.parser, model, args.parser_model)
+        why = "--parser" if args.parser is not None else "the model reads no tags"
+        return parser, {"name": args.parser or "none", "why": why}
+    rec = recorded_parser(model_path)
+    if rec is None or rec["parser"] in (None, "gold"):
+        why = ("pre-training used gold trees, which GLUE text does not have" if rec else
+               "no pre-training record (summary.json -> structpe_prepare.json) next to the model")
+        print(f"structpe finetune glue: tagging with spaCy: {why}; pass --parser to choose", file=sys.stderr)
+        return make_parser("spacy", model, args.parser_model), {"name": "spacy", "why": why}
+    from structpe.parser.parsers import get_parser
+
+    kwargs = dict(rec["parser_kwargs"])
+    if args.parser_model:
+        kwargs["model"] = args.parser_model
+    note = {"name": rec["parser"], "why": f"as pre-training, {rec['source']}"}
+    return get_parser(rec["parser"], **kwargs), note
+
+
+def _glue_args(p: argparse.ArgumentParser) -> None:
+    from structpe.eval.glue.finetune import FINETUNE_TASKS
+
+    _common(p)
+    p.add_argument(
+        "--tasks", "--task", nargs="+", default=["all"], dest="tasks",
+        help=f"GLUE tasks ({', '.join(FINETUNE_TASKS)}) or all (default), run in one go with one table",
+    )
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                   help="fine-tuning seeds; scores are mean ± sd over them")
+    p.add_argument("--epochs", type=int, default=3,
+                   help="epochs per run (the paper: 20); the best and the last epoch are reported")
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (the paper: 0.1)")
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-train", type=int, help="use only the first N training examples per task")
+    p.add_argument("--max-eval", type=int, help="use only the first N dev examples per task")
+    p.set_defaults(func=cmd_glue)

@@ -1,0 +1,432 @@
+"""Honest likelihoods for syntax-conditioned decoders: joint p(x, T) and k-best marginal p(x).
+
+A SiPE decoder reads the hexatags of its input; a word's tags are computed from the whole
+sentence, so conditioning on them, p(x | T(x)) (the paper's convention, ``conditional`` in
+:class:`~structpe.eval.scoring.scorer.CausalScorer`), lets information about later words leak into each
+prediction. The two modes here make the tags pay for themselves (docs/design.md §2, §4):
+
+``joint``  p(x, T), factorised left to right in the model's own generative order. The causal tag
+    head at position p predicts the tags of the next tagged position (``causal_tag_targets``:
+    BOS predicts the first word's pair), so with tags tau_i, nu_i on the first subword pos_i of
+    word i and pos_0 = 0 (BOS)::
+
+        log p(x, T) = sum_t log p(x_t | x_<t, T_{words starting before t})
+                      + sum_i [log p_T(tau_i | h_{pos_(i-1)}) + log p_N(nu_i | h_{pos_(i-1)})]
+
+    Token terms are exactly the conditional ones (a token only sees tags at earlier positions);
+    the tag terms come from the same forward pass. Word i's tag cost is added to the log-prob of
+    its *first token*, so per-token scores still sum to the total and SyntaxGym regions stay
+    meaningful (a region pays for the tags of the words that start in it).
+
+``marginal``  a lower bound on p(x) = sum_T p(x, T): log-sum-exp of p(x, T) over the k tag
+    sequences kept by a left-to-right beam over well-formed hexatag prefixes. The beam ranks a
+    prefix by its exact joint prefix score log p(x_<=pos_i, T_<=i); every beam step runs the model
+    on each kept prefix (the beams of all sentences of a batch in one forward) to get the
+    next-tag distribution and the log-probs of the tokens that the new tags condition. Prefixes
+    that cannot finish as a well-formed sequence (docs/design.md §1 stack depth, same rules and depth cap
+    as ``hexatags.constrained_decode``) are never proposed.
+
+    Beams are *nested*: the width-w beam is the width-(w-1) beam plus the best remaining child of
+    the width-w beam's parents. So one run at width k gives the bound for every w <= k, the width-w
+    result does not depend on k, and the bound never decreases as w grows (a plain top-k beam can
+    lose mass when widened). Width 1 is greedy decoding under the joint.
+
+    Per-token marginal scores are differences of prefix bounds, log p^(x_<=t) - log p^(x_<t) with
+    log p^(x_<=t) the log-sum-exp of the beam's prefix joints at t (word-synchronous beam surprisal,
+    as for RNNGs and Transformer Grammars); they telescope to the sentence bound. Beam pruning and
+    tag mass at word i land on word i's first token, as in ``joint``.
+
+Models that read no tags (injection ``none``, Hugging Face LMs) give their plain p(x) in every
+mode: the tags do not enter their likelihood, so there is nothing to pay for or marginalise.
+
+Word positions are those of the parse given to the scorer (a word's first subword), exactly as in
+``conditional``; only ``marginal`` ignores the parse's tag values. The positions themselves are a
+function of the text; when the parser splits a whitespace word (clitics, punctuation), whether a
+token starts a word can depend on later characters, a leak of at most one bit per such token that
+no mode here removes (docs/likelihoods.md).
+
+The row records (``structpe.eval.scoring.rows``) and the well-formed prefixes with the beam's
+state (``structpe.eval.scoring.prefixes``) live in sibling modules; this one holds the model
+runs and the modes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from structpe.eval.scoring.prefixes import _Hyp, _lse, _Sentence, allowed_pairs
+from structpe.eval.scoring.rows import Row, RowOutput, _output_positions_from
+from structpe.eval.scoring.types import IGNORE, Encoded, TokenScores, forward_logits, model_device
+from structpe.models.txl import TransfoXLSiPEForCausalLM
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH
+
+if TYPE_CHECKING:  # the scorer calls these modes; they only read its fields
+    from structpe.eval.scoring.scorer import CausalScorer
+
+__all__ = [
+    "MARGINAL_LADDER",
+    "Row",
+    "allowed_pairs",
+    "joint_scores",
+    "marginal_scores",
+    "plain_scores",
+    "run_rows",
+]
+
+# widths whose bounds a marginal run also records (meta["bound_by_k"]): the paper's Figure 1 axis
+MARGINAL_LADDER = (1, 10, 100)
+
+
+# ----------------------------------------------------------------------------------------------
+# batched forward over arbitrary (ids, tags) rows
+
+
+@torch.no_grad()
+def run_rows(scorer: CausalScorer, rows: Sequence[Row], tagged: bool = True) -> list[RowOutput]:
+    """Run the scorer's model on rows, ``scorer.batch_size`` rows per forward, longest first.
+
+    Right padding with the attention mask, as in the conditional scorer: a causal model's outputs
+    at real positions do not depend on what follows them.
+    """
+    device = model_device(scorer.model)
+    out: list[RowOutput | None] = [None] * len(rows)
+    order = sorted(range(len(rows)), key=lambda i: (-len(rows[i].ids), -rows[i].logits_from))
+    size = max(1, scorer.batch_size)
+    for start in range(0, len(order), size):
+        idx = order[start : start + size]
+        first = min(rows[i].logits_from for i in idx)
+        L = max(len(rows[i].ids) for i in idx)
+        B = len(idx)
+        input_ids = torch.full((B, L), scorer.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, L), dtype=torch.long)
+        term = torch.full((B, L), IGNORE, dtype=torch.long)
+        nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
+        for b, i in enumerate(idx):
+            r = rows[i]
+            n = len(r.ids)
+            input_ids[b, :n] = torch.tensor(r.ids)
+            mask[b, :n] = 1
+            term[b, :n] = torch.tensor(r.terminals)
+            nonterm[b, :n] = torch.tensor(r.nonterminals)
+        with _output_positions_from(scorer.model, first):
+            res = forward_logits(
+                scorer.model,
+                input_ids.to(device),
+                mask.to(device),
+                term.to(device) if tagged else None,
+                nonterm.to(device) if tagged else None,
+            )
+        logits = res.logits[:, -(L - first) :]  # positions first..L-1 (all of them without the hook)
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        target = input_ids[:, first + 1 :].to(logp.device)
+        tok_lp = torch.full((B, L - 1), math.nan)
+        tok_lp[:, first:] = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
+        t_lp = n_lp = None
+        if tagged:
+            t_lp = torch.log_softmax(res.terminal_logits.float(), dim=-1).cpu()
+            n_lp = torch.log_softmax(res.nonterminal_logits.float(), dim=-1).cpu()
+        for b, i in enumerate(idx):
+            n = len(rows[i].ids)
+            out[i] = RowOutput(
+                token_lp=tok_lp[b, : n - 1].tolist(),
+                terminal_lp=t_lp[b, :n] if t_lp is not None else torch.empty(0),
+                nonterminal_lp=n_lp[b, :n] if n_lp is not None else torch.empty(0),
+            )
+    return out  # type: ignore[return-value]
+
+
+def _full_row(scorer: CausalScorer, e: Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
+    """BOS + text (+ EOS) with the given per-token tags (BOS and EOS untagged)."""
+    eos = [scorer.eos_id] if scorer.append_eos else []
+    pad = [IGNORE] if scorer.append_eos else []
+    return Row([scorer.bos_id, *e.ids, *eos], [IGNORE, *terminals, *pad], [IGNORE, *nonterminals, *pad])
+
+
+def _token_scores(
+    scorer: CausalScorer, e: Encoded, lps: list[float], likelihood: str, meta: dict | None = None
+) -> TokenScores:
+    """Split a BOS-relative log-prob list into the text's tokens and the optional EOS."""
+    n_tok = len(e.ids)
+    return TokenScores(
+        text=e.text,
+        token_ids=e.ids,
+        offsets=e.offsets,
+        logprobs=list(lps[:n_tok]),
+        eos_logprob=float(lps[n_tok]) if scorer.append_eos else None,
+        likelihood=likelihood,
+        tagged=scorer.tagged,
+        unaligned_words=e.unaligned,
+        meta=meta or {},
+    )
+
+
+def tagged_positions(e: Encoded) -> list[int]:
+    """Positions (BOS = 0) of the tokens that carry a word's tags, left to right."""
+    return [j + 1 for j, t in enumerate(e.terminals) if t != IGNORE]
+
+
+# ----------------------------------------------------------------------------------------------
+# plain and joint
+
+
+def plain_scores(scorer: CausalScorer, batch: list[Encoded]) -> list[TokenScores]:
+    """p(x) of a model that reads no tags (every mode reduces to it)."""
+    rows = [_full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)) for e in batch]
+    outs = run_rows(scorer, rows, tagged=False)
+    return [_token_scores(scorer, e, o.token_lp, "plain") for e, o in zip(batch, outs, strict=True)]
+
+
+def joint_scores(scorer: CausalScorer, batch: list[Encoded]) -> list[TokenScores]:
+    """log p(x, T): conditional token log-probs plus each word's tag log-prob on its first token.
+
+    ``meta``: ``tag_logprob`` (sum of the tag terms), ``token_logprob`` (sum of the token terms)
+    and ``tag_logprobs`` (one per tagged word, left to right).
+    """
+    if not scorer.tagged:
+        return plain_scores(scorer, batch)
+    rows = [_full_row(scorer, e, e.terminals, e.nonterminals) for e in batch]
+    outs = run_rows(scorer, rows)
+    res = []
+    for e, o in zip(batch, outs, strict=True):
+        lps = list(o.token_lp)
+        token_total = float(sum(lps))
+        tag_lps = []
+        src = 0  # BOS predicts the first word's tags (causal_tag_targets)
+        for pos in tagged_positions(e):
+            t, n = e.terminals[pos - 1], e.nonterminals[pos - 1]
+            lp = float(o.terminal_lp[src, t]) + float(o.nonterminal_lp[src, n])
+            tag_lps.append(lp)
+            lps[pos - 1] += lp  # the word's tag cost on its first token
+            src = pos
+        meta = {"tag_logprob": float(sum(tag_lps)), "token_logprob": token_total, "tag_logprobs": tag_lps}
+        res.append(_token_scores(scorer, e, lps, "joint", meta))
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# marginal: nested beam over well-formed tag prefixes
+
+
+def _select(parents: list[_Hyp], word: int, n_words: int, k: int, max_depth: int) -> list[_Hyp]:
+    """Nested top-k: width w adds the best not-yet-chosen child of parents with tier <= w."""
+    moves: dict[int, list[tuple[int, int, int]]] = {}  # allowed pairs per stack depth, for this word
+    by_tier: dict[int, list[tuple[float, int, int, int, int, int]]] = {}
+    for pi, h in enumerate(parents):
+        assert h.next_t is not None and h.next_n is not None
+        if h.depth not in moves:
+            moves[h.depth] = allowed_pairs(h.depth, word, n_words, max_depth)
+        # Python floats of the float32 log-probs: the same sums as tensor indexing, ~20x cheaper
+        t_lp, n_lp = h.next_t.tolist(), h.next_n.tolist()
+        for t, nt, d in moves[h.depth]:
+            s = h.score + t_lp[t] + n_lp[nt]
+            by_tier.setdefault(h.tier, []).append((-s, h.tier, pi, t, nt, d))
+    heap: list[tuple[float, int, int, int, int, int]] = []
+    chosen = []
+    for w in range(1, k + 1):
+        for c in by_tier.get(w, ()):
+            heapq.heappush(heap, c)
+        if not heap:
+            continue
+        neg, _, pi, t, nt, d = heapq.heappop(heap)
+        p = parents[pi]
+        chosen.append(_Hyp([*p.terminals, t], [*p.nonterminals, nt], d, -neg, w, parent=pi))
+    return chosen
+
+
+def _segment_rows(scorer: CausalScorer, s: _Sentence, step: int) -> list[Row]:
+    """Rows for step ``step`` (words 1..step tagged): the prefix up to the next tagged position."""
+    e = s.enc
+    full = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids))
+    stop = s.positions[step] if step < len(s.positions) else s.end  # last position to predict
+    rows = []
+    for h in s.hyps:
+        t = [IGNORE] * (stop + 1)
+        n = [IGNORE] * (stop + 1)
+        for pos, tt, nn in zip(s.positions, h.terminals, h.nonterminals, strict=False):
+            t[pos], n[pos] = tt, nn
+        src = s.positions[step - 1] if step > 0 else 0  # logits needed from here on
+        rows.append(Row(full.ids[: stop + 1], t[: stop + 1], n[: stop + 1], logits_from=src))
+    return rows
+
+
+def marginal_scores(
+    scorer: CausalScorer,
+    batch: list[Encoded],
+    k: int | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    use_cache: bool | None = None,
+) -> list[TokenScores]:
+    """k-best lower bound on log p(x) (module docstring); ``k`` defaults to ``scorer.k``.
+
+    ``use_cache`` (default: whenever the model has a key/value cache, i.e. our TXL) runs the beam
+    token by token on cached states (``_beam_cached``); ``False`` re-runs every kept prefix at
+    every word (``_beam_uncached``, the reference). Both give the same bounds.
+
+    ``meta``: ``k``; ``n_sequences`` (tag sequences in the final beam); ``bound_by_k`` (the bound
+    at each width of ``MARGINAL_LADDER`` up to k, and at k); ``best_terminals`` /
+    ``best_nonterminals`` / ``best_joint`` (the highest-scoring sequence found, per tagged word);
+    ``n_words`` (tagged words searched over).
+    """
+    k = int(k if k is not None else getattr(scorer, "k", 10))
+    if k < 1:
+        raise ValueError(f"marginal likelihood needs k >= 1, got {k}")
+    if not scorer.tagged:
+        return plain_scores(scorer, batch)
+    sents = []
+    for e in batch:
+        end = len(e.ids) + int(scorer.append_eos)
+        root = _Hyp([], [], 0, 0.0, 1)
+        sents.append(_Sentence(e, tagged_positions(e), end, [root], [0.0] * end))
+    if use_cache is None:
+        use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
+    if use_cache:
+        group = max(1, CACHED_BEAM_ROWS // k)
+        for i in range(0, len(sents), group):
+            _beam_cached(scorer, sents[i : i + group], k, max_depth)
+    else:
+        _beam_uncached(scorer, sents, k, max_depth)
+    return [_marginal_result(scorer, s, k) for s in sents]
+
+
+def _beam_uncached(scorer: CausalScorer, sents: list[_Sentence], k: int, max_depth: int) -> None:
+    """Word-synchronous beam: at each word, run every kept prefix up to the next word's first token."""
+    max_words = max(len(s.positions) for s in sents)
+    for step in range(0, max_words + 1):
+        active = [s for s in sents if len(s.positions) >= step]
+        if step > 0:  # choose word `step`'s tags for every active sentence
+            for s in active:
+                n_words = len(s.positions)
+                s.hyps = _select(s.hyps, step, n_words, k, max_depth)
+                if not s.hyps:  # cannot happen: a depth-1 path always exists
+                    raise RuntimeError(f"beam emptied at word {step} of {n_words}: {s.enc.text[:60]!r}")
+                s.bound[s.positions[step - 1] - 1] = _lse([h.score for h in s.hyps])
+        rows: list[Row] = []
+        owners: list[tuple[_Sentence, _Hyp]] = []
+        for s in active:
+            seg = _segment_rows(scorer, s, step)
+            rows.extend(seg)
+            owners.extend((s, h) for h in s.hyps)
+        outs = run_rows(scorer, rows)
+        for (s, h), o in zip(owners, outs, strict=True):
+            first = s.positions[step - 1] + 1 if step > 0 else 1  # first position whose token is new here
+            stop = s.positions[step] if step < len(s.positions) else s.end
+            h.cum = []
+            score = h.score
+            for t in range(first, stop + 1):
+                score += o.token_lp[t - 1]
+                h.cum.append(score)
+            h.score = score  # now includes tokens up to `stop` (next word's first token included)
+            src = s.positions[step - 1] if step > 0 else 0
+            h.next_t, h.next_n = o.terminal_lp[src], o.nonterminal_lp[src]
+        for s in active:
+            first = s.positions[step - 1] + 1 if step > 0 else 1
+            stop = s.positions[step] if step < len(s.positions) else s.end
+            # positions before the next tagged one: no pruning in between, bound = lse of the beam
+            for j, t in enumerate(range(first, stop + 1)):
+                if step < len(s.positions) and t == stop:
+                    continue  # the next word's first token: set after its tags are chosen
+                s.bound[t - 1] = _lse([h.cum[j] for h in s.hyps])
+
+
+def _marginal_result(scorer: CausalScorer, s: _Sentence, k: int) -> TokenScores:
+    """Per-token scores (differences of prefix bounds) and the ``meta`` of one finished beam."""
+    prev = 0.0
+    lps = []
+    for b in s.bound:
+        lps.append(b - prev)
+        prev = b
+    by_k = {w: _lse([h.score for h in s.hyps if h.tier <= w]) for w in (*MARGINAL_LADDER, k) if w <= k}
+    best = max(s.hyps, key=lambda h: h.score)
+    meta = {
+        "k": k,
+        "n_sequences": len(s.hyps),
+        "bound_by_k": {str(w): v for w, v in sorted(by_k.items())},
+        "best_terminals": best.terminals,
+        "best_nonterminals": best.nonterminals,
+        "best_joint": best.score,
+        "n_words": len(s.positions),
+    }
+    return _token_scores(scorer, s.enc, lps, "marginal", meta)
+
+
+# rows (kept prefixes, over the sentences of a group) per cached beam forward: the cache holds
+# rows x length x layers x 2 d_model floats, and the output projection rows x vocabulary
+CACHED_BEAM_ROWS = 1024
+
+
+@torch.no_grad()
+def _beam_cached(scorer: CausalScorer, sents: list[_Sentence], k: int, max_depth: int) -> None:
+    """The same nested beam, token-synchronous on a key/value cache (copy-on-branch).
+
+    Every kept prefix of every sentence is one row of one ``SiPECache``; all rows have fed the
+    same number of tokens, so one forward of one new position per row advances the whole group
+    (no padding). Before a word's first token is fed, its sentence's beam is re-selected
+    (``_select``) and the rows are gathered to the new hypotheses' parents
+    (``batch_select_indices``: children that share a parent get copies of its cached states,
+    which never change afterwards because a position's tags are fixed before it is fed). Then the
+    token goes in with the hypothesis' tags: the tag head at a word's first token (or BOS) gives
+    the next word's tag distribution, and the LM head the next token's log-prob. Cost per token:
+    one position per kept prefix, against the whole prefix per word without the cache.
+    """
+    model = scorer.model
+    device = model_device(model)
+    full = {id(s): _full_row(scorer, s.enc, [IGNORE] * len(s.enc.ids), [IGNORE] * len(s.enc.ids)).ids
+            for s in sents}
+    word_at = {id(s): {pos: w for w, pos in enumerate(s.positions)} for s in sents}
+    rows: list[tuple[_Sentence, _Hyp]] = [(s, s.hyps[0]) for s in sents]
+    cache = None
+    for t in range(max(s.end for s in sents) + 1):
+        # 1. word starts at t: choose the word's tags, gather rows to the new beam's parents
+        index: list[int] = []
+        new_rows: list[tuple[_Sentence, _Hyp]] = []
+        i = 0
+        while i < len(rows):
+            s = rows[i][0]
+            width = len(s.hyps)
+            w = word_at[id(s)].get(t)
+            if w is not None:
+                s.hyps = _select(s.hyps, w + 1, len(s.positions), k, max_depth)
+                s.bound[t - 1] = _lse([h.score for h in s.hyps])
+            if t < s.end:  # tokens left to feed
+                new_rows.extend((s, h) for h in s.hyps)
+                index.extend(i + h.parent if w is not None else i + j for j, h in enumerate(s.hyps))
+            i += width
+        if not new_rows:
+            break
+        if cache is not None and index != list(range(len(rows))):
+            cache.batch_select_indices(torch.tensor(index, device=device))
+        rows = new_rows
+        # 2. feed position t of every row, with the hypothesis' tags on a word's first token
+        ids, term, nonterm = [], [], []
+        for s, h in rows:
+            ids.append(full[id(s)][t])
+            w = word_at[id(s)].get(t)
+            term.append(h.terminals[w] if w is not None else IGNORE)
+            nonterm.append(h.nonterminals[w] if w is not None else IGNORE)
+        col = lambda v: torch.tensor(v, device=device)[:, None]  # noqa: E731
+        tags = {"terminal_ids": col(term), "nonterminal_ids": col(nonterm)}
+        out = model(col(ids), cache=cache, use_cache=True, **tags)
+        cache = out.cache
+        logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        target = torch.tensor([full[id(s)][t + 1] for s, _ in rows], device=logp.device)
+        tok_lp = logp.gather(-1, target[:, None]).squeeze(-1).tolist()
+        tag_rows = [j for j, (s, _) in enumerate(rows) if t == 0 or t in word_at[id(s)]]
+        if tag_rows:
+            sel = torch.tensor(tag_rows, device=logp.device)
+            t_lp = torch.log_softmax(out.terminal_logits[sel, -1].float(), dim=-1).cpu()
+            n_lp = torch.log_softmax(out.nonterminal_logits[sel, -1].float(), dim=-1).cpu()
+            for r, j in enumerate(tag_rows):
+                rows[j][1].next_t, rows[j][1].next_n = t_lp[r], n_lp[r]
+        for (_, h), lp in zip(rows, tok_lp, strict=True):
+            h.score += lp
+        # 3. the bound at token t + 1, unless a word starts there (set after its tags are chosen)
+        done: set[int] = set()
+        for s, _ in rows:
+            if id(s) not in done and (t + 1) not in word_at[id(s)]:
+                s.bound[t] = _lse([h.score for h in s.hyps])
+            done.add(id(s))

@@ -1,0 +1,79 @@
+"""Well-formed hexatag prefixes and the nested beam's hypotheses (docs/design.md §1 stack depth).
+
+``allowed_pairs`` lists the (terminal, non-terminal) pairs a prefix may be extended with so that it
+can still finish as a well-formed sequence (same rules and depth cap as
+``hexatags.constrained_decode``); ``_Hyp`` and ``_Sentence`` hold the beam's state per prefix and
+per sentence. Pure bookkeeping without a model, kept apart from the beam itself
+(``structpe.eval.scoring.likelihood``: selection, forwards, bounds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from structpe.eval.scoring.types import Encoded
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, NL_L, NL_R, NR_L, NR_R, TL, TR
+
+
+def allowed_pairs(
+    depth: int, word: int, n_words: int, max_depth: int = DEFAULT_MAX_DEPTH
+) -> list[tuple[int, int, int]]:
+    """(terminal, non-terminal, depth after) for word ``word`` (1-based) of ``n_words``.
+
+    Depth rules of docs/design.md §1: tl +1 (at most ``max_depth``), tr needs depth >= 1; then nl keeps
+    the depth, nr needs >= 2 and subtracts 1; eos only on the last word, whose final depth must be
+    1. A prefix is kept only if it can still finish: each remaining non-last word lowers the depth
+    by at most one (tr + nr) and the last word must start at depth 1, so after word i < n the depth
+    must be <= n - i. Every path these moves allow decodes to a tree, and every tree's tags are a
+    path (checked exhaustively in tests).
+    """
+    out = []
+    for t, after_t in ((TL, depth + 1), (TR, depth)):
+        if t == TR and depth < 1:
+            continue
+        if after_t > max_depth:
+            continue
+        if word == n_words:
+            if after_t == 1:
+                out.append((t, EOS, 1))
+            continue
+        for nt in (NL_L, NL_R, NR_L, NR_R):
+            d = after_t - 1 if nt in (NR_L, NR_R) else after_t
+            if nt in (NR_L, NR_R) and after_t < 2:
+                continue
+            if d <= n_words - word:
+                out.append((t, nt, d))
+    return out
+
+
+@dataclass
+class _Hyp:
+    terminals: list[int]
+    nonterminals: list[int]
+    depth: int
+    score: float  # log p(x_<=pos_i, T_<=i) once selected; grows with tokens after the forward
+    tier: int  # smallest beam width that holds this hypothesis
+    next_t: torch.Tensor | None = None  # tag head log-softmax at pos_i (predicts word i+1)
+    next_n: torch.Tensor | None = None
+    cum: list[float] = field(default_factory=list)  # score at each token of the current segment
+    parent: int = -1  # index of the parent in the previous beam (the cached beam copies its rows)
+
+
+@dataclass
+class _Sentence:
+    enc: Encoded
+    positions: list[int]  # tagged positions, BOS = 0
+    end: int  # last position of the full row (EOS included when appended)
+    hyps: list[_Hyp]
+    bound: list[float]  # prefix bound at each position 1..end (index t-1)
+
+
+def _lse(values: Sequence[float]) -> float:
+    m = max(values)
+    if m == -math.inf:
+        return m
+    return m + math.log(sum(math.exp(v - m) for v in values))

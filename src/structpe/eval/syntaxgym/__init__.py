@@ -1,0 +1,1 @@
+"""SyntaxGym: suites, their prediction formulas, and the scoring protocol (docs/evaluation.md)."""

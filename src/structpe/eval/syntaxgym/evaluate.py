@@ -1,0 +1,296 @@
+"""SyntaxGym targeted syntactic evaluation (Hu et al., ACL 2020; docs/design.md §4).
+
+Pipeline, as in ``syntaxgym-core`` + LM-Zoo (docs/design.md §7; the data's PROVENANCE.md):
+
+1. a condition's sentence is its non-empty regions joined by single spaces, then (``text="raw"``,
+   the default) detokenized like our training text: the suites are PTB-tokenized (``book .``);
+2. token surprisal in bits, -log2 p(x_t | x_<t), from the shared scorer (BOS-conditioned for
+   decoders, PLL-word-l2r for encoders); a token belongs to the region whose character span holds
+   the token's start offset (the joining space before a region belongs to that region, so GPT-2's
+   leading-space tokens land on the word they start); region value = sum of its tokens' surprisals;
+3. each suite's prediction formulas are evaluated per item; an item is correct iff prediction 0 is
+   True (the paper's protocol; ``protocol="conjunction"`` gives Brain-Score's all-predictions
+   variant);
+4. suite accuracy = mean item correctness; SG score = unweighted mean over the paper's 31 suites
+   (``fgd-embed3/4`` and ``nn-nv-rpl`` excluded); circuit score = mean of its suites' accuracies.
+
+The formula parser lives in ``syntaxgym_formula`` and the suite loading in ``syntaxgym_suites``
+(both re-exported here); this module holds the scoring protocol and the report.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from structpe.eval.scoring.scorer import (
+    LN2,
+    CausalScorer,
+    MaskedScorer,
+    Parser,
+    ScoringSpec,
+    TokenScores,
+    describe_scoring,
+    make_scorer,
+)
+from structpe.eval.syntaxgym.formula import BinOp, Formula, FormulaError, Number, RegionRef, parse_formula
+from structpe.eval.syntaxgym.suites import (
+    Item,
+    Suite,
+    load_suite,
+    load_suites,
+    sentence_and_spans,
+    suites_dir,
+)
+
+EXCLUDE_RE = re.compile(r"^fgd-embed[34]|^gardenpath|^nn-nv")
+
+
+def paper_suites(data_dir: str | Path | None) -> list[str]:
+    """The paper's 31 SyntaxGym suites among the stored ones (the SG score's suites)."""
+    names = (p.name.removesuffix(".json") for p in suites_dir(data_dir).glob("*.json"))
+    return sorted(n for n in names if not EXCLUDE_RE.match(n))
+
+CIRCUITS: dict[str, list[str]] = {
+    "Agreement": ["number"],
+    "Licensing": ["npi", "reflexive"],
+    "Garden-Path Effects": ["npz", "mvrr"],
+    "Gross Syntactic State": ["subordination"],
+    "Center Embedding": ["center"],
+    "Long-Distance Dependencies": ["fgd", "cleft"],
+}
+PROTOCOLS = ("prediction0", "conjunction")
+
+
+def region_surprisals(
+    scores: TokenScores, spans: Sequence[tuple[int, int] | None], include_eos: bool = True
+) -> list[float]:
+    """Sum of token surprisals (bits) per region; tokens go to the region holding their start."""
+    out = [0.0] * len(spans)
+    bounds = [(i, s) for i, s in enumerate(spans) if s is not None]
+    for (start, _end), lp in zip(scores.offsets, scores.logprobs, strict=True):
+        region = None
+        for i, (a, b) in bounds:
+            if a <= start < b:
+                region = i
+                break
+        if region is None:
+            raise ValueError(f"token at character {start} of {scores.text!r} falls in no region")
+        out[region] += -lp / LN2
+    if include_eos and scores.eos_logprob is not None and bounds:
+        out[bounds[-1][0]] += -scores.eos_logprob / LN2  # LM-Zoo puts P(EOS) in the last region
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# protocol
+
+
+def circuit_of(suite: str) -> str | None:
+    tag = re.split(r"[-_0-9]", suite)[0]
+    for circuit, tags in CIRCUITS.items():
+        if tag in tags:
+            return circuit
+    return None
+
+
+def aggregate(suite_accuracy: Mapping[str, float]) -> dict[str, Any]:
+    """SG score over the paper's suites present (unweighted), circuit means, and which were used."""
+    used = {s: a for s, a in suite_accuracy.items() if not EXCLUDE_RE.match(s)}
+    circuits: dict[str, list[float]] = {}
+    for s, a in used.items():
+        c = circuit_of(s)
+        if c is not None:
+            circuits.setdefault(c, []).append(a)
+    return {
+        "sg_score": float(np.mean(list(used.values()))) if used else math.nan,
+        "n_suites": len(used),
+        "circuits": {c: float(np.mean(v)) for c, v in circuits.items()},
+        "excluded": sorted(s for s in suite_accuracy if EXCLUDE_RE.match(s)),
+    }
+
+
+def sg_score_from_reference(csv_path: str | Path) -> dict[str, Any]:
+    """Recompute the SG score from a per-item reference file (``model,suite,item,correct``)."""
+    csv_path = Path(csv_path)
+    per_suite: dict[str, list[bool]] = {}
+    with csv_path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        for line, row in enumerate(reader, start=2):
+            val = row["correct"]
+            if val not in ("True", "False"):
+                raise ValueError(f"{csv_path}:{line}: 'correct' is {val!r}, expected True/False")
+            per_suite.setdefault(row["suite"], []).append(val == "True")
+    acc = {s: float(np.mean(v)) for s, v in sorted(per_suite.items())}
+    return {"suite_accuracy": acc, **aggregate(acc)}
+
+
+def evaluate_item(suite: Suite, values: Mapping[tuple[str, int | None], float]) -> list[bool]:
+    return [p.evaluate(values) for p in suite.predictions]
+
+
+def chance_scores(
+    suites: Sequence[Suite], *, draws: int = 100, seed: int = 0, protocol: str = "prediction0"
+) -> dict[str, Any]:
+    """Expected scores of a model whose surprisals carry no information: the chance row.
+
+    Every (condition, region) surprisal of every item is an independent draw from Exponential(1)
+    (non-negative, like a surprisal; an empty region has none, so 0), and the suite's predictions
+    are evaluated on it exactly as for a model. ``draws`` Monte Carlo draws per item with a fixed
+    ``seed``; returns per-suite accuracy, circuit means and the SG score like a model's result.
+    Chance is not 0.5 everywhere: a prediction that compares one region with a sum of two, or
+    that conjoins several comparisons, is met by chance more or less often than half the time.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}")
+    rng = np.random.default_rng(seed)
+    acc: dict[str, float] = {}
+    for suite in suites:
+        hits = 0
+        for item in suite.items:
+            conds = list(item.conditions.items())
+            n_regions = len(conds[0][1])
+            empty = np.array([[not c.strip() for c in contents] for _, contents in conds])
+            for x in rng.exponential(size=(draws, len(conds), n_regions)):
+                x[empty] = 0.0
+                values: dict[tuple[str, int | None], float] = {}
+                for (cond, _), row in zip(conds, x, strict=True):
+                    values.update({(cond, r): float(v) for r, v in enumerate(row, start=1)})
+                    values[(cond, None)] = float(row.sum())
+                preds = evaluate_item(suite, values)
+                hits += bool(preds[0] if protocol == "prediction0" else all(preds))
+        acc[suite.name] = hits / (draws * len(suite.items)) if suite.items else math.nan
+    return {
+        "benchmark": "syntaxgym-chance",
+        "distribution": "independent Exponential(1) surprisal per (condition, region)",
+        "draws_per_item": draws,
+        "seed": seed,
+        "protocol": protocol,
+        "suite_accuracy": acc,
+        **aggregate(acc),
+    }
+
+
+def evaluate_syntaxgym(
+    model: Any,
+    tokenizer: Any,
+    parser: Parser | None = None,
+    data_dir: str | Path | None = None,
+    suites: Sequence[str] | None = None,
+    *,
+    protocol: str = "prediction0",
+    spec: ScoringSpec | None = None,
+    max_items: int | None = None,
+    progress: bool = True,
+    scorer: CausalScorer | MaskedScorer | None = None,
+    text: str = "raw",
+    **scoring: Any,
+) -> dict[str, Any]:
+    """Run SyntaxGym suites on a model; returns per-item results, suite accuracy, SG score, circuits.
+
+    ``text`` = ``raw`` scores the detokenized sentences (the form LMs are trained on; see
+    :func:`sentence_and_spans`), ``as_written`` the suites' PTB-tokenized text.
+
+    Decoders: BOS-conditioned surprisal (``likelihood`` as in :class:`CausalScorer`); encoders:
+    PLL (``pll_metric``, word-l2r by default as docs/design.md §7 explains). How items are scored:
+    ``spec`` (a ScoringSpec), or its fields as keywords, which override the spec.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}")
+    scorer = scorer or make_scorer(model, tokenizer, parser, spec, **scoring)
+    loaded = load_suites(data_dir, suites)
+    it = loaded
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(loaded, desc="SyntaxGym suites")
+    per_suite: dict[str, Any] = {}
+    for suite in it:
+        items = suite.items[:max_items] if max_items else suite.items
+        keys, texts, spans = [], [], []
+        for item in items:
+            for cond, contents in item.conditions.items():
+                s, sp = sentence_and_spans(contents, text)
+                keys.append((item.number, cond))
+                texts.append(s)
+                spans.append(sp)
+        scores = scorer.score(texts)
+        values: dict[int, dict[tuple[str, int | None], float]] = {}
+        for (num, cond), sc, sp in zip(keys, scores, spans, strict=True):
+            regs = region_surprisals(sc, sp)
+            v = values.setdefault(num, {})
+            for r, x in enumerate(regs, start=1):
+                v[(cond, r)] = x
+            v[(cond, None)] = float(sum(regs))
+        item_rows = []
+        for item in items:
+            preds = evaluate_item(suite, values[item.number])
+            correct = preds[0] if protocol == "prediction0" else all(preds)
+            item_rows.append({"item": item.number, "predictions": preds, "correct": bool(correct)})
+        acc = float(np.mean([r["correct"] for r in item_rows])) if item_rows else math.nan
+        per_suite[suite.name] = {
+            "accuracy": acc,
+            "n_items": len(item_rows),
+            "circuit": circuit_of(suite.name),
+            "in_paper_31": not bool(EXCLUDE_RE.match(suite.name)),
+            "items": item_rows,
+            "region_surprisal_bits": {
+                str(n): {f"{c}:{r}": x for (c, r), x in v.items() if r is not None} for n, v in values.items()
+            },
+        }
+    acc = {s: d["accuracy"] for s, d in per_suite.items()}
+    agg = aggregate(acc)
+    return {
+        "benchmark": "syntaxgym",
+        "scoring": describe_scoring(scorer),
+        "likelihood": scorer.likelihood,
+        "protocol": protocol,
+        "text": text,
+        "suite_accuracy": acc,
+        **agg,
+        "complete_31": agg["n_suites"] == 31,
+        "suites": per_suite,
+    }
+
+
+def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows for the Markdown table: one per suite, then circuits and the SG score."""
+    rows = []
+    for s, d in result["suites"].items() if "suites" in result else []:
+        rows.append(
+            {"suite": s, "circuit": d["circuit"] or "-", "items": d["n_items"], "accuracy": d["accuracy"]}
+        )
+    for c, v in result["circuits"].items():
+        rows.append({"suite": f"**{c}**", "circuit": "circuit mean", "items": "", "accuracy": v})
+    rows.append(
+        {
+            "suite": "**SG score**",
+            "circuit": f"{result['n_suites']} suites",
+            "items": "",
+            "accuracy": result["sg_score"],
+        }
+    )
+    return rows, ["suite", "circuit", "items", "accuracy"]
+
+
+# The formula and suite names are re-exported: ``structpe.eval.syntaxgym.evaluate`` keeps its import path.
+__all__ = [
+    "BinOp",
+    "Formula",
+    "FormulaError",
+    "Item",
+    "Number",
+    "RegionRef",
+    "Suite",
+    "load_suite",
+    "load_suites",
+    "parse_formula",
+    "sentence_and_spans",
+    "suites_dir",
+]

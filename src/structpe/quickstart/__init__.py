@@ -1,0 +1,1 @@
+"""``structpe quickstart``: the study harness's ``quickstart`` profile at one seed, and its short report."""

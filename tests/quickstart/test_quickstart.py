@@ -1,0 +1,94 @@
+"""The README's first command, end to end at smoke scale (real data, real spaCy parses)."""
+
+from __future__ import annotations
+
+import json
+
+from structpe.cli import main
+
+
+def test_quickstart_smoke(shared_data, tmp_path):
+    out = tmp_path / "qs"
+    rc = main(
+        [
+            "quickstart",
+            "--out",
+            str(out),
+            "--data-dir",
+            str(shared_data),
+            "--max-steps",
+            "2",
+            "--train-sentences",
+            "120",
+            "--valid-sentences",
+            "20",
+            "--ppl-sentences",
+            "8",
+            "--blimp-limit",
+            "3",
+            "--blimp-paradigms",
+            "causative",
+            "--syntaxgym-suites",
+            "number_prep",
+            "--vocab-size",
+            "600",
+            "--d-model",
+            "32",
+            "--n-layers",
+            "1",
+            "--k",
+            "1",
+            "--leakage-sentences",
+            "3",
+            "--chance-draws",
+            "5",
+            "--compile",  # compiling 2 steps costs more than it saves (test_pretrain covers compile)
+            "off",
+            "--no-progress",
+            "train.eval_every=2",
+            "train.batch_size=4",
+        ]
+    )
+    assert rc == 0
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["variants"]) == {"none", "position"}
+    pos = report["variants"]["position"]["eval"]
+    assert set(pos) == {"conditional", "joint", "marginal"}
+    # the chance row: BLiMP 0.5 and a Monte Carlo SyntaxGym score for the suite that was run
+    chance = report["chance"]
+    assert chance["blimp"] == 0.5 and set(chance["syntaxgym_suites"]) == {"number_prep"}
+    assert 0.0 <= chance["syntaxgym"] <= 1.0
+    assert "leakage audit" in report["variants"]["position"]["leakage"]["verdict"]
+    assert report["timings"]["total_s"] > 0
+    assert report["variants"]["none"]["eval"]["conditional"]["syntaxgym"] >= 0.0
+    # paying for the tags can only cost probability: p(x, T) <= p(x | T) is not guaranteed per model,
+    # but both must be finite, positive perplexities computed on the same sentences
+    for mode in pos.values():
+        assert mode["token_ppl"] > 1.0 and mode["token_ppl"] < 1e6
+        assert 0.0 <= mode["blimp"] <= 1.0
+    md = (out / "report.md").read_text()
+    assert "| txl-position | joint p(x, T) |" in md and "| txl-none |" in md and "| chance |" in md
+    assert "leakage audit" in md
+    assert (out / "val_loss.png").stat().st_size > 0
+    assert (out / "syntaxgym_circuits.png").stat().st_size > 0
+
+
+def test_quickstart_with_the_packaged_hexatagger(shared_data, tmp_path):
+    """``--parser hexatagger`` tags Brown with the packaged model, and the prepared data records
+    which weights tagged it (so a retrained default parser re-prepares instead of reusing)."""
+    from structpe.parser.default import default_model_dir, sha256_file
+    from structpe.train.prepare import METADATA_FILE
+
+    out = tmp_path / "qs"
+    args = ["quickstart", "--out", str(out), "--data-dir", str(shared_data), "--parser", "hexatagger",
+            "--variants", "position", "--likelihoods", "conditional", "--max-steps", "1",
+            "--train-sentences", "40", "--valid-sentences", "8", "--ppl-sentences", "4",
+            "--blimp-limit", "2", "--blimp-paradigms", "causative", "--syntaxgym-suites", "number_prep",
+            "--vocab-size", "400", "--d-model", "32", "--n-layers", "1", "--leakage-sentences", "0",
+            "--chance-draws", "2", "--no-progress", "train.batch_size=2"]
+    assert main(args) == 0
+    meta = json.loads((out / "data" / "merged" / METADATA_FILE).read_text())
+    assert meta["settings"]["parser"] == "hexatagger"
+    weights = sha256_file(default_model_dir() / "model.safetensors")
+    assert meta["parser_identity"]["files"]["model.safetensors"] == weights
+    assert "packaged hexatagger" in (out / "report.md").read_text()
