@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 from encoders import time_interleaved  # the shared interleaved timer (benchmarks/encoders.py)
 
-from structpe.adapters import add_sipe, apply_lora
+from structpe.adapters.sipe import add_sipe, apply_lora
 
 
 def base_model(arch: str, args):

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from structpe.data.paths import data_root
-from structpe.syntax import is_projective, projectivize_with_count, read_conllu
+from structpe.syntax.conllu_io import read_conllu
+from structpe.syntax.trees import is_projective, projectivize_with_count
 
 
 def ud_chain(words: int) -> list[int]:

@@ -127,7 +127,7 @@ def bench_generation(args) -> list[dict]:
 
 def ewt_dev(n: int) -> list:
     from structpe.data.paths import data_root
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
     from structpe.syntax.conllu_io import read_conllu
 
     sents = []

@@ -22,8 +22,9 @@ import time
 import numpy as np
 
 from structpe.data.paths import data_root
-from structpe.syntax import decode, encode, is_projective, projectivize_with_count, read_conllu
-from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, constrained_decode, stack_depths
+from structpe.syntax.conllu_io import read_conllu
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, constrained_decode, decode, encode, stack_depths
+from structpe.syntax.trees import is_projective, projectivize_with_count
 
 
 def best_rate(fn, items, repeats: int) -> dict[str, int]:
@@ -74,7 +75,7 @@ def main() -> None:
     result["constrained_decode_max_depth"] = DEFAULT_MAX_DEPTH
 
     if args.spacy_sentences:
-        from structpe.parser.parsers import SpacyParser
+        from structpe.parser.spacy import SpacyParser
 
         words = [s.words for s in sents[: args.spacy_sentences]]
         runs = []

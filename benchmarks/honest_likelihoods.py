@@ -60,10 +60,11 @@ def main() -> None:
     from structpe.eval.leakage import leakage_audit
     from structpe.eval.ppl import read_tagged_jsonl, sentence_text
     from structpe.eval.report import write_json
-    from structpe.eval.scoring.scorer import describe_scoring, make_scorer, uses_tags
+    from structpe.eval.scoring.scorer import describe_scoring, make_scorer
+    from structpe.eval.scoring.types import uses_tags
     from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym
     from structpe.models import load
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
 
     torch.set_num_threads(1)
     out = Path(args.out)

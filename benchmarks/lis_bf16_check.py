@@ -32,7 +32,8 @@ from collections.abc import Callable
 import torch
 
 from structpe.lis import kg_roles
-from structpe.lis.kg import collate, score
+from structpe.lis.kg import score
+from structpe.lis.kg_encode import collate
 from structpe.lis.lisformer import LISformer, LISformerConfig
 from structpe.lis.shakespeare import MODEL_SCHEMES, CharData, evaluate_ppl, load_corpus
 from structpe.lis.training import configure_optimizer, train_steps

@@ -24,7 +24,7 @@ import platform
 import time
 from pathlib import Path
 
-from structpe.parser.parsers import QUANTIZE_MODES
+from structpe.parser.base import QUANTIZE_MODES
 
 
 def timed(fn, items, repeats: int) -> dict[str, float]:
@@ -71,7 +71,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from structpe.data.paths import data_root
     from structpe.parser.data import load_sentences, treebank_file
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
 
     path = treebank_file(data_root(args.data), "ewt", "test")
     sents = load_sentences(path, args.limit)

@@ -54,10 +54,10 @@ from typing import Any
 
 import torch
 
+from structpe.hardware import native_bf16
 from structpe.models import SiPEConfig, build_model
-from structpe.quickstart.run import QuickstartConfig
+from structpe.quickstart.config import QuickstartConfig
 from structpe.syntax.hexatags import N_NONTERMINALS, N_TERMINALS
-from structpe.train.pretrain import native_bf16
 from structpe.train.recipe import load_recipe
 
 QS = QuickstartConfig()
@@ -215,7 +215,8 @@ def autocast_dtypes(cfg: SiPEConfig, batch: dict[str, torch.Tensor]) -> dict[str
 
 def ewt_dataset(work: Path) -> Path:
     """A small prepared dataset (UD EWT train, gold trees, raw text form) for the loss check."""
-    from structpe.train.prepare import PrepareSettings, corpus_splits, prepare
+    from structpe.train.prepare import prepare
+    from structpe.train.prepare_settings import PrepareSettings, corpus_splits
     from structpe.train.tokenizer import train_tokenizer
 
     splits, _ = corpus_splits("ud-ewt", None, ("train", "validation"))

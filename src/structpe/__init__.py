@@ -2,22 +2,17 @@
 
 Two lines of work share this package (see docs/, docs/design.md first):
 
-* SiPE  -- dependency parses linearised as hexatags feed a 7d-parameter prior into the positional
-  pathway of RoBERTa-, DeBERTa-v3-, ModernBERT- and Transformer-XL-style models
-  (``structpe.syntax``, ``structpe.models``, ``structpe.train``, ``structpe.eval``).
+* SiPE  -- dependency parses linearised as hexatags feed a prior into the input or the positional
+  pathway of RoBERTa-, DeBERTa-v3-, ModernBERT- and Transformer-XL-style models. The prior tables
+  are 7d parameters, the whole cost only of input injection; the positional pathway (PP-SiPE) adds
+  a d x d W_E per layer (``structpe pretrain --list`` prints each recipe's extra count).
 * LIS   -- labeled incidence structures: content/role/instance addresses applied as rotary
-  operators inside attention (``structpe.lis``).
+  operators inside attention (``structpe.lis``, its own floor beside the SiPE stack).
 
-The rotary and prior building blocks both lines rely on live in ``structpe.modules``.
+The packages form floors, each importing only the floors below it (checked by ``lint-imports``;
+docs/design.md has the plan): ``data``, ``errors``, ``io``, ``hardware`` -> ``syntax`` ->
+``modules`` -> ``parser`` | ``models`` -> ``adapters`` -> ``train`` -> ``eval`` -> ``generation``
+-> ``study`` -> ``quickstart``; ``cli`` registers each area's commands.
 """
 
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str):
-    """``structpe.generate`` (joint text + tree generation), imported on first use (torch is heavy)."""
-    if name == "generate":
-        from structpe.generation.decoding import generate
-
-        return generate
-    raise AttributeError(f"module 'structpe' has no attribute {name!r}")

@@ -1,9 +1,10 @@
 """The errors the ``structpe`` command line turns into one line on stderr and exit status 2.
 
-structpe's own input errors subclass :class:`StructpeError` or, for the older ones that predate it,
-are listed by dotted name in :data:`KNOWN_ERRORS` (resolved only when an error happens, so the CLI
-imports nothing extra). Library callers see ordinary Python exceptions: every ``StructpeError`` is
-also a ``ValueError``.
+structpe's own input errors subclass :class:`StructpeError` (defined next to the code that raises
+them); the libraries' errors of unusable input (a corrupt safetensors file, malformed YAML) are
+recognised by their classes, imported only when an error happens so the CLI imports nothing
+extra. Library callers see ordinary Python exceptions: every ``StructpeError`` is also a
+``ValueError``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import gzip
-import importlib
 import json
 import os
 import zlib
@@ -22,35 +22,18 @@ class StructpeError(ValueError):
     """Bad input to structpe: a value, file, or option that cannot be used as given."""
 
 
-class PreparedDataError(ValueError):
+class PreparedDataError(StructpeError):
     """A prepared dataset is missing, incomplete or does not match the run (message says what)."""
 
 
-class RecipeError(ValueError):
+class RecipeError(StructpeError):
     """A recipe file or override is invalid; the message names the file and the key."""
 
-
-# Errors from structpe modules and libraries that mean "this input is unusable", not "a bug".
-KNOWN_ERRORS = (
-    "structpe.syntax.trees.InvalidTreeError",
-    "structpe.syntax.trees.NonProjectiveError",
-    "structpe.syntax.hexatags.InvalidTagsError",
-    "structpe.syntax.conllu_io.ConlluError",
-    "structpe.parser.parsers.ParserInputError",
-    "structpe.syntax.alignment.AlignmentError",
-    "structpe.modules.prior.TagIdError",
-    "structpe.train.trainer.VocabularyMismatchError",
-    "structpe.eval.syntaxgym.evaluate.FormulaError",
-    "safetensors.SafetensorError",
-    "yaml.YAMLError",
-)
 
 # Standard-library errors of unreadable inputs: missing files, directories given as files, corrupt
 # or truncated gzip, malformed JSON, undecodable text.
 INPUT_ERRORS: tuple[type[BaseException], ...] = (
     StructpeError,
-    PreparedDataError,
-    RecipeError,
     OSError,
     EOFError,
     zlib.error,
@@ -63,15 +46,10 @@ def is_input_error(err: BaseException) -> bool:
     """True when ``err`` is bad input (answered with one line), False for a bug (traceback)."""
     if isinstance(err, INPUT_ERRORS):
         return True
-    for dotted in KNOWN_ERRORS:
-        module, _, name = dotted.rpartition(".")
-        try:
-            cls = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
-            continue
-        if isinstance(err, cls):
-            return True
-    return False
+    import yaml
+    from safetensors import SafetensorError
+
+    return isinstance(err, (SafetensorError, yaml.YAMLError))
 
 
 def closest(name: str, valid: Iterable[str]) -> str:

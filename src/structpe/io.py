@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import os
 import shutil
 import tempfile
@@ -33,6 +34,15 @@ def open_text(path: str | os.PathLike, what: str = "file") -> IO[str]:
     if magic == GZIP_MAGIC:
         return gzip.open(p, "rt", encoding="utf-8")
     return p.open("r", encoding="utf-8")
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks (model cards, the prepare cache, data checks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _check_parent(path: Path) -> None:

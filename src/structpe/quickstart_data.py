@@ -85,7 +85,8 @@ def _brown_test(path: Path, limit: int, parser: Any) -> list[Any]:
 
 def prepare_brown(cfg: QuickstartConfig, parser: Any, timings: dict[str, float]) -> PreparedBrown:
     """Stage 1: tokenizer and prepared data in raw text form (reused when already there)."""
-    from structpe.train.prepare import PrepareSettings, corpus_splits, prepare
+    from structpe.train.prepare import prepare
+    from structpe.train.prepare_settings import PrepareSettings, corpus_splits
     from structpe.train.tokenizer import train_tokenizer
 
     out = Path(cfg.out)
@@ -121,7 +122,8 @@ def _merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
     """One dataset folder with both splits (train and validation were prepared with different caps)."""
     from datasets import DatasetDict
 
-    from structpe.train.prepare import METADATA_FILE, load_prepared
+    from structpe.train.prepare import load_prepared
+    from structpe.train.prepare_settings import METADATA_FILE
 
     dtrain, meta = load_prepared(train, splits=("train",))
     dvalid, vmeta = load_prepared(valid, splits=("validation",))

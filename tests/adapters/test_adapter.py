@@ -17,7 +17,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from structpe.adapters import UnsupportedModelError, add_sipe, apply_lora, load_adapted
+from structpe.adapters.sipe import UnsupportedModelError, add_sipe, apply_lora, load_adapted
 from structpe.modules.prior import TagIdError
 
 V, L = 64, 10

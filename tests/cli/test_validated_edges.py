@@ -15,9 +15,10 @@ import torch
 
 from structpe.errors import StructpeError
 from structpe.io import atomic_files, atomic_open, atomic_write_text, earlier_results, refuse_overwrite_input
-from structpe.syntax import TaggedSentence, read_conllu
 from structpe.syntax import hexatags as hx
+from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.hexatags import InvalidTagsError
+from structpe.syntax.tagged import TaggedSentence
 
 
 # -- tags ------------------------------------------------------------------------------------------
@@ -172,8 +173,9 @@ def test_resume_falls_back_past_a_corrupt_newest_checkpoint(tmp_path: Path, caps
 
 
 def test_resume_refuses_a_changed_recipe_unless_told(tmp_path: Path) -> None:
+    from structpe.errors import RecipeError
     from structpe.train.pretrain import _check_resume_config
-    from structpe.train.recipe import RecipeError, load_recipe
+    from structpe.train.recipe import load_recipe
 
     recipe = load_recipe("txl/position-tiny", [f"train.output_dir={tmp_path}"])
     recipe.dump(tmp_path / "config.yaml")
@@ -238,7 +240,7 @@ def test_output_equal_to_an_input_is_refused(tmp_path: Path) -> None:
 
 
 def test_results_are_merged_never_dropped(tmp_path: Path) -> None:
-    from structpe.lis.kg import merge
+    from structpe.lis.kg_report import merge
 
     cfg = {"iters": 3, "models": ["B"], "threads": 1}
     a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "out"

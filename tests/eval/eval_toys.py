@@ -10,7 +10,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
-from structpe.syntax import TaggedSentence
+from structpe.syntax.tagged import TaggedSentence
 
 SPECIALS = ["[PAD]", "[BOS]", "[MASK]", "[UNK]", "[CLS]", "[SEP]"]
 WORDS = [*SPECIALS, "the", "dog", "##s", "run", "cat", "sleep", "."]

@@ -12,14 +12,9 @@ from eval_toys import VOCAB, WORDS, BigramLM, ChainParser
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from structpe.eval.blimp import BlimpPair, evaluate_blimp, list_paradigms, load_blimp
-from structpe.eval.syntaxgym.evaluate import (
-    FormulaError,
-    evaluate_syntaxgym,
-    load_suites,
-    parse_formula,
-    sentence_and_spans,
-    sg_score_from_reference,
-)
+from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym, sg_score_from_reference
+from structpe.eval.syntaxgym.formula import FormulaError, parse_formula
+from structpe.eval.syntaxgym.suites import load_suites, sentence_and_spans
 
 V = len(WORDS)
 LOG2V = math.log2(V)

@@ -11,7 +11,7 @@ from transformers import BertConfig, BertForSequenceClassification, GPT2Config, 
 
 from structpe.cli import main
 from structpe.models import SiPEConfig, build_model
-from structpe.parser.parsers import register_parser
+from structpe.parser.registry import register_parser
 
 register_parser("chain-test", lambda **kw: ChainParser())
 register_parser("object-test", lambda **kw: ObjectParser())

@@ -14,7 +14,10 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from transformers import BertConfig, BertForSequenceClassification
 
-from structpe.eval.glue.finetune import featurize, finetune_glue, glue_metrics, load_glue
+from structpe.eval.glue.features import featurize
+from structpe.eval.glue.finetune import finetune_glue
+from structpe.eval.glue.report import format_results
+from structpe.eval.glue.tasks import GlueExample, glue_metrics, load_glue
 
 
 def test_metrics_match_sklearn_scipy_and_hand_values():
@@ -54,7 +57,7 @@ def test_loaders_real_files(shared_data):
 
 
 def test_pair_tags_each_sentence_separately(mlm_tok):
-    from structpe.eval.glue.finetune import GlueExample
+    from structpe.eval.glue.tasks import GlueExample
 
     ex = [GlueExample(("the dogs run", "cat sleep"), 1)]
     parser = ChainParser()
@@ -150,7 +153,7 @@ def test_best_epoch_and_macro_on_a_toy_run(monkeypatch):
 
     def fake_load(task, split, data_dir=None, limit=None):
         state["task"] = task
-        return [glue.GlueExample(("a b", "c d") if task == "rte" else ("a b",), i % 2) for i in range(4)]
+        return [GlueExample(("a b", "c d") if task == "rte" else ("a b",), i % 2) for i in range(4)]
 
     def fake_metrics(task, predictions, labels):
         score = script[(task, state["seed"])][state["epoch"]]
@@ -187,7 +190,7 @@ def test_best_epoch_and_macro_on_a_toy_run(monkeypatch):
     assert r["macro_last"] == pytest.approx((0.625 + 0.15) / 2)
     per_seed = [(0.70 + 0.30) / 2, (0.65 + 0.40) / 2]  # each seed's mean over tasks
     assert r["macro_sd"] == pytest.approx(statistics.stdev(per_seed))
-    rows, cols = glue.format_results(r)
+    rows, cols = format_results(r)
     assert rows[-1]["best epoch"] == f"{100 * r['macro']:.2f} ± {100 * r['macro_sd']:.2f}"
     assert glue.resolve_tasks(["all"]) == list(glue.FINETUNE_TASKS)
     with pytest.raises(ValueError, match="cannot be fine-tuned"):
@@ -220,7 +223,7 @@ class LabelledChain(ChainParser):
 
 
 def test_deprel_features_follow_the_tags(mlm_tok):
-    from structpe.eval.glue.finetune import GlueExample
+    from structpe.eval.glue.tasks import GlueExample
     from structpe.syntax.deprels import UD_RELATIONS
 
     ex = [GlueExample(("the dogs run", "cat sleep"), 1)]

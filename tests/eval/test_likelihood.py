@@ -21,8 +21,8 @@ from structpe.eval.scoring import likelihood as lk
 from structpe.eval.scoring.scorer import CausalScorer
 from structpe.models import SiPEConfig, build_model
 from structpe.modules.prior import causal_tag_targets
-from structpe.syntax import TaggedSentence
 from structpe.syntax.hexatags import decode, is_well_formed
+from structpe.syntax.tagged import TaggedSentence
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog",

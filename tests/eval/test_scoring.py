@@ -10,8 +10,10 @@ from eval_toys import VOCAB, WORDS, BigramLM, ChainParser, RightNeighbourMLM
 from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 
 from structpe.eval.ppl import evaluate_ppl
-from structpe.eval.scoring.scorer import CausalScorer, MaskedScorer, ScoringSpec, make_scorer, model_kind
-from structpe.syntax import TaggedSentence
+from structpe.eval.scoring.masked import MaskedScorer
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, make_scorer
+from structpe.eval.scoring.types import model_kind
+from structpe.syntax.tagged import TaggedSentence
 
 V = len(WORDS)
 

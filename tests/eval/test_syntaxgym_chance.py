@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from structpe.eval.syntaxgym.evaluate import Item, Suite, chance_scores, load_suites, parse_formula
+from structpe.eval.syntaxgym.evaluate import chance_scores
+from structpe.eval.syntaxgym.formula import parse_formula
+from structpe.eval.syntaxgym.suites import Item, Suite, load_suites
 
 
 def _suite(name: str, formula: str, conditions: dict[str, list[str]], n_items: int = 20) -> Suite:

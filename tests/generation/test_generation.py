@@ -10,11 +10,11 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from structpe.eval.scoring.likelihood import allowed_pairs
+from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.generation.decoding import generate
 from structpe.models import SiPEConfig, build_model
-from structpe.syntax import TaggedSentence
 from structpe.syntax.hexatags import decode, encode, is_well_formed
+from structpe.syntax.tagged import TaggedSentence
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog .",

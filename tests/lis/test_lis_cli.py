@@ -38,11 +38,11 @@ def test_profiles_exist():
     "argv", [["lis", "shakespeare"], ["lis", "kg"], ["lis", "kg", "--setting", "transfer"]]
 )
 def test_autocast_bf16_takes_true_false_or_auto(argv, tmp_path, capsys, monkeypatch):
+    from structpe import hardware
     from structpe.cli import main
     from structpe.lis.kg import KGConfig
     from structpe.lis.kg_roles import RoleKGConfig
     from structpe.lis.shakespeare import ShakespeareConfig
-    from structpe.train import pretrain
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("iters: 2\nautocast_bf16: maybe\n")
@@ -52,7 +52,7 @@ def test_autocast_bf16_takes_true_false_or_auto(argv, tmp_path, capsys, monkeypa
     assert not (tmp_path / "out").exists()
     for cls in (ShakespeareConfig, KGConfig, RoleKGConfig):
         for native in (True, False):
-            monkeypatch.setattr(pretrain, "native_bf16", lambda native=native: native)
+            monkeypatch.setattr(hardware, "native_bf16", lambda native=native: native)
             assert cls(autocast_bf16="auto").resolved_bf16() is native
         assert cls(autocast_bf16=True).resolved_bf16() is True
         assert cls().resolved_bf16() is False

@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from structpe.lis import kg
+from structpe.lis import kg, kg_data
 from structpe.lis.lisformer import LISformerConfig
 
 
@@ -40,7 +40,7 @@ def test_template_variants_and_spans():
         )
         for order in orders:
             for t in range(12):
-                text, spans = kg.render_text(d, f, order, t)
+                text, spans = kg_data.render_text(d, f, order, t)
                 assert [text[a:b] for a, b in spans] == [f.names[s] for s in order]
                 texts.add(text)
         assert len(texts) == n_variants

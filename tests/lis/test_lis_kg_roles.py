@@ -11,8 +11,9 @@ import torch
 import yaml
 
 from structpe.lis import kg_roles as K
+from structpe.lis import kg_roles_data as KD
 from structpe.lis.commands import load_profile, register
-from structpe.lis.kg import collate
+from structpe.lis.kg_encode import collate
 from structpe.lis.lisformer import TokenStructure
 
 
@@ -111,7 +112,7 @@ def test_sequences_roles_and_targets():
             ((a, b),) = e.targets
             assert "".join(v.itos[i] for i in e.ids[a:b]) == f.names[1]
             rel = K.RELATIONS[f.rel]
-            tail = "." if form == "kg" else f" is the {K.DOMAINS[rel.domain][rel.slots[1]]}."
+            tail = "." if form == "kg" else f" is the {KD.DOMAINS[rel.domain][rel.slots[1]]}."
             assert "".join(v.itos[i] for i in e.ids[b:]) == tail  # the target comes last
 
 
@@ -165,7 +166,7 @@ def test_end_to_end(tmp_path, setting):
     assert set(res["models"]) == {"B", "J"} and res["data"]["relations"] == 57
     keys = set(res["models"]["J"]["scores"])
     if setting == "transfer":
-        assert keys == {f"{t}/{form}" for t in K.TIERS for form in ("text", "kg")}
+        assert keys == {f"{t}/{form}" for t in KD.TIERS for form in ("text", "kg")}
     else:
         dirs = ["kg2text"] + (["text2kg"] if setting == "bidirectional" else [])
         assert keys == {f"{d}/{s}" for d in dirs for s in ("train", "test")}

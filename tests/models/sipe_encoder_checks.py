@@ -11,7 +11,8 @@ from torch import nn
 
 from structpe.models import SiPEConfig, build_model, load
 from structpe.models.registry import from_hf_pretrained
-from structpe.modules.prior import IGNORE_INDEX, HexatagPrior
+from structpe.modules.prior import HexatagPrior
+from structpe.syntax.hexatags import IGNORE_INDEX
 
 MASK_ID = 3
 N_DEPRELS = 6

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from structpe.eval.scoring.likelihood import allowed_pairs
+from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.models import SiPEConfig, build_model
 from structpe.models.config import FAMILY_INJECTIONS
 from structpe.models.txl import SiPECache

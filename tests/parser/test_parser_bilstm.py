@@ -11,8 +11,9 @@ import torch
 import yaml
 
 from structpe.cli import main
-from structpe.parser.hexatagger import HexataggerConfig, HexataggerModel, train_tokenizer
-from structpe.parser.train import TrainConfig
+from structpe.parser.model import HexataggerConfig, HexataggerModel
+from structpe.parser.recipe import TrainConfig
+from structpe.parser.tokenizer import train_tokenizer
 from structpe.parser.word_vectors import train_subword_vectors
 from structpe.syntax.hexatags import IGNORE_INDEX
 

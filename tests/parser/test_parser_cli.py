@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from structpe.cli import main
-from structpe.parser.train import TrainConfig
+from structpe.parser.recipe import TrainConfig
 from structpe.syntax.hexatags import decode
 from structpe.syntax.trees import check_tree
 
@@ -117,7 +117,7 @@ def test_parser_eval_cli(trained, tmp_path):
     out, root = trained
     dev = root / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz"
     # a 20-sentence slice keeps the test fast
-    from structpe.syntax.conllu_io import open_text
+    from structpe.io import open_text
 
     lines, blocks = [], 0
     with open_text(dev) as fh:
@@ -162,7 +162,7 @@ def test_recipes_parse():
 
 def test_parse_text_one_tree_per_text_when_asked(trained):
     """Scorers align tags to a text's characters, so they need exactly one tree per text."""
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
 
     out, _ = trained
     parser = get_parser("hexatagger", model=str(out))

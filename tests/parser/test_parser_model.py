@@ -6,15 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from structpe.parser.hexatagger import (
-    HexataggerConfig,
-    HexataggerModel,
-    decode_scores,
-    greedy_is_well_formed,
-    load_tokenizer,
-    predict,
-    train_tokenizer,
-)
+from structpe.parser.decode import decode_scores, greedy_is_well_formed
+from structpe.parser.hexatagger import predict
+from structpe.parser.model import HexataggerConfig, HexataggerModel
+from structpe.parser.tokenizer import load_tokenizer, train_tokenizer
 from structpe.syntax.hexatags import (
     EOS,
     IGNORE_INDEX,
@@ -206,7 +201,7 @@ def test_int8_quantization_keeps_the_scores_and_trees(tokenizer):
 
 
 def test_batched_decoding_equals_sentence_by_sentence():
-    from structpe.parser.hexatagger import decode_scores_batch
+    from structpe.parser.decode import decode_scores_batch
 
     rng = np.random.default_rng(3)
     ts = [np.log(rng.dirichlet([1, 1], size=n)) for n in (1, 4, 12, 30, 7)]

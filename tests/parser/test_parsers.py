@@ -10,16 +10,13 @@ from pathlib import Path
 import pytest
 
 from structpe.cli import main
-from structpe.parser.parsers import (
-    GoldParser,
-    NonProjectiveSentenceError,
-    ParserInputError,
-    SpacyParser,
-    available_parsers,
-    get_parser,
-    join_trees,
-)
-from structpe.syntax import TaggedSentence, decode, is_projective, read_conllu
+from structpe.parser.base import GoldParser, NonProjectiveSentenceError, ParserInputError, join_trees
+from structpe.parser.spacy import SpacyParser
+from structpe.parser.registry import available_parsers, get_parser
+from structpe.syntax.conllu_io import read_conllu
+from structpe.syntax.hexatags import decode
+from structpe.syntax.tagged import TaggedSentence
+from structpe.syntax.trees import is_projective
 
 
 def row(i: int, form: str, head: int, deprel: str = "dep") -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from structpe.study.data import StudyData
-from structpe.train.prepare import PrepareSettings, prepare
+from structpe.train.prepare import prepare
+from structpe.train.prepare_settings import PrepareSettings
 from structpe.train.tokenizer import train_tokenizer
 
 NOUNS = ["dog", "cat", "bird", "child", "teacher", "farmer", "horse", "doctor"]
@@ -73,7 +74,7 @@ def write_conllu(path: Path, n: int, seed: int) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> StudyData:
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
 
     d = tmp_path_factory.mktemp("study-data")
     train = write_conllu(d / "train.conllu", 160, 1)

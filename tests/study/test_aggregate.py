@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from structpe.io import write_json_atomic
 from structpe.study.aggregate import aggregate, bootstrap_ci, combine, load_cell_metrics, mean_sd, verdict
 from structpe.study.report import write_study_report
-from structpe.study.runner import write_json_atomic
 from structpe.study.spec import SyntaxGymSpec, load_spec
 
 

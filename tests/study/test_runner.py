@@ -15,6 +15,7 @@ from transformers import TrainerCallback
 
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
+from structpe.study.cell_scores import leakage_summary
 from structpe.study.data import StudyData
 from structpe.study.runner import (
     StudyError,
@@ -22,7 +23,6 @@ from structpe.study.runner import (
     cell_dir,
     claim,
     eval_keys,
-    leakage_summary,
     run_study,
     train_config,
 )

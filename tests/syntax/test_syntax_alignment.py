@@ -7,8 +7,9 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from structpe.syntax import TaggedSentence, encode
 from structpe.syntax.alignment import AlignmentError, align_tagged, align_tags
+from structpe.syntax.hexatags import encode
+from structpe.syntax.tagged import TaggedSentence
 
 CORPUS = ["she watches funny videos", "I saw dogs with hats", "the cat sat on the mat"] * 20
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from structpe.syntax import ConlluError, read_conllu
+from structpe.syntax.conllu_io import ConlluError, read_conllu
 
 
 def row(i: str, form: str, head: str, deprel: str = "dep") -> str:

@@ -10,18 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structpe.syntax import (
-    InvalidTagsError,
-    InvalidTreeError,
-    NonProjectiveError,
-    TaggedSentence,
-    decode,
-    encode,
-    is_projective,
-    projectivize,
-    projectivize_with_count,
-)
 from structpe.syntax import hexatags as hx
+from structpe.syntax import projectivize
+from structpe.syntax.hexatags import InvalidTagsError, decode, encode
+from structpe.syntax.tagged import TaggedSentence
+from structpe.syntax.trees import InvalidTreeError, NonProjectiveError, is_projective, projectivize_with_count
 
 # ---------------------------------------------------------------------------------------------
 # helpers: random trees and a literal reference BHT (docs/design.md §1 read word by word)
@@ -122,7 +115,8 @@ def test_canonical_ids() -> None:
         hx.nonterminal_ids([5])
     from structpe.modules import prior
 
-    assert prior.TERMINAL_NAMES == hx.TERMINALS and prior.NONTERMINAL_NAMES == hx.NONTERMINALS
+    # one tag inventory: the prior's tables are sized by structpe.syntax.hexatags (no copy of it)
+    assert (len(hx.TERMINALS), len(hx.NONTERMINALS)) == (prior.N_TERMINALS, prior.N_NONTERMINALS)
     assert (prior.N_TERMINALS, prior.N_NONTERMINALS, prior.IGNORE_INDEX) == (2, 5, -100)
 
 

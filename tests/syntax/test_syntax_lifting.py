@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structpe.syntax import is_projective, projectivize_with_count, read_conllu
-from structpe.syntax.trees import _nonprojective_arcs
+from structpe.syntax.conllu_io import read_conllu
+from structpe.syntax.trees import _nonprojective_arcs, is_projective, projectivize_with_count
 
 
 def reference_nonprojective_arcs(heads: list[int]) -> list[int]:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from structpe.syntax import decode, encode, is_projective, projectivize_with_count, read_conllu
-from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, stack_depths
+from structpe.syntax.conllu_io import read_conllu
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, decode, encode, stack_depths
+from structpe.syntax.trees import is_projective, projectivize_with_count
 
 
 @pytest.mark.data

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from structpe.train.prepare import PrepareSettings, prepare
+from structpe.train.prepare import prepare
+from structpe.train.prepare_settings import PrepareSettings
 from structpe.train.tokenizer import train_tokenizer
 
 SEQ_LEN = 64

@@ -96,8 +96,8 @@ def test_can_compile_looks_for_a_cpp_compiler(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_compile_without_a_compiler_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from structpe.errors import RecipeError
     from structpe.train.pretrain import pretrain
-    from structpe.train.recipe import RecipeError
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     monkeypatch.setenv("CXX", "no-such-compiler-here")

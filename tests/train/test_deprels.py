@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from structpe.parser.parsers import get_parser
-from structpe.syntax import read_conllu
+from structpe.parser.registry import get_parser
+from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.deprels import (
     CLEARNLP_TO_UD,
     N_DEPRELS,
@@ -19,7 +19,8 @@ from structpe.syntax.deprels import (
     universal_relation,
 )
 from structpe.train.collators import collator_for
-from structpe.train.prepare import PrepareSettings, load_prepared, prepare
+from structpe.train.prepare import load_prepared, prepare
+from structpe.train.prepare_settings import PrepareSettings
 from structpe.train.pretrain import pretrain
 from structpe.train.recipe import list_recipes
 from structpe.train.tokenizer import load_tokenizer
@@ -112,7 +113,7 @@ def test_deprel_recipe_trains(name: str, wp_gold: Path, tmp_path: Path) -> None:
 def test_deprel_model_refuses_data_without_deprels(wp_gold: Path, tmp_path: Path) -> None:
     from datasets import load_from_disk
 
-    from structpe.train.prepare import PreparedDataError
+    from structpe.errors import PreparedDataError
 
     stripped = tmp_path / "no-deprels"
     load_from_disk(str(wp_gold)).remove_columns("deprel_ids").save_to_disk(str(stripped))

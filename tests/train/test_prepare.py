@@ -10,16 +10,12 @@ from pathlib import Path
 import pytest
 from datasets import load_from_disk
 
-from structpe.parser.parsers import get_parser
+from structpe.errors import PreparedDataError
+from structpe.parser.registry import get_parser
 from structpe.train.corpus import detokenize_words
-from structpe.train.prepare import (
-    METADATA_FILE,
-    PreparedDataError,
-    PrepareSettings,
-    load_prepared,
-    pack_sentences,
-    prepare,
-)
+from structpe.train.prepare import load_prepared, prepare
+from structpe.train.prepare_settings import METADATA_FILE, PrepareSettings
+from structpe.train.prepare_steps import pack_sentences
 from structpe.train.tokenizer import load_tokenizer
 
 SEQ_LEN = 64  # as in conftest.py

@@ -14,10 +14,11 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
+from structpe.errors import PreparedDataError, RecipeError
 from structpe.models import load
-from structpe.train.prepare import PreparedDataError, PrepareSettings, prepare
+from structpe.train.prepare import prepare
+from structpe.train.prepare_settings import PrepareSettings
 from structpe.train.pretrain import can_compile, pretrain
-from structpe.train.recipe import RecipeError
 from structpe.train.trainer import NonFiniteLossError, VocabularyMismatchError, read_metrics
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}

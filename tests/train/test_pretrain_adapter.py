@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from structpe.eval.commands import load_model_and_tokenizer
+from structpe.errors import RecipeError
+from structpe.eval.command_common import load_model_and_tokenizer
 from structpe.eval.scoring.scorer import CausalScorer
-from structpe.syntax import TaggedSentence
+from structpe.syntax.tagged import TaggedSentence
 from structpe.train.pretrain import pretrain
-from structpe.train.recipe import RecipeError, load_recipe
+from structpe.train.recipe import load_recipe
 from structpe.train.trainer import read_metrics
 
 SCRATCH = """\

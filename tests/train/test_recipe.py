@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from structpe.train.recipe import RecipeError, TrainConfig, list_recipes, load_recipe
+from structpe.errors import RecipeError
+from structpe.train.recipe import TrainConfig, list_recipes, load_recipe
 
 
 def test_overrides_and_coercion(tiny_recipe: Path) -> None:

@@ -66,7 +66,7 @@ def _brown_slice(shared_data: Path, dst: Path, n: int) -> Path:
 
 def _benchmark_sample(shared_data: Path, n: int = 300) -> list[str]:
     from structpe.eval.blimp import load_blimp
-    from structpe.eval.syntaxgym.evaluate import load_suites, sentence_and_spans
+    from structpe.eval.syntaxgym.suites import load_suites, sentence_and_spans
 
     rng = random.Random(0)
     blimp = [s for p in load_blimp(shared_data / "blimp", limit=10) for s in (p.good, p.bad)]

@@ -20,17 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from structpe.eval.scoring.scorer import (
-    IGNORE,
-    Parser,
-    align_tags_by_offsets,
-    forward_logits,
-    model_device,
-    model_kind,
-    parse_texts,
-    uses_tags,
-    word_spans,
-)
+from structpe.eval.scoring.inputs import parse_texts
+from structpe.eval.scoring.types import Parser, forward_logits, model_device, model_kind, uses_tags
+from structpe.syntax.alignment import align_tags_by_offsets, word_spans
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
 OBJECT_DEPRELS = ("dobj", "obj")
 DIRECTIONS = ("auto", "verb_to_object", "object_to_verb")

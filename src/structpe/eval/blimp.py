@@ -24,14 +24,9 @@ from typing import Any
 import numpy as np
 
 from structpe.errors import StructpeError
-from structpe.eval.scoring.scorer import (
-    CausalScorer,
-    MaskedScorer,
-    Parser,
-    ScoringSpec,
-    describe_scoring,
-    make_scorer,
-)
+from structpe.eval.scoring.masked import MaskedScorer
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.eval.scoring.types import Parser
 
 FIELD_FIX = {"syntax/semantics": "syntax_semantics"}
 PHENOMENON_FIX = {"s-selection": "argument_structure"}

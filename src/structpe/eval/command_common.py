@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
-from structpe.eval.scoring.scorer import PLL_METRICS, CausalScorer, ScoringSpec, uses_tags
+from structpe.eval.scoring.masked import PLL_METRICS
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec
+from structpe.eval.scoring.types import uses_tags
 from structpe.io import split_lines
 
 # the causal scorer's registry: modes added there (joint, marginal) appear here too
@@ -65,7 +67,7 @@ def load_model_and_tokenizer(
 
         model = load(path)
     elif cfg.get("model_type") == "structpe-sipe-adapter":  # a Hugging Face LM + SiPE adapter folder
-        from structpe.adapters import load_adapted
+        from structpe.adapters.sipe import load_adapted
 
         model = load_adapted(path)
     else:
@@ -99,7 +101,7 @@ def make_parser(name: str | None, model: Any, parser_model: str | None = None) -
         if uses_tags(model):
             raise StructpeError("--parser none: this model reads hexatags; choose a parser (e.g. spacy)")
         return None
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
 
     kw = {"model": parser_model} if parser_model else {}
     return get_parser(name, **kw)
@@ -166,7 +168,7 @@ def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse impossible numbers, unknown names and missing inputs with one line naming the option."""
-    from structpe.parser.parsers import available_parsers
+    from structpe.parser.registry import available_parsers
 
     for opt in ("limit", "k", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval"):
         check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))

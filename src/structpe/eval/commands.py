@@ -3,7 +3,7 @@
 Thin wrappers (see cli.py): parse arguments, load model/tokenizer/parser, call the library
 function, write JSON + Markdown (+ PNG) with :mod:`structpe.eval.report`. The shared loading and
 argument checks live in ``structpe.eval.command_common`` and the GLUE commands in
-``structpe.eval.glue.commands`` (both re-exported here).
+``structpe.eval.glue.commands``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 
 from structpe.eval.command_common import (
-    LIKELIHOOD_CHOICES,
     _area,
     _check_names,
     _common,
@@ -19,13 +18,12 @@ from structpe.eval.command_common import (
     _print_table,
     _scoring_args,
     check_args,
-    find_tokenizer_dir,
     load_model_and_tokenizer,
     make_parser,
     read_lines,
     scoring_spec,
 )
-from structpe.eval.glue.commands import _glue_args, cmd_glue
+from structpe.eval.glue.commands import _glue_args
 
 # ----------------------------------------------------------------------------------------------
 # commands
@@ -43,7 +41,7 @@ def cmd_ppl(args: argparse.Namespace) -> int:
         lines = [ln.strip() for ln in read_lines(args.text) if ln.strip()]
         if args.limit:
             lines = lines[: args.limit]
-        from structpe.eval.scoring.scorer import parse_texts
+        from structpe.eval.scoring.inputs import parse_texts
 
         sents = parse_texts(parser, lines) or []
         for s, text in zip(sents, lines, strict=True):
@@ -291,20 +289,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-# The shared helpers and the GLUE command are re-exported: ``structpe.eval.commands`` keeps its import path.
-__all__ = [
-    "LIKELIHOOD_CHOICES",
-    "check_args",
-    "cmd_attention",
-    "cmd_blimp",
-    "cmd_glue",
-    "cmd_leakage",
-    "cmd_ppl",
-    "cmd_syntaxgym",
-    "find_tokenizer_dir",
-    "load_model_and_tokenizer",
-    "make_parser",
-    "read_lines",
-    "register",
-    "scoring_spec",
-]

@@ -34,16 +34,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from structpe.eval.scoring.likelihood import Row, run_rows
-from structpe.eval.scoring.scorer import (
-    IGNORE,
-    CausalScorer,
-    Parser,
-    align_tags_by_offsets,
-    get_field,
-    parse_texts,
-    uses_tags,
-)
+from structpe.eval.scoring.inputs import parse_texts
+from structpe.eval.scoring.likelihood import run_rows
+from structpe.eval.scoring.rows import Row
+from structpe.eval.scoring.scorer import CausalScorer
+from structpe.eval.scoring.types import Parser, uses_tags
+from structpe.syntax.alignment import align_tags_by_offsets, get_field
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
 VARIANTS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
 CAUSAL = ("prefix", "prefix_drop_last")

@@ -20,20 +20,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from structpe.eval.scoring.scorer import (
-    CausalScorer,
-    MaskedScorer,
-    ScoringSpec,
-    describe_scoring,
-    get_field,
-    make_scorer,
-)
+from structpe.eval.scoring.masked import MaskedScorer
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.syntax.alignment import get_field
 
 
 def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
     """TaggedSentence objects from a JSON-lines file; errors name the file and line."""
     from structpe.errors import StructpeError, reading
-    from structpe.syntax import TaggedSentence
+    from structpe.syntax.tagged import TaggedSentence
 
     path = Path(path)
     out = []

@@ -74,7 +74,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def _trees(path: str, limit: int | None) -> list[Any]:
     """Tag sequences to fill: TaggedSentences from a JSON-lines file or encoded CoNLL-U trees."""
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
     from structpe.syntax.tagged import TaggedSentence
 
     if not Path(path).is_file():
@@ -101,7 +101,7 @@ def _trees(path: str, limit: int | None) -> list[Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from structpe.eval.commands import load_model_and_tokenizer
+    from structpe.eval.command_common import load_model_and_tokenizer
     from structpe.generation.decoding import generate
     from structpe.syntax.tagged import TaggedSentence
 
@@ -121,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
             raise ValueError(f"--prompt-tags: {err}") from None
     parser = None
     if args.prompt_parser:
-        from structpe.parser.parsers import get_parser
+        from structpe.parser.registry import get_parser
 
         parser = get_parser(args.prompt_parser, **({"model": args.parser_model} if args.parser_model else {}))
     kw = dict(

@@ -28,8 +28,9 @@ from typing import Any
 
 import torch
 
-from structpe.eval.scoring.likelihood import allowed_pairs
-from structpe.eval.scoring.scorer import align_tags_by_offsets, model_device
+from structpe.eval.scoring.prefixes import allowed_pairs
+from structpe.eval.scoring.types import model_device
+from structpe.syntax.alignment import align_tags_by_offsets
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, IGNORE_INDEX, NR_L, NR_R, TL, decode
 from structpe.syntax.tagged import TaggedSentence
 

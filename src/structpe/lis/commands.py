@@ -78,7 +78,7 @@ def _kg_models() -> list[str]:
 
 
 def _kg_roles_models() -> list[str]:
-    from structpe.lis.kg_roles import MODELS
+    from structpe.lis.kg_roles_data import MODELS
 
     return list(MODELS)
 
@@ -156,7 +156,8 @@ def cmd_shakespeare(args: argparse.Namespace) -> int:
 
 
 def cmd_kg(args: argparse.Namespace) -> int:
-    from structpe.lis.kg import KGConfig, merge, run
+    from structpe.lis.kg import KGConfig, run
+    from structpe.lis.kg_report import merge
 
     if args.setting != "template":
         return cmd_kg_roles(args)
@@ -171,7 +172,7 @@ def cmd_kg(args: argparse.Namespace) -> int:
 
 def cmd_kg_roles(args: argparse.Namespace) -> int:
     """The role-addressing settings of App. F.3 (Tables 5-7); profiles kg_<setting>_<profile>."""
-    from structpe.lis.kg import merge
+    from structpe.lis.kg_report import merge
     from structpe.lis.kg_roles import RoleKGConfig, markdown_table, run
 
     if args.merge:

@@ -2,7 +2,7 @@
 
 The role-addressing diagnostics of App. F.3 (57 relation types, Tables 5-7) are in ``kg_roles``.
 This module holds the models, training, scoring and runs; the data generator is in ``kg_data``, the
-encoding of examples in ``kg_encode`` and the reports in ``kg_report`` (all re-exported here).
+encoding of examples in ``kg_encode`` and the reports in ``kg_report``.
 
 Data (seeded, ``generate``):
   * ``template`` variant (F.4): 5 domains x 6 ordered roles; each domain chains a random permutation
@@ -39,18 +39,12 @@ from tqdm.auto import tqdm
 
 from structpe.io import atomic_write_text, earlier_results
 from structpe.lis.kg_data import (
-    CHARS,
-    CLAUSES,
-    TEMPLATE_DOMAINS,
     Fact,
     KGData,
-    Relation,
     generate,
-    random_names,
-    render_text,
 )
-from structpe.lis.kg_encode import SETTINGS, Distractors, Example, Vocab, collate, encode, sample_example
-from structpe.lis.kg_report import markdown_tables, merge, plot
+from structpe.lis.kg_encode import SETTINGS, Distractors, Example, Vocab, collate, sample_example
+from structpe.lis.kg_report import markdown_tables, plot
 from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, LISformerConfig
 from structpe.lis.training import SITTING_KEYS, Bf16Option, configure_optimizer, train_steps
 
@@ -233,25 +227,3 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
     return results
 
 
-# The data, encoding and report names are re-exported: ``structpe.lis.kg`` keeps its import path.
-__all__ = [
-    "CHARS",
-    "CLAUSES",
-    "SETTINGS",
-    "TEMPLATE_DOMAINS",
-    "Distractors",
-    "Example",
-    "Fact",
-    "KGData",
-    "Relation",
-    "Vocab",
-    "collate",
-    "encode",
-    "generate",
-    "markdown_tables",
-    "merge",
-    "plot",
-    "random_names",
-    "render_text",
-    "sample_example",
-]

@@ -2,7 +2,7 @@
 
 The data - the 57 relation types, the KG and text forms of a fact for the serialized model B and
 the LIS model J, the three settings (transfer, kg2text, bidirectional) and Table 5's tiers - is
-built and described in ``kg_roles_data`` (re-exported here); this module holds the configs, models,
+built and described in ``kg_roles_data``; this module holds the configs, models,
 runs and tables.
 
 Metrics (F.3): hit@1 / hit@5: every character of the target entity is the argmax / in the top 5
@@ -26,28 +26,12 @@ from structpe.io import atomic_write_text, earlier_results
 from structpe.lis.kg import score, train_loop
 from structpe.lis.kg_encode import Example
 from structpe.lis.kg_roles_data import (
-    BASE_2,
-    BASE_3,
-    CHARS,
-    DERIVED_2,
-    DERIVED_3,
-    DOMAINS,
     MODELS,
     N_SLOTS,
     RELATIONS,
-    SEP,
-    TIERS,
-    Builder,
-    Fact,
-    RelationType,
-    TransferData,
     Vocab,
-    ZeroShotData,
-    chain_facts,
     paired,
-    relation_types,
     single,
-    slot_role,
     transfer_data,
     zero_shot_data,
 )
@@ -240,22 +224,3 @@ def _fmt(ppl: float) -> str:
     return f"{ppl:.2f}" if ppl < 1000 and math.isfinite(ppl) else f"{ppl:.3g}"
 
 
-# The data names are re-exported: ``structpe.lis.kg_roles`` keeps its import path.
-__all__ = [
-    "BASE_2",
-    "BASE_3",
-    "CHARS",
-    "DERIVED_2",
-    "DERIVED_3",
-    "DOMAINS",
-    "SEP",
-    "TIERS",
-    "Builder",
-    "Fact",
-    "RelationType",
-    "TransferData",
-    "ZeroShotData",
-    "chain_facts",
-    "relation_types",
-    "slot_role",
-]

@@ -38,7 +38,7 @@ class Bf16Option:
     """The bf16 switch every LIS diagnostic config shares (Shakespeare, KG, KG roles).
 
     ``autocast_bf16``: bf16 autocast of the training forward, true / false / auto (where bf16 is
-    native: a bf16 GPU, or a CPU with AVX-512 BF16 / AMX; ``structpe.train.pretrain.native_bf16``).
+    native: a bf16 GPU, or a CPU with AVX-512 BF16 / AMX; ``structpe.hardware.native_bf16``).
     A profile turns it on only after ``benchmarks/lis_bf16_check.py`` showed its loss curve matching
     float32 (docs/lis.md). Scoring always runs in float32.
     """
@@ -51,8 +51,8 @@ class Bf16Option:
             raise ValueError(f"autocast_bf16 must be true, false or auto, got {bf16!r}")
 
     def resolved_bf16(self) -> bool:
-        """``autocast_bf16`` with ``auto`` resolved (``structpe.train.pretrain.resolve_bf16``)."""
-        from structpe.train.pretrain import resolve_bf16
+        """``autocast_bf16`` with ``auto`` resolved (``structpe.hardware.resolve_bf16``)."""
+        from structpe.hardware import resolve_bf16
 
         return resolve_bf16(self.autocast_bf16)
 

@@ -14,8 +14,7 @@ import json
 from pathlib import Path
 
 from structpe.errors import StructpeError
-from structpe.models.config import FAMILIES, INJECTIONS, SiPEConfig
-from structpe.models.outputs import SiPEOutput
+from structpe.models.config import FAMILIES, SiPEConfig
 
 # family -> (module, class); imported lazily so ``import structpe.models`` stays cheap
 _FAMILY_CLASSES = {
@@ -158,14 +157,3 @@ def sipe_parameter_count(config: SiPEConfig) -> dict[str, int]:
     return {"total": extra, "prior": prior, "heads": heads, "other": extra - prior - heads}
 
 
-__all__ = [
-    "FAMILIES",
-    "INJECTIONS",
-    "SiPEConfig",
-    "SiPEOutput",
-    "build_model",
-    "from_hf_pretrained",
-    "load",
-    "model_class",
-    "sipe_parameter_count",
-]

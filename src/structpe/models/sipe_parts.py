@@ -13,8 +13,9 @@ import torch
 
 from structpe.models.config import SiPEConfig
 from structpe.modules.input_prior import InputPrior
-from structpe.modules.prior import IGNORE_INDEX, HexatagPrior, TagHeads
+from structpe.modules.prior import HexatagPrior, TagHeads
 from structpe.modules.prior_projection import PriorProjection
+from structpe.syntax.hexatags import IGNORE_INDEX
 
 
 def prior_projection(config: SiPEConfig, d_out: int | None = None) -> PriorProjection:

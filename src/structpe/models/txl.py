@@ -51,16 +51,9 @@ from structpe.models.config import SiPEConfig
 from structpe.models.outputs import SiPEOutput
 from structpe.models.sipe_parts import hexatag_prior, prior_projection
 from structpe.modules.init_rules import apply_init_rule
-from structpe.modules.prior import (
-    IGNORE_INDEX,
-    N_NONTERMINALS,
-    N_TERMINALS,
-    TagHeads,
-    add_causal_tag_loss,
-    check_tag_ids,
-    tagged_positions,
-)
+from structpe.modules.prior import TagHeads, add_causal_tag_loss, check_tag_ids, tagged_positions
 from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
+from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 
 
 def sinusoid(pos_seq: torch.Tensor, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

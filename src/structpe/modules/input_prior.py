@@ -16,7 +16,8 @@ from torch import nn
 from transformers import initialization as init
 
 from structpe.modules.init_rules import apply_init_rule, set_init
-from structpe.modules.prior import N_NONTERMINALS, N_TERMINALS, HexatagPrior
+from structpe.modules.prior import HexatagPrior
+from structpe.syntax.hexatags import N_NONTERMINALS, N_TERMINALS
 
 PRIOR_PART_ORDER = {  # concatenation order of SiPE table 12 (x first)
     "t_nt": ("t", "nt"),

@@ -23,30 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# The tag inventory lives in structpe.syntax.hexatags (docs/design.md §1); re-exported here under the
-# names this module has always offered.
+from structpe.errors import StructpeError
+
+# the tag inventory lives in structpe.syntax.hexatags (docs/design.md §1)
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
-from structpe.syntax.hexatags import NONTERMINALS as NONTERMINAL_NAMES
-from structpe.syntax.hexatags import TERMINALS as TERMINAL_NAMES
-
-__all__ = [
-    "IGNORE_INDEX",
-    "N_NONTERMINALS",
-    "N_TERMINALS",
-    "NONTERMINAL_NAMES",
-    "TERMINAL_NAMES",
-    "HexatagPrior",
-    "TagHeads",
-    "TagIdError",
-    "causal_tag_targets",
-    "check_tag_ids",
-    "tagged_positions",
-    "mlm_tag_targets",
-    "tag_losses",
-]
 
 
-class TagIdError(ValueError):
+class TagIdError(StructpeError):
     """Tag tensors hold an id outside the tag inventory (and not -100)."""
 
 

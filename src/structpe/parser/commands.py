@@ -18,7 +18,7 @@ from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive
 from structpe.io import atomic_write_text, refuse_overwrite_input
-from structpe.parser.parsers import QUANTIZE_HELP, QUANTIZE_MODES
+from structpe.parser.base import QUANTIZE_HELP, QUANTIZE_MODES
 
 
 def register(subparsers: Any) -> None:
@@ -131,7 +131,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from structpe.parser.default import export_model
+    from structpe.parser.export import export_model
 
     evaluations = {}
     for item in args.eval:

@@ -89,7 +89,7 @@ def evaluate_parser(
 ) -> dict[str, Any]:
     """Parse the gold words with ``parser_name`` (any registered parser) and score; timing covers
     parsing only. The hexatagger is scored on its decoded tags, the others on their own trees."""
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
     from structpe.syntax.hexatags import encode
     from structpe.syntax.trees import projectivize
 

@@ -34,25 +34,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from structpe.parser.decode import decode_scores, decode_scores_batch, greedy_is_well_formed
+from structpe.parser.base import QUANTIZE_MODES, Parser
+from structpe.parser.decode import decode_scores_batch
 from structpe.parser.model import (
-    ENCODERS,
-    MODEL_TYPE,
-    BiLSTMEncoder,
-    Block,
-    HexataggerConfig,
     HexataggerModel,
-    HexataggerOutput,
-    SelfAttention,
 )
-from structpe.parser.parsers import QUANTIZE_MODES, Parser
 from structpe.parser.tokenizer import (
-    SPECIAL_TOKENS,
-    TOKENIZER_NAME,
     encode_words,
     load_tokenizer,
-    save_tokenizer,
-    train_tokenizer,
 )
 from structpe.syntax.tagged import TaggedSentence
 
@@ -273,31 +262,3 @@ class HexatagParser(Parser):
         return out
 
 
-# The model, tokenizer and decoding names are re-exported: ``structpe.parser.hexatagger`` stays the
-# one import path for the whole hexatagger.
-__all__ = [
-    "ENCODERS",
-    "MODEL_TYPE",
-    "QUANTIZE_MODES",
-    "SPECIAL_TOKENS",
-    "TOKENIZER_NAME",
-    "BiLSTMEncoder",
-    "Block",
-    "HexatagParser",
-    "HexataggerConfig",
-    "HexataggerModel",
-    "HexataggerOutput",
-    "Prediction",
-    "SelfAttention",
-    "decode_scores",
-    "decode_scores_batch",
-    "encode_words",
-    "greedy_is_well_formed",
-    "length_batches",
-    "load_tokenizer",
-    "pad_batch",
-    "predict",
-    "quantize_for_cpu",
-    "save_tokenizer",
-    "train_tokenizer",
-]

@@ -1,6 +1,6 @@
 """``structpe tag``: text lines or CoNLL-U in, hexatag JSON lines out (docs/design.md §6).
 
-Thin wrapper over ``structpe.parser.parsers``: read the input, cut it into chunks, parse each chunk
+Thin wrapper over ``structpe.parser.registry``: read the input, cut it into chunks, parse each chunk
 (in ``--workers`` processes when asked, each with its own parser), write one JSON object per
 sentence in input order, and print a summary of the non-projectivity policy on stderr.
 """
@@ -20,15 +20,14 @@ from typing import Any
 
 from structpe.errors import StructpeError, check_positive, reading
 from structpe.io import atomic_open, refuse_overwrite_input, split_lines
-from structpe.parser.parsers import (
+from structpe.parser.base import (
     QUANTIZE_HELP,
     QUANTIZE_MODES,
     NonProjectivePolicy,
     ParserInputError,
     ParseStats,
-    available_parsers,
-    get_parser,
 )
+from structpe.parser.registry import available_parsers, get_parser
 from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.tagged import TaggedSentence
 from structpe.syntax.trees import NonProjectiveError
@@ -133,7 +132,7 @@ def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
         name = args.input
         if fmt == "conllu":
             return fmt, list(read_conllu(args.input)), name
-        from structpe.syntax.conllu_io import open_text
+        from structpe.io import open_text
 
         with open_text(args.input) as fh, reading(args.input):
             lines = split_lines(fh.read())

@@ -35,26 +35,18 @@ import torch
 from structpe.errors import StructpeError
 from structpe.io import atomic_write_text
 from structpe.parser.data import (
-    CORPUS_FILES,
-    TREEBANK_DIRS,
     Example,
     build_examples,
     collate,
     corpus_lines,
-    gold_tags,
     load_sentences,
     shuffled_batches,
     treebank_file,
 )
-from structpe.parser.evaluate import evaluate, evaluate_model
+from structpe.parser.evaluate import evaluate_model
 from structpe.parser.model import HexataggerConfig, HexataggerModel
 from structpe.parser.recipe import (
-    DataSection,
-    ModelSection,
-    OptimSection,
-    TokenizerSection,
     TrainConfig,
-    VectorsSection,
 )
 from structpe.parser.tokenizer import train_tokenizer
 from structpe.syntax.conllu_io import ConlluSentence
@@ -326,26 +318,3 @@ def train(
     return summary
 
 
-# The recipe, data and evaluation names are re-exported: ``structpe.parser.train`` keeps its
-# import path for the CLI, the tests and the benchmarks.
-__all__ = [
-    "CORPUS_FILES",
-    "TREEBANK_DIRS",
-    "DataSection",
-    "Example",
-    "ModelSection",
-    "OptimSection",
-    "TokenizerSection",
-    "TrainConfig",
-    "VectorsSection",
-    "build_examples",
-    "collate",
-    "corpus_lines",
-    "evaluate",
-    "evaluate_model",
-    "gold_tags",
-    "load_sentences",
-    "shuffled_batches",
-    "train",
-    "treebank_file",
-]

@@ -46,7 +46,7 @@ class QuickstartConfig:
     batch_size: int = 16
     lr: float = 2e-3  # 1e-3 left a 3 x 128 model near unigram statistics at this budget (docs/quickstart.md)
     eval_every: int = 250
-    bf16: bool | None = None  # None: bf16 autocast only where it is native (pretrain.native_bf16)
+    bf16: bool | None = None  # None: bf16 autocast only where it is native (structpe.hardware.native_bf16)
     compile: bool = False  # torch.compile: slower than bf16 eager on real batches here (docs/pretraining.md)
     seed: int = 42
     ppl_sentences: int = 500
@@ -61,7 +61,7 @@ class QuickstartConfig:
     extra_overrides: list[str] = field(default_factory=list)
 
     def use_bf16(self) -> bool:
-        from structpe.train.pretrain import resolve_bf16
+        from structpe.hardware import resolve_bf16
 
         return resolve_bf16(self.bf16)
 

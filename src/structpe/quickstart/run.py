@@ -32,14 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from structpe.data.paths import data_root
-from structpe.quickstart.config import DEFAULT_BLIMP, QuickstartConfig
-from structpe.quickstart.report import COLUMNS, MODE_NAMES, _val_lm_loss, _write_report, report_rows
+from structpe.quickstart.config import QuickstartConfig
+from structpe.quickstart.report import _val_lm_loss, _write_report
 from structpe.quickstart_data import (
     CachedParser,
-    PreparedBrown,
-    _merge_prepared,
     _step,
-    parse_token_lines,
     prepare_brown,
 )
 
@@ -86,7 +83,8 @@ def evaluate_variant(
 
 def chance_row(cfg: QuickstartConfig) -> dict[str, Any]:
     """Stage 4: the chance row (SyntaxGym Monte Carlo per suite / circuit / overall; BLiMP 0.5)."""
-    from structpe.eval.syntaxgym.evaluate import chance_scores, load_suites
+    from structpe.eval.syntaxgym.evaluate import chance_scores
+    from structpe.eval.syntaxgym.suites import load_suites
 
     suites = list(cfg.syntaxgym_suites) if cfg.syntaxgym_suites else None
     sg = chance_scores(load_suites(data_root(cfg.data_dir) / "syntaxgym", suites), draws=cfg.chance_draws,
@@ -133,7 +131,7 @@ def leakage_verdict(
 def run_quickstart(cfg: QuickstartConfig) -> Path:
     """Run every stage and return the report folder. Re-running reuses the data and finished runs."""
     from structpe.models import load
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
     from structpe.train.tokenizer import load_tokenizer
     from structpe.train.trainer import read_metrics
 
@@ -291,24 +289,3 @@ def _cli(args: Any) -> int:
     return 0
 
 
-# The config, data and report names are re-exported: ``structpe.quickstart.run`` keeps its import path
-# (the study harness imports ``_merge_prepared`` from here too).
-__all__ = [
-    "BLIMP_CHANCE",
-    "COLUMNS",
-    "DEFAULT_BLIMP",
-    "MODE_NAMES",
-    "CachedParser",
-    "PreparedBrown",
-    "QuickstartConfig",
-    "_merge_prepared",
-    "chance_row",
-    "evaluate_variant",
-    "leakage_verdict",
-    "parse_token_lines",
-    "prepare_brown",
-    "register",
-    "report_rows",
-    "run_quickstart",
-    "train_variant",
-]

@@ -46,8 +46,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.seeds:
         parts += ["--seeds", *map(str, args.seeds)]
     command = " ".join(shlex.quote(a) for a in parts)
-    from structpe.train.prepare import PreparedDataError
-    from structpe.train.recipe import RecipeError
+    from structpe.errors import PreparedDataError, RecipeError
     from structpe.train.trainer import NonFiniteLossError, VocabularyMismatchError
 
     try:

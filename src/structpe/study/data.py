@@ -39,7 +39,7 @@ def read_test_units(path: Path, fmt: str, limit: int) -> list[str]:
 def parse_units(parser: Any, units: list[str], fmt: str, limit: int) -> list[Any]:
     """Tagged test sentences: ``lines`` units detokenized (raw text in ``meta``), ``text`` units split."""
     if fmt == "lines":  # Brown's tokenized lines: scored in the raw form the model was trained on
-        from structpe.quickstart.run import parse_token_lines
+        from structpe.quickstart_data import parse_token_lines
 
         return parse_token_lines(parser, [u for u in units if u.split()])[:limit]
     return parser.parse_text(units)[:limit]
@@ -50,8 +50,9 @@ def prepare_study_data(
 ) -> StudyData:
     """Prepare (or reuse) the tokenizer, the train/validation data and the test sentences."""
     from structpe.data.paths import data_root
-    from structpe.quickstart.run import _merge_prepared
-    from structpe.train.prepare import PrepareSettings, corpus_splits, load_prepared, prepare
+    from structpe.quickstart_data import _merge_prepared
+    from structpe.train.prepare import load_prepared, prepare
+    from structpe.train.prepare_settings import PrepareSettings, corpus_splits
     from structpe.train.tokenizer import train_tokenizer
 
     root = data_root(data_dir)

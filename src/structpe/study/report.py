@@ -67,7 +67,8 @@ def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[
     if spec.evaluations.syntaxgym is None:
         return None
     from structpe.data.paths import data_root
-    from structpe.eval.syntaxgym.evaluate import chance_scores, load_suites, paper_suites
+    from structpe.eval.syntaxgym.evaluate import chance_scores, paper_suites
+    from structpe.eval.syntaxgym.suites import load_suites
 
     try:
         root = Path(data_root(data_dir)) / "syntaxgym"

@@ -41,7 +41,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
-from structpe.io import write_json_atomic  # write_json_atomic: also imported from here
+from structpe.io import write_json_atomic
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec, stable_hash
@@ -222,10 +222,11 @@ def run_cell(
     from structpe.eval.blimp import evaluate_blimp
     from structpe.eval.leakage import leakage_audit
     from structpe.eval.ppl import evaluate_ppl, sentence_text
-    from structpe.eval.scoring.scorer import model_kind, uses_tags
+    from structpe.eval.scoring.types import model_kind, uses_tags
     from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym, paper_suites
     from structpe.models import load
-    from structpe.quickstart.run import _final_model_dir, _val_lm_loss
+    from structpe.quickstart.report import _val_lm_loss
+    from structpe.quickstart.run import _final_model_dir
     from structpe.train.pretrain import pretrain
     from structpe.train.tokenizer import load_tokenizer
     from structpe.train.trainer import read_metrics
@@ -411,7 +412,7 @@ def run_study(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if parser is None:
-        from structpe.parser.parsers import get_parser
+        from structpe.parser.registry import get_parser
 
         parser = CachedParser(get_parser(spec.dataset.parser))
     if data is None:

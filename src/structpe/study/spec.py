@@ -33,7 +33,8 @@ from typing import Any
 
 import yaml
 
-from structpe.train.recipe import CONFIG_ROOT, RecipeError, load_recipe
+from structpe.errors import RecipeError
+from structpe.train.recipe import CONFIG_ROOT, load_recipe
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
 LIKELIHOODS = ("conditional", "joint", "marginal")

@@ -4,47 +4,14 @@
 * ``trees``      -- tree validation, projectivity, arc-lifting projectivisation
 * ``conllu_io``  -- validated CoNLL-U reading (plain or gzipped)
 * ``tagged``     -- ``TaggedSentence`` and its JSON-lines form
-* ``alignment``  -- word tags -> first-subword tag ids for Hugging Face fast tokenizers
-* ``parsers``    -- ``Parser`` interface, ``gold`` and ``spacy`` parsers, ``get_parser`` registry
-* ``commands``   -- the ``structpe tag`` command
+* ``alignment``  -- the one home of tag alignment: word tags -> first-subword tag ids, by word
+  lists (Hugging Face fast tokenizers) or by character offsets (raw text as written)
+* ``deprels``    -- the dependency-relation inventory of the DEPREL variants
 
-Heavy dependencies (spaCy, transformers) are imported only by the modules that need them.
+The parsers that produce trees live one floor up, in ``structpe.parser``. ``structpe.syntax.projectivize``
+is a stable interface (docs/design.md §6); everything else is imported from its module.
 """
 
-from structpe.syntax.conllu_io import ConlluError, ConlluSentence, read_conllu
-from structpe.syntax.hexatags import (
-    NONTERMINALS,
-    TERMINALS,
-    InvalidTagsError,
-    constrained_decode,
-    decode,
-    encode,
-)
-from structpe.syntax.tagged import TaggedSentence
-from structpe.syntax.trees import (
-    InvalidTreeError,
-    NonProjectiveError,
-    check_tree,
-    is_projective,
-    projectivize,
-    projectivize_with_count,
-)
+from structpe.syntax.trees import projectivize
 
-__all__ = [
-    "NONTERMINALS",
-    "TERMINALS",
-    "ConlluError",
-    "ConlluSentence",
-    "InvalidTagsError",
-    "InvalidTreeError",
-    "NonProjectiveError",
-    "TaggedSentence",
-    "check_tree",
-    "constrained_decode",
-    "decode",
-    "encode",
-    "is_projective",
-    "projectivize",
-    "projectivize_with_count",
-    "read_conllu",
-]
+__all__ = ["projectivize"]

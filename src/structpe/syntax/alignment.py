@@ -1,10 +1,15 @@
-"""Word-level hexatags -> per-token tag ids for Hugging Face fast tokenizers (docs/design.md §1 "Subwords").
+"""Word-level hexatags -> per-token tag ids: the one home of tag alignment (docs/design.md §1 "Subwords").
 
 Only a word's **first subword** carries its tags (the mask m_p of the prior, SiPE §3.1); every other
 position -- continuation subwords, special tokens, padding -- gets -100, which is also the ignore
-index of the auxiliary tag losses. Words are mapped to tokens with the fast tokenizer's own
-``word_ids()`` / ``sequence_ids()`` (``is_split_into_words=True``), so any fast tokenizer works,
-for single sentences and sentence pairs, batched.
+index of the auxiliary tag losses. Two ways to find a word's tokens:
+
+* by word lists (``align_tags``, ``align_tagged``): the fast tokenizer's own ``word_ids()`` /
+  ``sequence_ids()`` (``is_split_into_words=True``), for single sentences and sentence pairs, batched;
+* by character offsets (``align_tags_by_offsets``): the words are located in a raw text by
+  character search and a word's tags go on the first token overlapping it, so the text is scored
+  exactly as written (what SyntaxGym's region offsets and raw-text training data need) and any
+  tokenizer works.
 """
 
 from __future__ import annotations
@@ -12,14 +17,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from structpe.errors import StructpeError
 from structpe.syntax.hexatags import IGNORE_INDEX, nonterminal_ids, terminal_ids
-
-__all__ = ["AlignmentError", "align_tagged", "align_tags", "first_subword_rows"]
+from structpe.syntax.hexatags import NONTERMINAL_TO_ID as NONTERMINAL_IDS
+from structpe.syntax.hexatags import TERMINAL_TO_ID as TERMINAL_IDS
 
 Tags = Sequence[int | str]
 
 
-class AlignmentError(ValueError):
+class AlignmentError(StructpeError):
     """Words and tags cannot be aligned: length mismatch, a word without tokens, or truncation."""
 
 
@@ -177,3 +183,95 @@ def align_tagged(
     if pairs is not None:
         pair = ([p.words for p in pairs], [p.terminals for p in pairs], [p.nonterminals for p in pairs])
     return align_tags(tokenizer, words, t, n, pair=pair, **kwargs)
+
+
+def tag_id(value: Any, table: dict[str, int], what: str) -> int:
+    """Canonical id of a tag given as a name ("tl") or an int (docs/design.md §1 ids)."""
+    if isinstance(value, str):
+        if value not in table:
+            raise ValueError(f"unknown {what} tag {value!r}; expected one of {sorted(table)}")
+        return table[value]
+    v = int(value)
+    if v != IGNORE_INDEX and not 0 <= v < len(table):
+        raise ValueError(f"{what} tag id {v} out of range 0..{len(table) - 1}")
+    return v
+
+
+def get_field(obj: Any, name: str) -> Any:
+    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def word_spans(text: str, words: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Character span of each word in ``text``, searched left to right (None if not found).
+
+    Parsers may normalise a word (e.g. quotes); such a word simply gets no span.
+    """
+    spans: list[tuple[int, int] | None] = []
+    pos = 0
+    for w in words:
+        i = text.find(w, pos) if w else -1
+        if i < 0:
+            spans.append(None)
+            continue
+        spans.append((i, i + len(w)))
+        pos = i + len(w)
+    return spans
+
+
+def first_tokens_of_words(
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    words: Sequence[str],
+    scorable: Sequence[bool] | None = None,
+) -> list[int | None]:
+    """Per word, the index of the first token overlapping it, or None (not found in the text, or
+    sharing its first token with the previous word). ``scorable[i]`` False marks special tokens."""
+    n = len(offsets)
+    out: list[int | None] = []
+    tok = 0
+    taken = -1
+    for span in word_spans(text, words):
+        if span is None:
+            out.append(None)
+            continue
+        ws, we = span
+        while tok < n and (
+            (scorable is not None and not scorable[tok])
+            or offsets[tok][1] <= ws
+            or offsets[tok][0] == offsets[tok][1]
+        ):
+            tok += 1
+        if tok >= n or offsets[tok][0] >= we or tok == taken:
+            out.append(None)
+            continue
+        out.append(tok)
+        taken = tok
+    return out
+
+
+def align_tags_by_offsets(
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    parse: Any,
+    scorable: Sequence[bool] | None = None,
+) -> tuple[list[int], list[int], int]:
+    """Per-token terminal / non-terminal ids: a word's tags go on the first token overlapping it.
+
+    ``offsets`` are the tokens' character spans in ``text``; ``scorable[i]`` False marks special
+    tokens (never tagged). Returns (terminal_ids, nonterminal_ids, number of words that got no
+    token — not found in the text, or sharing their first token with the previous word).
+    """
+    words = list(get_field(parse, "words"))
+    terms = [tag_id(t, TERMINAL_IDS, "terminal") for t in get_field(parse, "terminals")]
+    nonterms = [tag_id(t, NONTERMINAL_IDS, "non-terminal") for t in get_field(parse, "nonterminals")]
+    if not (len(words) == len(terms) == len(nonterms)):
+        raise ValueError(
+            f"parse has {len(words)} words but {len(terms)} terminals / {len(nonterms)} non-terminals"
+        )
+    t_out = [IGNORE_INDEX] * len(offsets)
+    n_out = [IGNORE_INDEX] * len(offsets)
+    firsts = first_tokens_of_words(text, offsets, words, scorable)
+    for tok, t, nt in zip(firsts, terms, nonterms, strict=True):
+        if tok is not None:
+            t_out[tok], n_out[tok] = t, nt
+    return t_out, n_out, firsts.count(None)

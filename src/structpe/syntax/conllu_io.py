@@ -19,10 +19,8 @@ import conllu
 from conllu.exceptions import ParseException
 
 from structpe.errors import StructpeError, reading
-from structpe.io import open_text  # re-exported: callers import it from here too
+from structpe.io import open_text
 from structpe.syntax.trees import InvalidTreeError, check_tree
-
-__all__ = ["ConlluError", "ConlluSentence", "open_text", "read_conllu"]
 
 
 def _raw(parts: list[str], i: int) -> str:

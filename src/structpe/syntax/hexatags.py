@@ -27,31 +27,8 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from structpe.syntax.trees import InvalidTreeError, NonProjectiveError, children_order
-
-__all__ = [
-    "DEFAULT_MAX_DEPTH",
-    "IGNORE_INDEX",
-    "N_NONTERMINALS",
-    "N_TERMINALS",
-    "NONTERMINALS",
-    "NONTERMINAL_TO_ID",
-    "TERMINALS",
-    "TERMINAL_TO_ID",
-    "InvalidTagsError",
-    "InvalidTreeError",
-    "NonProjectiveError",
-    "constrained_decode",
-    "constrained_decode_batch",
-    "decode",
-    "encode",
-    "is_well_formed",
-    "nonterminal_ids",
-    "nonterminal_names",
-    "stack_depths",
-    "terminal_ids",
-    "terminal_names",
-]
+from structpe.errors import StructpeError
+from structpe.syntax.trees import NonProjectiveError, children_order
 
 TERMINALS: tuple[str, ...] = ("tl", "tr")
 NONTERMINALS: tuple[str, ...] = ("nl-L", "nl-R", "nr-L", "nr-R", "eos")
@@ -71,7 +48,7 @@ NL_L, NL_R, NR_L, NR_R, EOS = 0, 1, 2, 3, 4
 DEFAULT_MAX_DEPTH = 16
 
 
-class InvalidTagsError(ValueError):
+class InvalidTagsError(StructpeError):
     """A tag sequence is not a well-formed hexatag sequence (wrong ids, lengths or stack depth)."""
 
 

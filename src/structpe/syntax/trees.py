@@ -14,6 +14,8 @@ import bisect
 import heapq
 from collections.abc import Sequence
 
+from structpe.errors import StructpeError
+
 __all__ = [
     "InvalidTreeError",
     "NonProjectiveError",
@@ -25,7 +27,7 @@ __all__ = [
 ]
 
 
-class InvalidTreeError(ValueError):
+class InvalidTreeError(StructpeError):
     """The heads do not form a tree: wrong type, out of range, no root, several roots or a cycle.
 
     ``word`` is the 1-based index of a word to blame (None when the sentence is empty), so readers
@@ -37,7 +39,7 @@ class InvalidTreeError(ValueError):
         self.word = word
 
 
-class NonProjectiveError(ValueError):
+class NonProjectiveError(StructpeError):
     """The tree has crossing arcs, so it has no hexatag encoding (projectivise it first)."""
 
 

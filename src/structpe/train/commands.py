@@ -13,7 +13,7 @@ from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_positive
 from structpe.io import refuse_overwrite_input
-from structpe.parser.parsers import QUANTIZE_HELP, QUANTIZE_MODES
+from structpe.parser.base import QUANTIZE_HELP, QUANTIZE_MODES
 
 
 def register(subparsers: Any) -> None:
@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
 
 def _tokenizer_train(args: argparse.Namespace) -> int:
     from structpe.models.config import FAMILIES
-    from structpe.train.prepare import KNOWN_CORPORA, corpus_splits
+    from structpe.train.prepare_settings import KNOWN_CORPORA, corpus_splits
     from structpe.train.tokenizer import default_kind, train_tokenizer
 
     check_choice("--family", args.family, FAMILIES)
@@ -133,7 +133,8 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from structpe.train.prepare import KNOWN_CORPORA, PrepareSettings, corpus_splits, prepare
+    from structpe.train.prepare import prepare
+    from structpe.train.prepare_settings import KNOWN_CORPORA, PrepareSettings, corpus_splits
 
     if args.corpus:
         check_choice("--corpus", args.corpus, KNOWN_CORPORA)

@@ -13,7 +13,7 @@ call with the same inputs is a cache hit, and any change rebuilds. Output is det
 does not depend on ``num_proc`` (order-preserving maps, packing in one pass).
 
 The settings and fingerprint live in ``structpe.train.prepare_settings`` and the three steps in
-``structpe.train.prepare_steps`` (both re-exported here); this module drives them per split and
+``structpe.train.prepare_steps``; this module drives them per split and
 loads the result.
 """
 
@@ -30,18 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import PreparedDataError
-from structpe.train.corpus import FORMATS, TEXT_FORMS, guess_format, iter_units, text_form_record
-from structpe.train.prepare_deprels import WORD_COLUMNS, attach_deprel_ids, inventory_metadata
+from structpe.train.corpus import guess_format, iter_units, text_form_record
+from structpe.train.prepare_deprels import attach_deprel_ids, inventory_metadata
 from structpe.train.prepare_settings import (
-    BOS_POLICIES,
     COLUMNS,
     FORMAT_VERSION,
-    IGNORE_INDEX,
-    KNOWN_CORPORA,
     METADATA_FILE,
-    PARSERS,
     PrepareSettings,
-    corpus_splits,
     fingerprint,
     parser_identity,
     resolve_text_form,
@@ -55,7 +50,6 @@ from structpe.train.prepare_steps import (
     _lines_units,
     _pack_batch,
     _parse_batch,
-    pack_sentences,
 )
 
 
@@ -74,7 +68,7 @@ def _prepare_split(
         if settings.parser == "gold":
             raise ValueError(f"the gold parser needs CoNLL-U input, but {paths[0]} is read as {fmt!r} text")
         if fmt == "conllu":
-            from structpe.syntax import read_conllu
+            from structpe.syntax.conllu_io import read_conllu
 
             units: dict[str, list] = {"words_in": [s.words for p in paths for s in read_conllu(p)]}
         elif fmt == "lines":
@@ -271,28 +265,3 @@ def load_prepared(path: str | Path, splits: Sequence[str] = ("train", "validatio
     return dd, meta
 
 
-# The settings and step names (and the corpus and deprel constants this module used to import) are
-# re-exported: ``structpe.train.prepare`` keeps its import path.
-__all__ = [
-    "BOS_POLICIES",
-    "COLUMNS",
-    "FORMATS",
-    "FORMAT_VERSION",
-    "IGNORE_INDEX",
-    "KNOWN_CORPORA",
-    "METADATA_FILE",
-    "PACK_BATCH",
-    "PARSERS",
-    "TEXT_FORMS",
-    "WORD_COLUMNS",
-    "PrepareSettings",
-    "corpus_splits",
-    "default_cache_dir",
-    "fingerprint",
-    "load_prepared",
-    "pack_sentences",
-    "parser_identity",
-    "prepare",
-    "resolve_text_form",
-    "tokenizer_hash",
-]

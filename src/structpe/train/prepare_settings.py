@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structpe.io import sha256_file
 from structpe.train.corpus import FORMATS, TEXT_FORMS, text_form_record
 
 METADATA_FILE = "structpe_prepare.json"
@@ -94,20 +95,12 @@ def resolve_text_form(settings: PrepareSettings, tokenizer: Any) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def tokenizer_hash(tokenizer_dir: str | Path) -> str:
     """sha256 of ``tokenizer.json``: what identifies a tokenizer for the cache and for pretrain."""
     f = Path(tokenizer_dir) / "tokenizer.json"
     if not f.is_file():
         raise FileNotFoundError(f"{tokenizer_dir} is not a tokenizer folder (no tokenizer.json)")
-    return _sha256_file(f)
+    return sha256_file(f)
 
 
 def parser_identity(settings: PrepareSettings) -> dict[str, Any]:
@@ -115,7 +108,7 @@ def parser_identity(settings: PrepareSettings) -> dict[str, Any]:
     if settings.parser == "spacy":
         from importlib.metadata import PackageNotFoundError, version
 
-        from structpe.parser.parsers import DEFAULT_SPACY_MODEL
+        from structpe.parser.spacy import DEFAULT_SPACY_MODEL
 
         name = settings.parser_kwargs.get("model") or DEFAULT_SPACY_MODEL
         try:
@@ -128,7 +121,7 @@ def parser_identity(settings: PrepareSettings) -> dict[str, Any]:
         # no model: get_parser falls back to the packaged one, whose files then make the identity
         folder = Path(settings.parser_kwargs.get("model") or default_model_dir())
         if folder.is_dir():
-            return {"files": {f.name: _sha256_file(f) for f in sorted(folder.iterdir()) if f.is_file()}}
+            return {"files": {f.name: sha256_file(f) for f in sorted(folder.iterdir()) if f.is_file()}}
     return {}
 
 
@@ -136,7 +129,7 @@ def fingerprint(splits: dict[str, list[Path]], tokenizer_dir: str | Path, settin
     """Content hash of the inputs, the tokenizer, the parser and the settings (not of paths or times)."""
     payload = {
         "format_version": FORMAT_VERSION,
-        "splits": {k: [_sha256_file(p) for p in v] for k, v in sorted(splits.items())},
+        "splits": {k: [sha256_file(p) for p in v] for k, v in sorted(splits.items())},
         "tokenizer": tokenizer_hash(tokenizer_dir),
         "settings": asdict(settings),
         "parser": parser_identity(settings),

@@ -48,7 +48,7 @@ _CACHE: dict[Any, Any] = {}
 def _get_parser(name: str, kwargs: dict[str, Any]) -> Any:
     key = ("parser", name, json.dumps(kwargs, sort_keys=True))
     if key not in _CACHE:
-        from structpe.parser.parsers import get_parser
+        from structpe.parser.registry import get_parser
 
         _CACHE[key] = get_parser(name, **kwargs)
     return _CACHE[key]
@@ -103,7 +103,7 @@ def _keep_raw_text(batch: dict[str, list], cols: dict[str, list]) -> None:
 
 def _gold_units(paths: Sequence[Path], policy: str, max_units: int | None) -> tuple[dict[str, list], int]:
     """Gold CoNLL-U trees -> tagged sentences under the non-projectivity policy; also the input count."""
-    from structpe.syntax import read_conllu
+    from structpe.syntax.conllu_io import read_conllu
 
     p = _get_parser("gold", {"nonprojective": policy})
     conllu = [s for path in paths for s in read_conllu(path)]
@@ -135,7 +135,7 @@ def _align_raw_batch(batch: dict[str, list], tokenizer_path: str) -> dict:
     Sentences of Brown carry the text detokenized before parsing (``raw_text``); for the others
     (parsed from CoNLL-U or raw prose) the parser's words are detokenized here.
     """
-    from structpe.eval.scoring.scorer import align_tags_by_offsets, first_tokens_of_words
+    from structpe.syntax.alignment import align_tags_by_offsets, first_tokens_of_words
 
     tok = _get_tokenizer(tokenizer_path)
     texts = batch.get("raw_text") or [detokenize_words(w)[1] for w in batch["words"]]

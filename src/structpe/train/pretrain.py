@@ -39,11 +39,13 @@ from typing import Any
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
+from structpe.errors import PreparedDataError, RecipeError
 from structpe.io import atomic_open, atomic_write_text
 from structpe.train.collators import MLMCollator, collator_for
-from structpe.train.prepare import PreparedDataError, load_prepared, tokenizer_hash
+from structpe.train.prepare import load_prepared
 from structpe.train.prepare_deprels import check_deprel_data
-from structpe.train.recipe import Recipe, RecipeError, load_recipe
+from structpe.train.prepare_settings import tokenizer_hash
+from structpe.train.recipe import Recipe, load_recipe
 from structpe.train.trainer import (
     METRIC_COLUMNS,
     EpochToCollator,
@@ -369,23 +371,6 @@ def cpu_threads(requested: int = 0) -> int:
     cores = os.cpu_count() or 1
     idle = 1.0 - psutil.cpu_percent(interval=0.5) / 100.0
     return max(1, min(cores, round(cores * idle)))
-
-
-def native_bf16() -> bool:
-    """True when bf16 autocast runs on native hardware: a CUDA GPU with bf16, or a CPU whose oneDNN
-    has bf16 kernels (AVX-512 BF16 / AMX). Elsewhere bf16 is emulated and, on this project's AVX2
-    development CPU, 5x slower than float32 (docs/pretraining.md), so it is never a good default."""
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a build without oneDNN
-        return False
-
-
-def resolve_bf16(setting: bool | str | None) -> bool:
-    """A config's bf16 switch: true / false as given; ``"auto"`` (or None) = ``native_bf16()``."""
-    return native_bf16() if setting is None or setting == "auto" else bool(setting)
 
 
 def can_compile() -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from structpe.errors import RecipeError  # defined with the other input errors; imported from here too
+from structpe.errors import RecipeError
 from structpe.io import atomic_write_text
 from structpe.models.config import SiPEConfig
 
@@ -63,7 +63,7 @@ class TrainConfig:
                        set, wins). On a shared 2-core machine at load ~20, 1 thread ran the tiny
                        TXL step 3.7x faster than 2 (benchmarks/train_throughput.py)
       bf16             bfloat16 autocast: GPUs, and CPUs with native bf16 (AVX-512 BF16 / AMX;
-                       ``structpe.train.pretrain.native_bf16``); emulated bf16 on other CPUs is
+                       ``structpe.hardware.native_bf16``); emulated bf16 on other CPUs is
                        several times slower than float32. ``auto`` (the CPU recipes): on where
                        it is native
       compile          ``torch.compile`` the training forward (inductor; needs a C++ compiler on
@@ -123,7 +123,7 @@ class TrainConfig:
 
     def resolved_bf16(self) -> bool:
         """``bf16`` with ``auto`` resolved: bf16 autocast where it is native (``native_bf16``)."""
-        from structpe.train.pretrain import resolve_bf16
+        from structpe.hardware import resolve_bf16
 
         return resolve_bf16(self.bf16)
 

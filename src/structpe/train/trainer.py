@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainerCallback
 
+from structpe.errors import StructpeError
 from structpe.io import atomic_savefig, atomic_write_text
 from structpe.train.collators import IGNORE_INDEX, MLMCollator
 
@@ -31,7 +32,7 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the run stops rather than train on garbage."""
 
 
-class VocabularyMismatchError(ValueError):
+class VocabularyMismatchError(StructpeError):
     """Model, tokenizer and prepared data disagree on the vocabulary."""
 
 

@@ -21,7 +21,7 @@ from structpe.eval.command_common import (
     find_tokenizer_dir,
     make_parser,
 )
-from structpe.eval.scoring.scorer import uses_tags
+from structpe.eval.scoring.types import uses_tags
 
 
 def cmd_glue(args: argparse.Namespace) -> int:
@@ -113,7 +113,7 @@ def _glue_parser(args: argparse.Namespace, model: Any, model_path: Path) -> tupl
                "no pre-training record (summary.json -> structpe_prepare.json) next to the model")
         print(f"structpe finetune glue: tagging with spaCy: {why}; pass --parser to choose", file=sys.stderr)
         return make_parser("spacy", model, args.parser_model), {"name": "spacy", "why": why}
-    from structpe.parser.parsers import get_parser
+    from structpe.parser.registry import get_parser
 
     kwargs = dict(rec["parser_kwargs"])
     if args.parser_model:
@@ -123,7 +123,7 @@ def _glue_parser(args: argparse.Namespace, model: Any, model_path: Path) -> tupl
 
 
 def _glue_args(p: argparse.ArgumentParser) -> None:
-    from structpe.eval.glue.finetune import FINETUNE_TASKS
+    from structpe.eval.glue.tasks import FINETUNE_TASKS
 
     _common(p)
     p.add_argument(

@@ -15,8 +15,10 @@ from typing import Any
 import torch
 
 from structpe.eval.glue.tasks import GlueExample
-from structpe.eval.scoring.inputs import align_tags_by_offsets, first_tokens_of_words, get_field, parse_texts
-from structpe.eval.scoring.types import IGNORE, Parser, is_structpe_model
+from structpe.eval.scoring.inputs import parse_texts
+from structpe.eval.scoring.types import Parser, is_structpe_model
+from structpe.syntax.alignment import align_tags_by_offsets, first_tokens_of_words, get_field
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """GLUE fine-tuning with per-sentence hexatags (docs/design.md §4; SiPE §4 "GLUE").
 
 This module holds the fine-tuning loop (``finetune_task``, ``finetune_glue``), prediction and the
-classifier/parser loading; the rest lives in sibling modules, all re-exported here:
+classifier/parser loading; the rest lives in sibling modules:
 ``structpe.eval.glue.tasks`` (task specs, loading, metrics: CoLA, SST-2, MRPC, RTE, STS-B; QNLI
 loads but has no train split), ``structpe.eval.glue.features`` (token ids with per-sentence tags)
 and ``structpe.eval.glue.report`` (best / last epoch, mean ± sd over seeds, macro average, as the
@@ -28,18 +28,15 @@ import torch
 import torch.nn.functional as F
 
 from structpe.eval.glue.features import Features, _collate, featurize, uses_deprels
-from structpe.eval.glue.report import best_epoch, format_results, macro_average, sample_sd, summarize
+from structpe.eval.glue.report import best_epoch, macro_average, summarize
 from structpe.eval.glue.tasks import (
     FINETUNE_TASKS,
-    TASKS,
-    GlueExample,
-    TaskSpec,
     glue_metrics,
     load_glue,
     resolve_tasks,
     task_spec,
 )
-from structpe.eval.scoring.scorer import Parser, forward_logits, is_structpe_model, model_device, uses_tags
+from structpe.eval.scoring.types import Parser, forward_logits, is_structpe_model, model_device, uses_tags
 
 
 def _forward(model: Any, batch: Mapping[str, torch.Tensor], tagged: bool) -> torch.Tensor:
@@ -102,7 +99,7 @@ def recorded_parser(model_path: str | Path) -> dict[str, Any] | None:
     (spaCy package, hexatagger folder, quantization). GLUE tags its sentences with that parser so
     fine-tuning sees the tags pre-training saw.
     """
-    from structpe.train.prepare import METADATA_FILE
+    from structpe.train.prepare_settings import METADATA_FILE
 
     model_path = Path(model_path)
     for summary in (model_path / "summary.json", model_path.parent / "summary.json"):
@@ -258,27 +255,3 @@ def finetune_glue(
     return out
 
 
-# The task, feature and report names are re-exported: ``structpe.eval.glue.finetune`` keeps its import path.
-__all__ = [
-    "FINETUNE_TASKS",
-    "TASKS",
-    "Features",
-    "GlueExample",
-    "TaskSpec",
-    "best_epoch",
-    "featurize",
-    "finetune_glue",
-    "finetune_task",
-    "format_results",
-    "glue_metrics",
-    "load_classifier",
-    "load_glue",
-    "macro_average",
-    "predict",
-    "recorded_parser",
-    "resolve_tasks",
-    "sample_sd",
-    "summarize",
-    "task_spec",
-    "uses_deprels",
-]

@@ -55,28 +55,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 
 from structpe.eval.scoring.prefixes import _Hyp, _lse, _Sentence, allowed_pairs
 from structpe.eval.scoring.rows import Row, RowOutput, _output_positions_from
-from structpe.eval.scoring.types import IGNORE, Encoded, TokenScores, forward_logits, model_device
+from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, forward_logits, model_device
 from structpe.models.txl import TransfoXLSiPEForCausalLM
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH
-
-if TYPE_CHECKING:  # the scorer calls these modes; they only read its fields
-    from structpe.eval.scoring.scorer import CausalScorer
-
-__all__ = [
-    "MARGINAL_LADDER",
-    "Row",
-    "allowed_pairs",
-    "joint_scores",
-    "marginal_scores",
-    "plain_scores",
-    "run_rows",
-]
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
 # widths whose bounds a marginal run also records (meta["bound_by_k"]): the paper's Figure 1 axis
 MARGINAL_LADDER = (1, 10, 100)
@@ -87,7 +74,7 @@ MARGINAL_LADDER = (1, 10, 100)
 
 
 @torch.no_grad()
-def run_rows(scorer: CausalScorer, rows: Sequence[Row], tagged: bool = True) -> list[RowOutput]:
+def run_rows(scorer: CausalScoring, rows: Sequence[Row], tagged: bool = True) -> list[RowOutput]:
     """Run the scorer's model on rows, ``scorer.batch_size`` rows per forward, longest first.
 
     Right padding with the attention mask, as in the conditional scorer: a causal model's outputs
@@ -140,7 +127,7 @@ def run_rows(scorer: CausalScorer, rows: Sequence[Row], tagged: bool = True) -> 
     return out  # type: ignore[return-value]
 
 
-def _full_row(scorer: CausalScorer, e: Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
+def _full_row(scorer: CausalScoring, e: Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
     """BOS + text (+ EOS) with the given per-token tags (BOS and EOS untagged)."""
     eos = [scorer.eos_id] if scorer.append_eos else []
     pad = [IGNORE] if scorer.append_eos else []
@@ -148,7 +135,7 @@ def _full_row(scorer: CausalScorer, e: Encoded, terminals: list[int], nontermina
 
 
 def _token_scores(
-    scorer: CausalScorer, e: Encoded, lps: list[float], likelihood: str, meta: dict | None = None
+    scorer: CausalScoring, e: Encoded, lps: list[float], likelihood: str, meta: dict | None = None
 ) -> TokenScores:
     """Split a BOS-relative log-prob list into the text's tokens and the optional EOS."""
     n_tok = len(e.ids)
@@ -174,14 +161,14 @@ def tagged_positions(e: Encoded) -> list[int]:
 # plain and joint
 
 
-def plain_scores(scorer: CausalScorer, batch: list[Encoded]) -> list[TokenScores]:
+def plain_scores(scorer: CausalScoring, batch: list[Encoded]) -> list[TokenScores]:
     """p(x) of a model that reads no tags (every mode reduces to it)."""
     rows = [_full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)) for e in batch]
     outs = run_rows(scorer, rows, tagged=False)
     return [_token_scores(scorer, e, o.token_lp, "plain") for e, o in zip(batch, outs, strict=True)]
 
 
-def joint_scores(scorer: CausalScorer, batch: list[Encoded]) -> list[TokenScores]:
+def joint_scores(scorer: CausalScoring, batch: list[Encoded]) -> list[TokenScores]:
     """log p(x, T): conditional token log-probs plus each word's tag log-prob on its first token.
 
     ``meta``: ``tag_logprob`` (sum of the tag terms), ``token_logprob`` (sum of the token terms)
@@ -238,7 +225,7 @@ def _select(parents: list[_Hyp], word: int, n_words: int, k: int, max_depth: int
     return chosen
 
 
-def _segment_rows(scorer: CausalScorer, s: _Sentence, step: int) -> list[Row]:
+def _segment_rows(scorer: CausalScoring, s: _Sentence, step: int) -> list[Row]:
     """Rows for step ``step`` (words 1..step tagged): the prefix up to the next tagged position."""
     e = s.enc
     full = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids))
@@ -255,7 +242,7 @@ def _segment_rows(scorer: CausalScorer, s: _Sentence, step: int) -> list[Row]:
 
 
 def marginal_scores(
-    scorer: CausalScorer,
+    scorer: CausalScoring,
     batch: list[Encoded],
     k: int | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
@@ -293,7 +280,7 @@ def marginal_scores(
     return [_marginal_result(scorer, s, k) for s in sents]
 
 
-def _beam_uncached(scorer: CausalScorer, sents: list[_Sentence], k: int, max_depth: int) -> None:
+def _beam_uncached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_depth: int) -> None:
     """Word-synchronous beam: at each word, run every kept prefix up to the next word's first token."""
     max_words = max(len(s.positions) for s in sents)
     for step in range(0, max_words + 1):
@@ -333,7 +320,7 @@ def _beam_uncached(scorer: CausalScorer, sents: list[_Sentence], k: int, max_dep
                 s.bound[t - 1] = _lse([h.cum[j] for h in s.hyps])
 
 
-def _marginal_result(scorer: CausalScorer, s: _Sentence, k: int) -> TokenScores:
+def _marginal_result(scorer: CausalScoring, s: _Sentence, k: int) -> TokenScores:
     """Per-token scores (differences of prefix bounds) and the ``meta`` of one finished beam."""
     prev = 0.0
     lps = []
@@ -360,7 +347,7 @@ CACHED_BEAM_ROWS = 1024
 
 
 @torch.no_grad()
-def _beam_cached(scorer: CausalScorer, sents: list[_Sentence], k: int, max_depth: int) -> None:
+def _beam_cached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_depth: int) -> None:
     """The same nested beam, token-synchronous on a key/value cache (copy-on-branch).
 
     Every kept prefix of every sentence is one row of one ``SiPECache``; all rows have fed the

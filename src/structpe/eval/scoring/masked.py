@@ -3,7 +3,7 @@
 ``original`` masks only the target token; ``within_word_l2r`` (Kauf & Ivanova 2023) masks the
 target and every later subword of the same word, following minicons' ``MaskedLMScorer``. Tags are
 placed as for the causal scorer (``structpe.eval.scoring.inputs``). Kept apart from the causal
-scorer and the scorer factory (``structpe.eval.scoring.scorer``, which re-exports it).
+scorer and the scorer factory (``structpe.eval.scoring.scorer``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from typing import Any
 
 import torch
 
-from structpe.eval.scoring.inputs import _progress, align_tags_by_offsets, batched, parse_texts
-from structpe.eval.scoring.types import IGNORE, Parser, TokenScores, forward_logits, model_device, uses_tags
+from structpe.eval.scoring.inputs import _progress, batched, parse_texts
+from structpe.eval.scoring.types import Parser, TokenScores, forward_logits, model_device, uses_tags
+from structpe.syntax.alignment import align_tags_by_offsets
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
 PLL_METRICS = ("original", "within_word_l2r")
 

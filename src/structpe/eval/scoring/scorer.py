@@ -12,7 +12,7 @@ conventions live in exactly one place:
   target and every later subword of the same word), following minicons' ``MaskedLMScorer``.
 
 The masked scorer lives in :mod:`structpe.eval.scoring.masked` and the tag alignment below in
-:mod:`structpe.eval.scoring.inputs`; both are re-exported here.
+:mod:`structpe.eval.scoring.inputs`.
 
 Tags. A SiPE model is conditioned on the hexatags of its input. The scorers take the parse of each
 text (a :class:`TaggedSentence`-like object: ``words``, ``terminals``, ``nonterminals``) and put a
@@ -37,62 +37,20 @@ from typing import Any
 
 import torch
 
-from structpe.eval.scoring.inputs import (
-    NONTERMINAL_IDS,
-    TERMINAL_IDS,
-    _progress,
-    align_tags_by_offsets,
-    batched,
-    first_tokens_of_words,
-    get_field,
-    parse_texts,
-    tag_id,
-    word_spans,
-)
+from structpe.eval.scoring.inputs import _progress, batched, parse_texts
 from structpe.eval.scoring.likelihood import joint_scores, marginal_scores
-from structpe.eval.scoring.masked import PLL_METRICS, MaskedScorer
+from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.types import (
-    IGNORE,
-    LN2,
     Encoded,
     Parser,
     TokenScores,
     forward_logits,
-    is_structpe_model,
     model_device,
     model_kind,
     uses_tags,
 )
-
-# the scorer types (structpe.eval.scoring.types), the masked scorer (structpe.eval.scoring.masked) and
-# the tag alignment (structpe.eval.scoring.inputs) are defined there and re-exported here
-__all__ = [
-    "IGNORE",
-    "LN2",
-    "NONTERMINAL_IDS",
-    "PLL_METRICS",
-    "TERMINAL_IDS",
-    "CausalScorer",
-    "Encoded",
-    "MaskedScorer",
-    "Parser",
-    "ScoringSpec",
-    "TokenScores",
-    "align_tags_by_offsets",
-    "describe_scoring",
-    "first_tokens_of_words",
-    "batched",
-    "forward_logits",
-    "get_field",
-    "is_structpe_model",
-    "make_scorer",
-    "model_device",
-    "model_kind",
-    "parse_texts",
-    "tag_id",
-    "uses_tags",
-    "word_spans",
-]
+from structpe.syntax.alignment import align_tags_by_offsets
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
 # ----------------------------------------------------------------------------------------------
 # causal scorer

@@ -12,28 +12,27 @@ from typing import Any, Protocol
 
 import torch
 
-from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
-
-__all__ = [
-    "IGNORE",
-    "LN2",
-    "Encoded",
-    "Parser",
-    "TokenScores",
-    "forward_logits",
-    "is_structpe_model",
-    "model_device",
-    "model_kind",
-    "uses_tags",
-]
-
 LN2 = math.log(2.0)
 
 
 class Parser(Protocol):
-    """What the scorers need from ``structpe.parser.parsers.Parser`` (docs/design.md §6)."""
+    """What the scorers need from ``structpe.parser.base.Parser`` (docs/design.md §6)."""
 
     def parse_text(self, texts: list[str], *args: Any, **kwargs: Any) -> list[Any]: ...
+
+
+class CausalScoring(Protocol):
+    """The fields of a causal scorer (``structpe.eval.scoring.scorer.CausalScorer``) that the joint and
+    marginal likelihood modes read; typed here so that the modes never import the scorer."""
+
+    model: Any
+    batch_size: int
+    append_eos: bool
+    bos_id: int
+    eos_id: int
+    pad_id: int
+    k: int
+    tagged: bool
 
 
 @dataclass

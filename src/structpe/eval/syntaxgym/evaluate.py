@@ -14,8 +14,8 @@ Pipeline, as in ``syntaxgym-core`` + LM-Zoo (docs/design.md §7; the data's PROV
 4. suite accuracy = mean item correctness; SG score = unweighted mean over the paper's 31 suites
    (``fgd-embed3/4`` and ``nn-nv-rpl`` excluded); circuit score = mean of its suites' accuracies.
 
-The formula parser lives in ``syntaxgym_formula`` and the suite loading in ``syntaxgym_suites``
-(both re-exported here); this module holds the scoring protocol and the report.
+The formula parser lives in ``structpe.eval.syntaxgym.formula`` and the suite loading in
+``structpe.eval.syntaxgym.suites``; this module holds the scoring protocol and the report.
 """
 
 from __future__ import annotations
@@ -29,21 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from structpe.eval.scoring.scorer import (
-    LN2,
-    CausalScorer,
-    MaskedScorer,
-    Parser,
-    ScoringSpec,
-    TokenScores,
-    describe_scoring,
-    make_scorer,
-)
-from structpe.eval.syntaxgym.formula import BinOp, Formula, FormulaError, Number, RegionRef, parse_formula
+from structpe.eval.scoring.masked import MaskedScorer
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.eval.scoring.types import LN2, Parser, TokenScores
 from structpe.eval.syntaxgym.suites import (
-    Item,
     Suite,
-    load_suite,
     load_suites,
     sentence_and_spans,
     suites_dir,
@@ -279,18 +269,3 @@ def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], lis
     return rows, ["suite", "circuit", "items", "accuracy"]
 
 
-# The formula and suite names are re-exported: ``structpe.eval.syntaxgym.evaluate`` keeps its import path.
-__all__ = [
-    "BinOp",
-    "Formula",
-    "FormulaError",
-    "Item",
-    "Number",
-    "RegionRef",
-    "Suite",
-    "load_suite",
-    "load_suites",
-    "parse_formula",
-    "sentence_and_spans",
-    "suites_dir",
-]

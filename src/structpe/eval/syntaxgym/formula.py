@@ -21,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from structpe.errors import StructpeError
 
-class FormulaError(ValueError):
+
+class FormulaError(StructpeError):
     """A prediction formula that does not parse; the message shows where."""
 
 
