@@ -11,8 +11,8 @@ import pytest
 
 from structpe.cli import main
 from structpe.parser.base import GoldParser, NonProjectiveSentenceError, ParserInputError, join_trees
-from structpe.parser.spacy import SpacyParser
 from structpe.parser.registry import available_parsers, get_parser
+from structpe.parser.spacy import SpacyParser
 from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.hexatags import decode
 from structpe.syntax.tagged import TaggedSentence
