@@ -19,7 +19,7 @@ COMMAND_MODULES = [
     "structpe.train.commands",
     "structpe.lis.commands",
     "structpe.eval.commands",
-    "structpe.quickstart.run",
+    "structpe.quickstart.commands",
     "structpe.data.commands",
     "structpe.generation.commands",
     "structpe.study.commands",

@@ -92,3 +92,24 @@ def test_quickstart_with_the_packaged_hexatagger(shared_data, tmp_path):
     weights = sha256_file(default_model_dir() / "model.safetensors")
     assert meta["parser_identity"]["files"]["model.safetensors"] == weights
     assert "packaged hexatagger" in (out / "report.md").read_text()
+
+
+def test_quickstart_is_the_study_profile_at_one_seed():
+    """`structpe quickstart` runs the `quickstart` profile of the sipe-txl study: its defaults and the
+    profile agree on the model, data, budget and evaluations; only the seeds differ (one vs 1-5)."""
+    import dataclasses
+
+    from structpe.quickstart.config import QuickstartConfig, study_spec
+    from structpe.study.spec import load_spec
+
+    profile = load_spec("sipe-txl", "quickstart")
+    ours = study_spec(QuickstartConfig())
+    assert profile.seeds == [1, 2, 3, 4, 5] and ours.seeds == [42]
+    assert [r.label for r in profile.recipes] == [r.label for r in ours.recipes] == ["none", "position"]
+    assert profile.profile_overrides == ours.profile_overrides
+    assert profile.dataset == ours.dataset
+    assert dataclasses.asdict(profile.evaluations) == dataclasses.asdict(ours.evaluations)
+    assert {c.id for c in profile.claims} == {c.id for c in ours.claims} == {"pp-ppl", "pp-sg", "pp-blimp"}
+    # the cpu-mini profile is untouched by it: all six recipes, three seeds
+    cpu_mini = load_spec("sipe-txl", "cpu-mini")
+    assert len(cpu_mini.recipes) == 6 and cpu_mini.seeds == [1, 2, 3]

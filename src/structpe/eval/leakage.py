@@ -164,10 +164,19 @@ def leakage_audit(
         report["baseline"] = ref
         gains = {v: 1.0 - r["word_ppl"] / ref["word_ppl"] for v, r in results.items()}
         report["gain_vs_baseline"] = gains
-        if "full" in gains and any(v in gains for v in CAUSAL) and gains["full"] > 0:
-            best = max(gains[v] for v in CAUSAL if v in gains)
-            report["leaked_share_upper"] = 1.0 - max(best, 0.0) / gains["full"]
+        share = leaked_share_upper(gains)
+        if share is not None:
+            report["leaked_share_upper"] = share
     return report
+
+
+def leaked_share_upper(gains: dict[str, float]) -> float | None:
+    """1 - (best causal gain) / (full gain): an upper bound on the share of the full-parse gain that
+    is leakage (module docstring); None without a positive full gain or a causal condition."""
+    if "full" in gains and any(v in gains for v in CAUSAL) and gains["full"] > 0:
+        best = max(gains[v] for v in CAUSAL if v in gains)
+        return 1.0 - max(best, 0.0) / gains["full"]
+    return None
 
 
 def format_results(result: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:

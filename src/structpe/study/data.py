@@ -1,17 +1,21 @@
 """The study's data stage: tokenizer, hexatagged training data and parsed test sentences.
 
-Every step is the library call the quickstart and ``structpe prepare`` use (``corpus_splits``,
-``train_tokenizer``, ``prepare``, the quickstart's split merge), so a change to that data path
-(e.g. the text form Brown is trained on) reaches the study without edits here. All steps are
-cached by content: a second run of the same spec reuses the prepared folders.
+The one data pipeline of the package: every study profile, the quickstart's included, prepares its
+data here. Every step is the library call ``structpe tokenizer train`` and ``structpe prepare``
+use (``corpus_splits``, ``train_tokenizer``, ``prepare``), so a change to that data path (e.g. the
+text form Brown is trained on) reaches the studies without edits here. All steps are cached by
+content: a second run of the same spec reuses the prepared folders.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from structpe.io import atomic_write_text
 from structpe.study.spec import DatasetSpec, stable_hash
 
 
@@ -36,21 +40,67 @@ def read_test_units(path: Path, fmt: str, limit: int) -> list[str]:
     return out
 
 
+def parse_token_lines(parser: Any, lines: Sequence[str]) -> list[Any]:
+    """Whitespace-tokenized lines (Brown's form) parsed and scored in raw text form: each sentence
+    keeps the parser's words and carries its detokenized text in ``meta["text"]``, the form the
+    tokenizer and the model were trained on (scoring ``glass .`` would inflate perplexity)."""
+    from structpe.train.corpus import detokenize_words
+
+    detok = [detokenize_words(line.split()) for line in lines]
+    sents = parser.parse_words([d[0] for d in detok])
+    for s, (_, text, _) in zip(sents, detok, strict=True):
+        s.meta = {**(getattr(s, "meta", None) or {}), "text": text}
+    return sents
+
+
 def parse_units(parser: Any, units: list[str], fmt: str, limit: int) -> list[Any]:
     """Tagged test sentences: ``lines`` units detokenized (raw text in ``meta``), ``text`` units split."""
     if fmt == "lines":  # Brown's tokenized lines: scored in the raw form the model was trained on
-        from structpe.quickstart_data import parse_token_lines
-
         return parse_token_lines(parser, [u for u in units if u.split()])[:limit]
     return parser.parse_text(units)[:limit]
 
 
+def merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
+    """One dataset folder with both splits (train and validation were prepared with different caps)."""
+    from datasets import DatasetDict
+
+    from structpe.train.prepare import load_prepared
+    from structpe.train.prepare_settings import METADATA_FILE
+
+    dtrain, meta = load_prepared(train, splits=("train",))
+    dvalid, vmeta = load_prepared(valid, splits=("validation",))
+    key = f"{meta['fingerprint']}+{vmeta['fingerprint']}"
+    if (dest / METADATA_FILE).is_file() and json.loads((dest / METADATA_FILE).read_text()).get(
+        "fingerprint"
+    ) == key:
+        return dest
+    merged = DatasetDict({"train": dtrain["train"], "validation": dvalid["validation"]})
+    merged.save_to_disk(str(dest))
+    meta = {
+        **meta,
+        "fingerprint": key,
+        "stats": {**meta.get("stats", {}), **vmeta.get("stats", {})},
+        "inputs": {**meta.get("inputs", {}), **vmeta.get("inputs", {})},
+    }
+    atomic_write_text(dest / METADATA_FILE, json.dumps(meta, indent=2) + "\n")
+    return dest
+
+
 def prepare_study_data(
-    ds: DatasetSpec, out: Path, data_dir: str | None = None, *, parser: Any, progress: bool = True
+    ds: DatasetSpec,
+    out: Path,
+    data_dir: str | None = None,
+    *,
+    parser: Any,
+    progress: bool = True,
+    num_proc: int = 1,
 ) -> StudyData:
-    """Prepare (or reuse) the tokenizer, the train/validation data and the test sentences."""
+    """Prepare (or reuse) the tokenizer, the train/validation data and the test sentences.
+
+    ``num_proc`` parser processes prepare the training split (the parse is the slow part; the
+    prepared data does not depend on it).
+    """
     from structpe.data.paths import data_root
-    from structpe.quickstart_data import _merge_prepared
     from structpe.train.prepare import load_prepared, prepare
     from structpe.train.prepare_settings import PrepareSettings, corpus_splits
     from structpe.train.tokenizer import train_tokenizer
@@ -71,14 +121,20 @@ def prepare_study_data(
     def settings(n: int) -> PrepareSettings:
         return PrepareSettings(parser=ds.parser, input_format=fmt, seq_len=ds.seq_len, max_units=n)
 
-    train = prepare({"train": splits["train"]}, tok_dir, out / "train", settings=settings(ds.train_sentences))
+    train = prepare(
+        {"train": splits["train"]},
+        tok_dir,
+        out / "train",
+        settings=settings(ds.train_sentences),
+        num_proc=num_proc,
+    )
     valid = prepare(
         {"validation": splits["validation"]},
         tok_dir,
         out / "validation",
         settings=settings(ds.valid_sentences),
     )
-    merged = _merge_prepared(train, valid, out / "merged")
+    merged = merge_prepared(train, valid, out / "merged")
     _, meta = load_prepared(merged)
     units = read_test_units(splits["test"][0], fmt, ds.test_sentences)
     test = parse_units(parser, units, fmt, ds.test_sentences)

@@ -9,7 +9,7 @@ from typing import Any
 
 from structpe.io import atomic_write_text, write_json_atomic
 from structpe.study.aggregate import aggregate, load_cell_metrics
-from structpe.study.spec import LIKELIHOODS, StudySpec
+from structpe.study.spec import LIKELIHOODS, StudySpec, suite_names
 
 SHORT = {"conditional": "conditional: one fixed parse", "joint": "joint p(x, T)"}
 TABLE_METRICS = (
@@ -67,13 +67,12 @@ def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[
     if spec.evaluations.syntaxgym is None:
         return None
     from structpe.data.paths import data_root
-    from structpe.eval.syntaxgym.evaluate import chance_scores, paper_suites
+    from structpe.eval.syntaxgym.evaluate import chance_scores
     from structpe.eval.syntaxgym.suites import load_suites
 
     try:
         root = Path(data_root(data_dir)) / "syntaxgym"
-        names = spec.evaluations.syntaxgym.suites
-        suites = load_suites(root, paper_suites(root) if names == "paper31" else list(names))
+        suites = load_suites(root, suite_names(spec.evaluations.syntaxgym.suites, root))
     except FileNotFoundError:
         return None
     sg = chance_scores(suites, seed=0)

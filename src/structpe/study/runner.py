@@ -44,7 +44,7 @@ from structpe.errors import StructpeError
 from structpe.io import write_json_atomic
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.data import StudyData
-from structpe.study.spec import StudySpec, stable_hash
+from structpe.study.spec import StudySpec, stable_hash, suite_names
 
 CELL_FILE = "cell.json"
 METRICS_FILE = "metrics.json"
@@ -52,27 +52,6 @@ METRICS_FILE = "metrics.json"
 
 class StudyError(StructpeError):
     """A study cannot continue (e.g. an output folder written under another configuration)."""
-
-
-class CachedParser:
-    """A parser that remembers its parse of each text, so that the cells of a study (and the
-    likelihood modes of a cell) parse each BLiMP / SyntaxGym / leakage sentence once."""
-
-    def __init__(self, parser: Any):
-        self.parser = parser
-        self._cache: dict[str, Any] = {}
-
-    def parse_text(self, texts: list[str], *, split_sentences: bool = False) -> list[Any]:
-        if split_sentences:
-            return self.parser.parse_text(list(texts))
-        todo = sorted({t for t in texts if t not in self._cache})
-        if todo:
-            for t, p in zip(todo, self.parser.parse_text(todo, split_sentences=False), strict=True):
-                self._cache[t] = p
-        return [self._cache[t] for t in texts]
-
-    def __getattr__(self, name: str) -> Any:  # parse_words, name, ... of the wrapped parser
-        return getattr(self.parser, name)
 
 
 def cell_dir(out: Path, label: str, seed: int) -> Path:
@@ -98,7 +77,7 @@ def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
 
 def _await_baseline(out: Path, spec: StudySpec, seed: int, log: Callable[[str], None], poll_s: float) -> Path:
     """The seed's baseline model folder, waiting while another worker still trains it."""
-    from structpe.quickstart.run import _final_model_dir
+    from structpe.train.pretrain import final_model_dir
 
     run_dir = cell_dir(out, spec.baseline, seed) / "run"
     waiting = False
@@ -116,7 +95,7 @@ def _await_baseline(out: Path, spec: StudySpec, seed: int, log: Callable[[str], 
             )
             waiting = True
         time.sleep(poll_s)
-    return _final_model_dir(run_dir)
+    return final_model_dir(run_dir)
 
 
 def cells(spec: StudySpec) -> list[tuple[str, int]]:
@@ -170,7 +149,10 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
                 beam = [k] if mode == "marginal" else []
                 keys[f"{name}-{mode}"] = stable_hash([own, name, mode, dataclasses.asdict(sub), *beam])
     if ev.leakage is not None:
-        keys["leakage"] = stable_hash([own, "leakage", dataclasses.asdict(ev.leakage), base])
+        leak = dataclasses.asdict(ev.leakage)
+        if leak["full_parse"] == "test":  # the default keys as before the option existed
+            del leak["full_parse"]
+        keys["leakage"] = stable_hash([own, "leakage", leak, base])
     return keys
 
 
@@ -223,13 +205,11 @@ def run_cell(
     from structpe.eval.leakage import leakage_audit
     from structpe.eval.ppl import evaluate_ppl, sentence_text
     from structpe.eval.scoring.types import model_kind, uses_tags
-    from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym, paper_suites
+    from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym
     from structpe.models import load
-    from structpe.quickstart.report import _val_lm_loss
-    from structpe.quickstart.run import _final_model_dir
-    from structpe.train.pretrain import pretrain
+    from structpe.train.pretrain import final_model_dir, pretrain
     from structpe.train.tokenizer import load_tokenizer
-    from structpe.train.trainer import read_metrics
+    from structpe.train.trainer import read_metrics, val_lm_loss
 
     d = cell_dir(out, label, seed)
     config = train_config(spec, label, seed, data.train_fingerprint)
@@ -265,10 +245,10 @@ def run_cell(
         pretrain(spec.recipe_name(label), overrides, resume=True, callbacks=callbacks)
     summary = json.loads(summary_path.read_text())
     wall["train"] = float(summary["train_wall_s"])
-    val = [m for m in read_metrics(run_dir / "metrics.csv") if _val_lm_loss(m) is not None]
-    scores: dict[str, float] = {"val_lm_loss": float(_val_lm_loss(val[-1]))} if val else {}
+    val = [m for m in read_metrics(run_dir / "metrics.csv") if val_lm_loss(m) is not None]
+    scores: dict[str, float] = {"val_lm_loss": float(val_lm_loss(val[-1]))} if val else {}
 
-    model = load(_final_model_dir(run_dir)).eval()
+    model = load(final_model_dir(run_dir)).eval()
     tokenizer = load_tokenizer(data.tokenizer_dir)
     tagged = uses_tags(model)
     causal = model_kind(model) == "causal"
@@ -333,7 +313,7 @@ def run_cell(
         file_under_all("blimp", ev.blimp.likelihoods)
     if ev.syntaxgym is not None:
         root = Path(_data_root(data_dir)) / "syntaxgym"
-        suites = paper_suites(root) if ev.syntaxgym.suites == "paper31" else list(ev.syntaxgym.suites)
+        suites = suite_names(ev.syntaxgym.suites, root)
         for mode in modes(ev.syntaxgym.likelihoods):
             run(
                 f"syntaxgym-{mode}",
@@ -356,7 +336,7 @@ def run_cell(
                     tokenizer,
                     [sentence_text(s) for s in sents],
                     parser,
-                    parses=sents,
+                    parses=sents if ev.leakage.full_parse == "test" else None,
                     baseline=base,
                     variants=ev.leakage.conditions,
                 )
@@ -412,6 +392,7 @@ def run_study(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if parser is None:
+        from structpe.parser.cached import CachedParser
         from structpe.parser.registry import get_parser
 
         parser = CachedParser(get_parser(spec.dataset.parser))

@@ -11,8 +11,9 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len}
     evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
                  null switches one off)
-    profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}}}
-                 a profile overrides dataset / evaluation fields and adds recipe overrides
+    profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}, recipes, seeds}}
+                 a profile overrides dataset / evaluation fields and adds recipe overrides; its
+                 ``recipes`` (labels) and ``seeds`` restrict / replace the study's
     claims:      [{id, claim, recipe, against, metrics, show, better, paper: {...}}]
 
 Every key is checked before anything runs; an unknown key or recipe fails with one line naming
@@ -39,6 +40,7 @@ from structpe.train.recipe import CONFIG_ROOT, load_recipe
 STUDY_ROOT = CONFIG_ROOT / "studies"
 LIKELIHOODS = ("conditional", "joint", "marginal")
 LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
+FULL_PARSES = ("test", "text")
 BETTER = ("higher", "lower")
 
 
@@ -76,6 +78,10 @@ class LeakageSpec:
 
     conditions: list[str] = field(default_factory=lambda: ["full", "prefix", "prefix_drop_last"])
     sentences: int = 50
+    # where the full-sentence tags come from: ``test`` = the test sentences' parse (the one PPL is
+    # scored with); ``text`` = each audited text parsed whole by the study's parser, the text form
+    # the causal conditions parse (the quickstart's audit)
+    full_parse: str = "test"
 
 
 @dataclass
@@ -89,7 +95,7 @@ class BlimpSpec:
 
 @dataclass
 class SyntaxGymSpec:
-    """SyntaxGym: ``suites: paper31`` is the paper's 31 suites (with circuits)."""
+    """SyntaxGym: ``suites: paper31`` is the paper's 31 suites (with circuits), ``all`` every stored one."""
 
     suites: str | list[str] = "paper31"
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
@@ -165,7 +171,7 @@ TOP_KEYS = (
     "profiles",
     "claims",
 )
-PROFILE_KEYS = ("description", "recipe_profile", "overrides", "dataset", "evaluations")
+PROFILE_KEYS = ("description", "recipe_profile", "overrides", "dataset", "evaluations", "recipes", "seeds")
 RECIPE_KEYS = ("recipe", "overrides")
 CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "show", "better", "paper")
 EVAL_SPECS: dict[str, type] = {
@@ -292,8 +298,13 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         )
         if "full" not in evals.leakage.conditions:
             raise StudySpecError(f"{where}: evaluations.leakage.conditions must include 'full'")
+        if evals.leakage.full_parse not in FULL_PARSES:
+            raise StudySpecError(
+                f"{where}: evaluations.leakage.full_parse must be one of {', '.join(FULL_PARSES)}, "
+                f"got {evals.leakage.full_parse!r}"
+            )
 
-    seeds = raw.get("seeds")
+    seeds = prof.get("seeds", raw.get("seeds"))
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise StudySpecError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
@@ -302,6 +313,14 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     recipes_raw = raw.get("recipes")
     if not isinstance(recipes_raw, dict) or not recipes_raw:
         raise StudySpecError(f"{where}: recipes must be a mapping label -> {{recipe: family/injection}}")
+    if "recipes" in prof:  # a profile that runs some of the study's recipes
+        chosen = prof["recipes"]
+        if not isinstance(chosen, list) or not chosen or any(c not in recipes_raw for c in chosen):
+            raise StudySpecError(
+                f"{where}: profiles.{profile}.recipes must list labels of the study's recipes "
+                f"({', '.join(map(str, recipes_raw))}), got {chosen!r}"
+            )
+        recipes_raw = {label: r for label, r in recipes_raw.items() if label in chosen}
     recipe_profile = str(prof["recipe_profile"])
     profile_overrides = [str(o) for o in prof.get("overrides") or []]
     recipes = []
@@ -326,6 +345,8 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     for i, c in enumerate(raw.get("claims") or []):
         cw = f"{where}: claims[{i}]"
         c = _check_keys(c, CLAIM_KEYS, cw)
+        if "recipes" in prof and not {c.get("recipe"), c.get("against", baseline)} <= set(labels):
+            continue  # a claim about a recipe this profile does not run
         for key in ("id", "claim", "recipe", "metrics", "better"):
             if key not in c:
                 raise StudySpecError(f"{cw}: '{key}' is required")
@@ -401,6 +422,15 @@ def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] |
             raise StudySpecError(f"--seeds: {unknown_s} not in the spec's seeds {spec.seeds}")
         out.seeds = [s for s in spec.seeds if s in seeds]
     return out
+
+
+def suite_names(suites: str | list[str], root: Path) -> list[str] | None:
+    """A spec's SyntaxGym suites: ``paper31``, ``all`` (None: every stored suite) or a list."""
+    if suites == "paper31":
+        from structpe.eval.syntaxgym.evaluate import paper_suites
+
+        return paper_suites(root)
+    return None if suites == "all" else list(suites)
 
 
 def stable_hash(obj: Any) -> str:

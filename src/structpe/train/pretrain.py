@@ -77,6 +77,17 @@ def last_complete_checkpoint(run_dir: str | Path) -> Path | None:
     return None
 
 
+def final_model_dir(run_dir: Path) -> Path:
+    """The saved final model of a run (``final/``), else its newest complete checkpoint."""
+    final = run_dir / "final"
+    if (final / "config.json").is_file():
+        return final
+    ckpt = last_complete_checkpoint(run_dir)
+    if ckpt is None:
+        raise FileNotFoundError(f"{run_dir} has no saved model")
+    return ckpt
+
+
 def checkpoint_problem(ckpt: Path) -> str | None:
     """Why ``ckpt`` cannot be resumed from (killed while saving, truncated or corrupt files), or None.
 

@@ -214,6 +214,11 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
     return out
 
 
+def val_lm_loss(row: dict[str, float]) -> float | None:
+    """Validation LM loss of a metrics row (``eval_loss`` also holds the tag terms for SiPE runs)."""
+    return row.get("eval_lm_loss", row.get("eval_loss"))
+
+
 def plot_losses(csv_path: Path, png_path: Path) -> None:
     """Training LM loss, tag losses and validation LM loss against the step."""
     if not csv_path.exists():

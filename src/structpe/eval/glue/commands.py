@@ -28,29 +28,31 @@ def cmd_glue(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
     from structpe.eval import report
-    from structpe.eval.glue import finetune as glue
+    from structpe.eval.glue.finetune import finetune_glue, load_classifier
+    from structpe.eval.glue.report import format_results
+    from structpe.eval.glue.tasks import TASKS, resolve_tasks, task_spec
 
     check_args(args)
     for task in args.tasks:
         try:
             if task.lower() != "all":
-                glue.task_spec(task)
+                task_spec(task)
         except ValueError as err:
-            raise StructpeError(f"--tasks: {err}{closest(task.lower(), glue.TASKS)}") from None
+            raise StructpeError(f"--tasks: {err}{closest(task.lower(), TASKS)}") from None
     model_path = Path(args.model)
     try:
-        tasks = glue.resolve_tasks(args.tasks)
+        tasks = resolve_tasks(args.tasks)
     except ValueError as err:
         raise StructpeError(f"--tasks: {err}") from None
     tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(model_path, args.tokenizer))
-    probe = glue.load_classifier(model_path, 2)
+    probe = load_classifier(model_path, 2)
     parser, parser_note = _glue_parser(args, probe, model_path)
     del probe
 
     def model_fn(num_labels: int) -> Any:
-        return glue.load_classifier(model_path, num_labels).to(args.device)
+        return load_classifier(model_path, num_labels).to(args.device)
 
-    res = glue.finetune_glue(
+    res = finetune_glue(
         model_fn,
         tok,
         tasks,
@@ -67,7 +69,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
     )
     res["model"] = args.model
     res["parser"] = parser_note
-    rows, cols = glue.format_results(res)
+    rows, cols = format_results(res)
     out = _out_dir(args, "glue")
     plots = [
         report.bar_plot(
