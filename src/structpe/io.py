@@ -206,15 +206,13 @@ def earlier_results(
     path: str | os.PathLike,
     config: dict[str, Any],
     ignore: tuple[str, ...] = (),
-    old_names: dict[str, str] | None = None,
 ) -> dict:
     """The ``models`` entries of an earlier ``results.json`` at ``path``, to keep beside new ones.
 
     Results are merged, never dropped: a run (or a merge) that writes into a folder holding
     results of other models keeps them. Results of another configuration (any key of ``config``
     other than ``models`` and ``ignore`` differs) are not comparable, so that is an error rather
-    than a silent overwrite or a mixed table. ``old_names`` (older key -> today's) lets results
-    written under older config key names compare.
+    than a silent overwrite or a mixed table.
     """
     import json
 
@@ -226,7 +224,7 @@ def earlier_results(
         models, prev_config = dict(prev["models"]), prev.get("config") or {}
     except (ValueError, KeyError, TypeError) as err:
         raise StructpeError(f"{path}: unreadable earlier results ({err}); move it away first") from err
-    differ = config_differences(config, prev_config, ignore, old_names)
+    differ = config_differences(config, prev_config, ignore)
     if differ:
         raise StructpeError(
             f"{path} holds results of another configuration (differs in {differ}); "
@@ -239,13 +237,12 @@ def config_differences(
     a: dict[str, Any],
     b: dict[str, Any],
     ignore: tuple[str, ...] = (),
-    old_names: dict[str, str] | None = None,
 ) -> list[str]:
     """The keys (other than ``models`` and ``ignore``) whose values differ between two run configs,
-    as JSON holds them (tuples compare as lists); ``old_names`` maps older key names to today's."""
+    as JSON holds them (tuples compare as lists)."""
     import json
 
-    a, b = ({(old_names or {}).get(k, k): v for k, v in json.loads(json.dumps(c)).items()} for c in (a, b))
+    a, b = (json.loads(json.dumps(c)) for c in (a, b))
     skip = {"models", *ignore}
     return sorted(k for k in set(a) | set(b) if k not in skip and a.get(k) != b.get(k))
 

@@ -82,7 +82,7 @@ def test_kg_end_to_end(tmp_path):
         "iters": 2,
         "batch_size": 4,
         "d_model": 32,
-        "n_layer": 1,  # the older name of n_layers: recipes written with it still run
+        "n_layers": 1,
         "n_eval": 4,
         "eval_batch": 4,
         "device": "cpu",

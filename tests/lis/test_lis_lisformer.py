@@ -1,7 +1,6 @@
 """LISformer: causality of the two-term line-address scheme, zero address of the last line,
 agreement with an explicit score formula, training signal, safetensors round trip."""
 
-import json
 import math
 
 import pytest
@@ -185,24 +184,6 @@ def test_a_broken_folder_is_one_clear_error(tmp_path):
     weights.unlink()
     with pytest.raises(FileNotFoundError, match="model.safetensors not found: is .* a LISformer folder"):
         LISformer.from_pretrained(tmp_path / "ckpt")
-
-
-def test_checkpoint_with_older_field_names_loads(tmp_path):
-    """Checkpoints saved when the fields were n_layer / n_head (today n_layers / n_heads) still load."""
-    m = _model("lis")
-    m.save_pretrained(tmp_path / "ckpt")
-    cfg_file = tmp_path / "ckpt" / "config.json"
-    meta = json.loads(cfg_file.read_text())
-    meta["config"]["n_layer"] = meta["config"].pop("n_layers")
-    meta["config"]["n_head"] = meta["config"].pop("n_heads")
-    cfg_file.write_text(json.dumps(meta))
-    m2 = LISformer.from_pretrained(tmp_path / "ckpt").eval()
-    assert (m2.cfg.n_layers, m2.cfg.n_heads, m2.cfg.d_head) == (2, 2, 16)
-    x = _seq()
-    with torch.no_grad():
-        assert torch.equal(m.eval()(x).logits, m2(x).logits)
-    with pytest.raises(ValueError, match="older name"):
-        LISformerConfig.from_dict({"n_layer": 2, "n_layers": 2})
 
 
 def test_instance_alibi_needs_the_two_term_score():

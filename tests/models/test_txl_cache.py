@@ -11,7 +11,7 @@ from transformers import DynamicCache
 from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.models import SiPEConfig, build_model
 from structpe.models.config import FAMILY_INJECTIONS
-from structpe.models.txl import SiPECache
+from structpe.models.txl_cache import SiPECache
 from structpe.syntax.hexatags import IGNORE_INDEX, is_well_formed
 
 VARIANTS = FAMILY_INJECTIONS["txl"]

@@ -76,7 +76,8 @@ def test_quickstart_smoke(shared_data, tmp_path):
 def test_quickstart_with_the_packaged_hexatagger(shared_data, tmp_path):
     """``--parser hexatagger`` tags Brown with the packaged model, and the prepared data records
     which weights tagged it (so a retrained default parser re-prepares instead of reusing)."""
-    from structpe.parser.default import default_model_dir, sha256_file
+    from structpe.io import sha256_file
+    from structpe.parser.default import default_model_dir
     from structpe.train.prepare_settings import METADATA_FILE
 
     out = tmp_path / "qs"

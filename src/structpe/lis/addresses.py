@@ -236,13 +236,6 @@ class ContentOperator(nn.Module):
         return torch.linalg.matrix_exp(skew(par, self.block))
 
 
-def random_instance_angles(
-    n_instances: int, n_pairs: int, generator: torch.Generator | None = None, device=None
-) -> torch.Tensor:
-    """xi_e ~ N(0, 1)^(d/2): the random-line-address baseline (App. F.1)."""
-    return torch.randn(n_instances, n_pairs, generator=generator, device=device)
-
-
 __all__ = [
     "BlockRotations",
     "ContentInstanceAddress",
@@ -255,7 +248,6 @@ __all__ = [
     "compose",
     "journey",
     "position_angles",
-    "random_instance_angles",
     "rotary_journey",
     "rotary_matrix",
     "skew",

@@ -44,9 +44,6 @@ def build_config(cls, diagnostic: str, args: argparse.Namespace):
     if not isinstance(values, dict):
         raise StructpeError(f"{args.config or args.profile}: expected a mapping of config keys, "
                             f"got a YAML {type(values).__name__}")
-    from structpe.lis.lisformer import current_names
-
-    values = current_names(values)  # n_layer / n_head in older recipes
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - fields)
     if unknown:

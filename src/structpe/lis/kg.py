@@ -45,7 +45,7 @@ from structpe.lis.kg_data import (
 )
 from structpe.lis.kg_encode import SETTINGS, Distractors, Example, Vocab, collate, sample_example
 from structpe.lis.kg_report import markdown_tables, plot
-from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, LISformerConfig
+from structpe.lis.lisformer import LISformer, LISformerConfig
 from structpe.lis.training import SITTING_KEYS, Bf16Option, configure_optimizer, train_steps
 
 MODELS = {
@@ -189,7 +189,7 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
         },
         # earlier results of other models in this folder are kept (same configuration only)
         "models": earlier_results(
-            out / "results.json", cfg.__dict__, ignore=SITTING_KEYS, old_names=OLD_FIELD_NAMES
+            out / "results.json", cfg.__dict__, ignore=SITTING_KEYS
         ),
     }
     for kind in tqdm(cfg.models, desc="models"):

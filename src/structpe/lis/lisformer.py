@@ -91,26 +91,6 @@ class LISformerConfig:
     def d_head(self) -> int:
         return self.d_model // self.n_heads
 
-    @classmethod
-    def from_dict(cls, values: dict) -> LISformerConfig:
-        """A config from a saved dict, older field names included (``OLD_FIELD_NAMES``)."""
-        return cls(**current_names(values))
-
-
-# field names older configs, checkpoints and results used -> today's, the names SiPEConfig and
-# HexataggerConfig use for the same things
-OLD_FIELD_NAMES = {"n_layer": "n_layers", "n_head": "n_heads"}
-
-
-def current_names(values: dict) -> dict:
-    """``values`` with older field names renamed; a field given under both names is an error."""
-    out = dict(values)
-    for old, new in OLD_FIELD_NAMES.items():
-        if old in out:
-            if new in out:
-                raise ValueError(f"{old!r} is the older name of {new!r}: give one of them")
-            out[new] = out.pop(old)
-    return out
 
 
 # --- structure of a character stream ---------------------------------------------------------------
@@ -433,6 +413,6 @@ class LISformer(nn.Module):
     @classmethod
     def from_pretrained(cls, folder: str | Path, device: str = "cpu") -> LISformer:
         def build(meta: dict) -> LISformer:
-            return cls(LISformerConfig.from_dict(meta["config"]), newline_id=meta["newline_id"])
+            return cls(LISformerConfig(**meta["config"]), newline_id=meta["newline_id"])
 
         return load_module(folder, build, "LISformer", device)

@@ -22,7 +22,6 @@ from tqdm.auto import tqdm
 from structpe.data.paths import data_root
 from structpe.io import atomic_savefig, atomic_write_text, earlier_results
 from structpe.lis.lisformer import (
-    OLD_FIELD_NAMES,
     LISformer,
     LISformerConfig,
 )
@@ -250,7 +249,7 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     data = CharData(load_corpus(data_dir), cfg.n_chars, cfg.train_frac)
     # models an earlier sitting finished are kept (same configuration only; how a sitting runs may change)
-    kept = earlier_results(out / "results.json", cfg.__dict__, ignore=SITTING_KEYS, old_names=OLD_FIELD_NAMES)
+    kept = earlier_results(out / "results.json", cfg.__dict__, ignore=SITTING_KEYS)
     results: dict = {"config": cfg.__dict__, "models": kept}
     for name in tqdm(cfg.models, desc="models"):
         if name not in MODEL_LABELS:

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from structpe.errors import StructpeError
 from structpe.io import atomic_write_text, config_differences, earlier_results
-from structpe.lis.lisformer import OLD_FIELD_NAMES, LISformer, TokenStructure
+from structpe.lis.lisformer import LISformer, TokenStructure
 
 # inputs [B, L], targets [B, L] and, for the KG diagnostics, the explicit structure of the batch
 Batch = tuple[torch.Tensor, torch.Tensor, TokenStructure | None]
@@ -131,7 +131,7 @@ def merge_results(
     for f in folders:
         res = json.loads((Path(f) / "results.json").read_text())
         if merged["config"] is not None:  # one table holds runs of one configuration only
-            differ = config_differences(res["config"], merged["config"], SITTING_KEYS, OLD_FIELD_NAMES)
+            differ = config_differences(res["config"], merged["config"], SITTING_KEYS)
             if differ:
                 raise StructpeError(
                     f"--merge {f}: trained under another configuration than {folders[0]} (differs in "
@@ -142,7 +142,7 @@ def merge_results(
         merged["models"].update(res["models"])
     out = Path(out)
     kept = earlier_results(
-        out / "results.json", merged["config"], ignore=SITTING_KEYS, old_names=OLD_FIELD_NAMES
+        out / "results.json", merged["config"], ignore=SITTING_KEYS
     )
     merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,6 @@ __all__ = [
     "is_projective",
     "projectivize",
     "projectivize_with_count",
-    "subtree_spans",
 ]
 
 
@@ -108,12 +107,6 @@ def _spans(heads: Sequence[int]) -> tuple[list[list[int]], list[int], list[int],
             if hi[h] - lo[h] + 1 != s:
                 projective = False
     return children, lo, hi, projective
-
-
-def subtree_spans(heads: Sequence[int]) -> list[tuple[int, int]]:
-    """(leftmost, rightmost) 1-based descendant of each word, in word order."""
-    _, lo, hi, _ = _spans(heads)
-    return list(zip(lo[1:], hi[1:], strict=True))
 
 
 def is_projective(heads: Sequence[int]) -> bool:
