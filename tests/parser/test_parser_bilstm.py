@@ -12,7 +12,7 @@ import yaml
 
 from structpe.cli import main
 from structpe.parser.model import HexataggerConfig, HexataggerModel
-from structpe.parser.recipe import TrainConfig
+from structpe.parser.recipe import ParserTrainConfig
 from structpe.parser.tokenizer import train_tokenizer
 from structpe.parser.word_vectors import train_subword_vectors
 from structpe.syntax.hexatags import IGNORE_INDEX
@@ -148,7 +148,7 @@ def test_config_checks():
         HexataggerConfig(vocab_size=10, encoder="gru")
     with pytest.raises(ValueError, match="even d_model"):
         HexataggerConfig(vocab_size=10, d_model=33, n_heads=1, encoder="bilstm")
-    assert TrainConfig.from_yaml("bilstm").model.encoder == "bilstm"
+    assert ParserTrainConfig.from_yaml("bilstm").model.encoder == "bilstm"
 
 
 def test_subword_vectors_align_with_the_vocabulary():

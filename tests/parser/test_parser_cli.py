@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from structpe.cli import main
-from structpe.parser.recipe import TrainConfig
+from structpe.parser.recipe import ParserTrainConfig
 from structpe.syntax.hexatags import decode
 from structpe.syntax.trees import check_tree
 
@@ -154,10 +154,10 @@ def test_parser_eval_cli(trained, tmp_path):
 
 def test_recipes_parse():
     for name in ("tiny", "fast", "small"):
-        cfg = TrainConfig.from_yaml(name)
+        cfg = ParserTrainConfig.from_yaml(name)
         assert cfg.data.dev == "ewt" and "atis" not in cfg.data.train
     with pytest.raises(ValueError, match="unknown"):
-        TrainConfig.from_dict({"optim": {"lrr": 1}})
+        ParserTrainConfig.from_dict({"optim": {"lrr": 1}})
 
 
 def test_parse_text_one_tree_per_text_when_asked(trained):

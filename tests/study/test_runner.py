@@ -16,16 +16,9 @@ from transformers import TrainerCallback
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
 from structpe.study.cell_scores import leakage_summary
+from structpe.study.cells import StudyError, cell_dir, claim
 from structpe.study.data import StudyData
-from structpe.study.runner import (
-    StudyError,
-    _await_baseline,
-    cell_dir,
-    claim,
-    eval_keys,
-    run_study,
-    train_config,
-)
+from structpe.study.runner import _await_baseline, eval_keys, run_study, train_config
 from structpe.study.spec import load_spec
 
 
@@ -202,7 +195,7 @@ def test_a_killed_workers_claim_is_released(tmp_path: Path) -> None:
     """The claim is an OS file lock: SIGKILL of its holder frees the cell, nothing stale is left."""
     out = tmp_path / "study"
     code = (
-        "import sys, time; from pathlib import Path; from structpe.study.runner import claim\n"
+        "import sys, time; from pathlib import Path; from structpe.study.cells import claim\n"
         f"with claim(Path({str(out)!r}), 'position', 1) as mine:\n"
         "    print(mine, flush=True); time.sleep(60)\n"
     )

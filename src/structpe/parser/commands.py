@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from structpe.parser.recipe import TrainConfig
+    from structpe.parser.recipe import ParserTrainConfig
     from structpe.parser.train import train
 
     for opt in ("threads", "max_steps"):
@@ -112,7 +112,7 @@ def run_train(args: argparse.Namespace) -> int:
             raise StructpeError(f"--{opt.replace('_', '-')} must be > 0, got {getattr(args, opt)}")
     if args.device:
         check_device(args.device)
-    cfg = TrainConfig.from_yaml(args.config)
+    cfg = ParserTrainConfig.from_yaml(args.config)
     if args.data:
         cfg.data.root = args.data
     if args.device:

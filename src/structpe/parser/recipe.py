@@ -1,4 +1,4 @@
-"""The hexatagger's training recipe: the YAML sections and ``TrainConfig`` (``structpe parser train``).
+"""The hexatagger's training recipe: the YAML sections and ``ParserTrainConfig`` (``structpe parser train``).
 
 Every option is a typed dataclass field; an unknown key or a value of the wrong type is one clear
 error naming the section and key (the closest known key suggested), never a silent default. Kept
@@ -97,7 +97,7 @@ def _check_types(section: str, values: Any) -> None:
 
 
 @dataclass
-class TrainConfig:
+class ParserTrainConfig:
     """A parser recipe (YAML under ``structpe/configs/parser``)."""
 
     model: ModelSection = field(default_factory=ModelSection)
@@ -111,7 +111,7 @@ class TrainConfig:
     device: str = "cpu"
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+    def from_dict(cls, d: dict[str, Any]) -> ParserTrainConfig:
         sections = {
             "model": ModelSection,
             "tokenizer": TokenizerSection,
@@ -142,7 +142,7 @@ class TrainConfig:
         return cfg
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike) -> TrainConfig:
+    def from_yaml(cls, path: str | os.PathLike) -> ParserTrainConfig:
         import yaml
 
         p = Path(path)

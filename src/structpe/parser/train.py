@@ -13,7 +13,7 @@ inside its time budget; dynamic batches of similar-length sentences capped by a 
 (little padding); subwords of the tokenizer never seen in the training sentences get the [UNK]
 embedding at save time (corpus-only vocabulary would otherwise keep random vectors).
 
-The recipe (``TrainConfig``) lives in ``structpe.parser.recipe``, the data in
+The recipe (``ParserTrainConfig``) lives in ``structpe.parser.recipe``, the data in
 ``structpe.parser.data`` and the metrics (``evaluate``) in
 ``structpe.parser.evaluate``; their names stay importable from here.
 """
@@ -46,7 +46,7 @@ from structpe.parser.data import (
 from structpe.parser.evaluate import evaluate_model
 from structpe.parser.model import HexataggerConfig, HexataggerModel
 from structpe.parser.recipe import (
-    TrainConfig,
+    ParserTrainConfig,
 )
 from structpe.parser.tokenizer import train_tokenizer
 from structpe.syntax.conllu_io import ConlluSentence
@@ -73,7 +73,7 @@ def _unk_unseen(model: HexataggerModel, examples: Sequence[Example], unk_id: int
 
 
 def train(
-    cfg: TrainConfig, output_dir: str | os.PathLike | None = None, progress: bool = True
+    cfg: ParserTrainConfig, output_dir: str | os.PathLike | None = None, progress: bool = True
 ) -> dict[str, Any]:
     """Train with ``cfg``; the best dev-UAS checkpoint is saved in ``output_dir``. Returns a summary."""
     from structpe.data.paths import data_root

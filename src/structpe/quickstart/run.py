@@ -101,8 +101,9 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     """Run the study profile at ``cfg``'s seed and write the report; return the report folder."""
     from structpe.parser.cached import CachedParser
     from structpe.parser.registry import get_parser
+    from structpe.study.cells import METRICS_FILE, cell_dir
     from structpe.study.data import prepare_study_data
-    from structpe.study.runner import METRICS_FILE, cell_dir, run_study
+    from structpe.study.runner import run_study
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

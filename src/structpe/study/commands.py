@@ -27,7 +27,8 @@ def _spec(args: argparse.Namespace):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from structpe.study.runner import StudyError, cells, run_study
+    from structpe.study.cells import StudyError, cells
+    from structpe.study.runner import run_study
 
     try:
         spec = _spec(args)

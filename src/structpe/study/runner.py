@@ -33,76 +33,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
-from structpe.errors import StructpeError
 from structpe.io import write_json_atomic
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
+from structpe.study.cells import CELL_FILE, METRICS_FILE, StudyError, await_baseline, cell_dir, cells, claim
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec, stable_hash, suite_names
-
-CELL_FILE = "cell.json"
-METRICS_FILE = "metrics.json"
-
-
-class StudyError(StructpeError):
-    """A study cannot continue (e.g. an output folder written under another configuration)."""
-
-
-def cell_dir(out: Path, label: str, seed: int) -> Path:
-    return out / "cells" / label / f"seed-{seed}"
-
-
-@contextmanager
-def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
-    """Hold a cell's lock for the body; yields False (and holds nothing) when another worker has it."""
-    lock_path = out / "cells" / label / f"seed-{seed}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(lock_path, timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        lock.release()
-
-
-def _await_baseline(out: Path, spec: StudySpec, seed: int, log: Callable[[str], None], poll_s: float) -> Path:
-    """The seed's baseline model folder, waiting while another worker still trains it."""
-    from structpe.train.pretrain import final_model_dir
-
-    run_dir = cell_dir(out, spec.baseline, seed) / "run"
-    waiting = False
-    while not (run_dir / "summary.json").is_file():
-        with claim(out, spec.baseline, seed) as free:
-            if free:  # nobody is training it: it was never run (e.g. the cell folder was deleted)
-                raise StudyError(
-                    f"the leakage audit needs the baseline {spec.baseline}/seed-{seed}, which is not "
-                    f"trained in {out}; rerun the study command (it runs the baseline first)"
-                )
-        if not waiting:
-            log(
-                f"waiting for another worker to finish {spec.baseline}/seed-{seed} "
-                "(the leakage audit needs it)"
-            )
-            waiting = True
-        time.sleep(poll_s)
-    return final_model_dir(run_dir)
-
-
-def cells(spec: StudySpec) -> list[tuple[str, int]]:
-    """(recipe label, seed) in run order: seed-major, baseline first."""
-    order = [spec.baseline, *[r.label for r in spec.recipes if r.label != spec.baseline]]
-    return [(label, seed) for seed in spec.seeds for label in order]
-
 
 # The dataset fields that shape a trained model. The test set is an evaluation setting: changing
 # how test sentences are drawn re-runs evaluations, never training.
@@ -326,7 +267,7 @@ def run_cell(
             )
         file_under_all("syntaxgym", ev.syntaxgym.likelihoods)
     if ev.leakage is not None and tagged and causal:
-        base = load(_await_baseline(out, spec, seed, log, poll_s)).eval()
+        base = load(await_baseline(out, spec, seed, log, poll_s)).eval()
         sents = data.test_sentences[: ev.leakage.sentences]
         run(
             "leakage",
