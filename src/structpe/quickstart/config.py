@@ -1,9 +1,10 @@
-"""The sizes of ``structpe quickstart``: one dataclass, the defaults being the 2-core / 20-minute profile.
+"""The sizes of ``structpe quickstart`` and the study spec they make.
 
-The default sizes were chosen from ``benchmarks/train_throughput.py`` so that the whole run fits in
-about 20 minutes on 2 idle CPU cores (see docs/quickstart.md); every size is a parameter. Kept on
-its own because every stage (``structpe.quickstart_data``, ``structpe.quickstart.run``,
-``structpe.quickstart.report``) reads it.
+The defaults are the ``quickstart`` profile of the ``sipe-txl`` study (its model, data, budget and
+evaluations; a test keeps the two equal), chosen from ``benchmarks/train_throughput.py`` so that one
+seed fits in about 20 minutes on 2 idle CPU cores (see docs/quickstart.md); every size is a
+parameter. :func:`study_spec` turns a config into that profile at one seed, which the study harness
+runs (``structpe.quickstart.run``).
 """
 
 from __future__ import annotations
