@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from structpe.errors import StructpeError
-from structpe.syntax.trees import NonProjectiveError, children_order
+from structpe.syntax.trees import NonProjectiveError, subtree_extents
 
 TERMINALS: tuple[str, ...] = ("tl", "tr")
 NONTERMINALS: tuple[str, ...] = ("nl-L", "nl-R", "nr-L", "nr-R", "eos")
@@ -101,20 +101,9 @@ def encode(heads: Sequence[int]) -> tuple[list[int], list[int]]:
     Raises InvalidTreeError (a ValueError) when ``heads`` is not a tree and NonProjectiveError
     (a ValueError) when it is not projective. O(n).
     """
-    children, order = children_order(heads)
+    # leftmost / rightmost word under each head
+    children, lo, hi, _ = subtree_extents(heads)
     n = len(heads)
-    # leftmost / rightmost word under each head, from its outermost children (children first)
-    lo = list(range(n + 1))
-    hi = lo[:]
-    for h in reversed(order):
-        ch = children[h]
-        if ch:
-            c = ch[0]
-            if c < h:
-                lo[h] = lo[c]
-            c = ch[-1]
-            if c > h:
-                hi[h] = hi[c]
     # Projectivity is checked on the way: the children's spans and h must tile [lo(h), hi(h)]
     # (adjacent, in order); by induction from the leaves that is "every subtree is contiguous".
     terms = [0] * n

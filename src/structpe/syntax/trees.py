@@ -80,7 +80,7 @@ def check_tree(heads: Sequence[int]) -> None:
     children_order(heads)
 
 
-def _spans(heads: Sequence[int]) -> tuple[list[list[int]], list[int], list[int], bool]:
+def subtree_extents(heads: Sequence[int]) -> tuple[list[list[int]], list[int], list[int], bool]:
     """Children, leftmost and rightmost descendant of every word (index 0 = root), projectivity.
 
     A tree is projective iff every subtree's yield is contiguous: hi - lo + 1 == size.
@@ -111,7 +111,7 @@ def _spans(heads: Sequence[int]) -> tuple[list[list[int]], list[int], list[int],
 
 def is_projective(heads: Sequence[int]) -> bool:
     """True iff no two arcs cross (every subtree covers a contiguous span). Validates the tree."""
-    return _spans(heads)[3]
+    return subtree_extents(heads)[3]
 
 
 def _nonprojective_arcs(heads: list[int]) -> list[int]:
