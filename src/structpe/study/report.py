@@ -203,7 +203,7 @@ def _plots(
                         labels,
                         series,
                         errors=errors,
-                        title=f"{title}, {mode_note(metric)}, {count_of(metric, cells)} (mean ± sd)",
+                        title=f"{title} (mean ± sd)\n{mode_note(metric)}; {count_of(metric, cells)}",
                         ylabel="accuracy",
                         hline=hline,
                     )
@@ -224,8 +224,8 @@ def _plots(
                 [f"{m} ({count_of(f'ppl.{m}.word_ppl', cells)})" for m in modes],
                 series,
                 errors=errors,
-                title="test word PPL per likelihood mode (mean ± sd over seeds); joint / marginal of "
-                "tagged recipes are upper bounds",
+                title="test word PPL per likelihood mode (mean ± sd over seeds)\n"
+                "joint / marginal of tagged recipes: upper bounds on their perplexity",
                 ylabel="word PPL (lower is better)",
             )
         )
