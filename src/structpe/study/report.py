@@ -253,8 +253,8 @@ def rule_text(n_seeds: list[int], family: dict[str, int]) -> list[str]:
         f"replication `metrics` and the `honest` metrics of all claims) are Holm-Bonferroni adjusted "
         f"as one family (here m = {family['paper_direction']} tests; the opposite tests: "
         f"m = {family['against']}). **replicates** = adjusted p < {ALPHA}; **contradicts** = the "
-        f"adjusted p of the "
-        f"opposite one-sided test (mean d < 0, Holm over the opposite tests) < {ALPHA}; **not shown** "
+        f"adjusted p of the opposite one-sided test (mean d < 0, Holm over the opposite tests) < "
+        f"{ALPHA}; **not shown** "
         f"= neither (also with fewer than 2 paired seeds); **not run** = the cells have no value. "
         f"A claim with several decision metrics of one kind replicates when one replicates and none "
         f"contradicts (and vice versa), else not shown. The 95% interval is the paired t interval.",
@@ -266,7 +266,7 @@ def rule_text(n_seeds: list[int], family: dict[str, int]) -> list[str]:
         "and not in the family); with both sides bounds nothing is decided.",
         f"- **Robustness figure**: the exact sign-flip permutation p of the mean (all 2^n sign "
         f"patterns of n paired seeds, one-sided in the paper's direction). Its smallest possible "
-        f"value is 2^-n ({mins}): with few seeds it cannot fall below 0.05, whatever the data.",
+        f"value is 2^-n ({mins}): with 4 seeds or fewer it cannot fall below 0.05, whatever the data.",
     ]
 
 
