@@ -15,10 +15,11 @@ from transformers import TrainerCallback
 
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
+from structpe.study.aggregate import VERDICTS
 from structpe.study.cell_scores import leakage_summary
-from structpe.study.cells import StudyError, cell_dir, claim
+from structpe.study.cells import StudyError, await_baseline, cell_dir, claim
 from structpe.study.data import StudyData
-from structpe.study.runner import _await_baseline, eval_keys, run_study, train_config
+from structpe.study.runner import eval_keys, run_study, train_config
 from structpe.study.spec import load_spec
 
 
@@ -68,11 +69,7 @@ def test_study_runs_resumes_and_skips(
     assert json.loads((cell_dir(out, "position", 2) / "metrics.json").read_text()) == m
 
     study = json.loads((out / "study.json").read_text())
-    assert study["cells_finished"] == 4 and study["claims"][0]["verdict"] in (
-        "replicates",
-        "does not",
-        "inconclusive",
-    )
+    assert study["cells_finished"] == 4 and study["claims"][0]["verdict"] in VERDICTS
     md = (out / "study.md").read_text()
     assert "Verdict rule" in md and "structpe study run tiny" in md and "fixed parse" in md
     assert (out / "ppl_modes.png").stat().st_size > 0
@@ -112,6 +109,7 @@ def test_changed_evaluations_rerun_without_training(
 
 def test_leakage_summary_share() -> None:
     report = {
+        "n_sentences": 50,
         "variants": {
             "full": {"word_ppl": 80.0, "token_ppl": 40.0},
             "prefix": {"word_ppl": 95.0, "token_ppl": 47.0},
@@ -123,7 +121,13 @@ def test_leakage_summary_share() -> None:
     }
     s = leakage_summary(report)
     assert s["summary.surviving_share"] == pytest.approx(0.25)
-    assert s["full.gain"] == 0.2 and s["baseline.word_ppl"] == 100.0
+    assert s["full.gain"] == 0.2 and s["baseline.word_ppl"] == 100.0 and s["summary.n_sentences"] == 50
+    # causal tags worse than the baseline: the share is negative, not clipped to 0
+    report["gain_vs_baseline"] = {"full": 0.2, "prefix": -3.0, "prefix_drop_last": -1.0}
+    assert leakage_summary(report)["summary.surviving_share"] == pytest.approx(-5.0)
+    # no full-parse gain: a ratio of two losses means nothing, so no share
+    report["gain_vs_baseline"] = {"full": -0.1, "prefix": -3.0, "prefix_drop_last": -1.0}
+    assert "summary.surviving_share" not in leakage_summary(report)
 
 
 def test_encoder_cells_score_by_pll(tiny_spec: Path, tiny_data: StudyData, tmp_path: Path) -> None:
@@ -171,7 +175,7 @@ def test_leakage_waits_for_a_baseline_in_another_worker(tiny_spec: Path, tmp_pat
     out = tmp_path / "study"
     run_dir = cell_dir(out, "none", 1) / "run"
     with pytest.raises(StudyError, match="needs the baseline none/seed-1, which is not trained"):
-        _await_baseline(out, spec, 1, print, poll_s=0.01)
+        await_baseline(out, spec, 1, print, poll_s=0.01)
 
     def other_worker(started: threading.Event) -> None:
         with claim(out, "none", 1):
@@ -186,7 +190,7 @@ def test_leakage_waits_for_a_baseline_in_another_worker(tiny_spec: Path, tmp_pat
     worker.start()
     started.wait()
     logged: list[str] = []
-    assert _await_baseline(out, spec, 1, logged.append, poll_s=0.02) == run_dir / "final"
+    assert await_baseline(out, spec, 1, logged.append, poll_s=0.02) == run_dir / "final"
     worker.join()
     assert len(logged) == 1 and "waiting for another worker to finish none/seed-1" in logged[0]
 

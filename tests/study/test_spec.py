@@ -31,6 +31,29 @@ def test_shipped_spec_loads(profile: str) -> None:
     assert k2.against == "position" and k2.better == "lower"
 
 
+def test_claims_have_honest_verdicts_and_may_omit_the_paper(tiny_spec: Path) -> None:
+    spec = load_spec("sipe-txl", "cpu-mini")
+    for c in spec.claims:
+        if c.metrics[0].startswith("syntaxgym."):
+            assert c.honest == ["syntaxgym.marginal.sg_score"]
+        if c.metrics[0].startswith("blimp."):
+            assert c.honest == ["blimp.marginal.overall"]
+    assert (
+        "marginal" in spec.evaluations.blimp.likelihoods
+        and "marginal" in spec.evaluations.syntaxgym.likelihoods
+    )
+    assert not spec.reads_tags("none") and spec.reads_tags("position")
+    text = tiny_spec.read_text()
+    control = _write(
+        tiny_spec.parent,
+        text.replace("    paper: {baseline: 18.63, recipe: 16.95, source: Table 2}\n", "")
+        .replace("[conditional, joint], sentences: 12", "[conditional, joint, marginal], sentences: 12")
+        .replace("    show: [ppl.conditional.word_ppl]\n", "    honest: [ppl.marginal.word_ppl]\n"),
+    )
+    claim = load_spec(control, "test").claims[0]
+    assert claim.paper == {} and claim.honest == ["ppl.marginal.word_ppl"]
+
+
 def test_paper_profile_is_the_papers_depth() -> None:
     spec = load_spec("sipe-txl", "paper")
     assert "model.n_layers=16" in spec.profile_overrides
@@ -60,6 +83,11 @@ def _edit(tiny_spec: Path, old: str, new: str) -> Path:
         ("[conditional, joint]", "[conditional, jiont]", "unknown value(s) ['jiont']"),
         ("recipe: position\n", "recipe: positio\n", "unknown recipe 'positio'"),
         ("[ppl.joint.word_ppl]", "[ppl.marginal.word_ppl]", "not produced by this spec's evaluations"),
+        (
+            "    show: [ppl.conditional.word_ppl]\n",
+            "    honest: [blimp.marginal.overall]\n",
+            "metric 'blimp.marginal.overall' is not produced by this spec's evaluations",
+        ),
         ("seeds: [1, 2]", "seeds: [1, 1]", "seeds has duplicates"),
         ("baseline: none", "baseline: nothing", "baseline 'nothing' is not one of the recipes"),
         ("better: lower", "better: smaller", "better must be one of"),

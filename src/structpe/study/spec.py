@@ -14,7 +14,10 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}, recipes, seeds}}
                  a profile overrides dataset / evaluation fields and adds recipe overrides; its
                  ``recipes`` (labels) and ``seeds`` restrict / replace the study's
-    claims:      [{id, claim, recipe, against, metrics, show, better, paper: {...}}]
+    claims:      [{id, claim, recipe, against, metrics, honest, show, better, paper: {...}}]
+                 ``metrics`` decide the replication verdict (the paper's protocol), ``honest`` a
+                 second verdict on leak-free likelihoods, ``show`` are reported beside them;
+                 ``against`` (default: the baseline) may be any recipe; ``paper`` is optional
 
 Every key is checked before anything runs; an unknown key or recipe fails with one line naming
 the file, the key and the valid choices (the same contract as the pre-training recipes).
@@ -118,7 +121,8 @@ class RecipeSpec:
 
 @dataclass
 class Claim:
-    """One claim of the paper: ``recipe`` vs ``against`` on ``metrics`` (the verdict) and ``show``."""
+    """One claim: ``recipe`` vs ``against`` on ``metrics`` (the replication verdict), ``honest``
+    (a second verdict on leak-free likelihoods) and ``show`` (reported, not tested)."""
 
     id: str
     claim: str
@@ -128,6 +132,7 @@ class Claim:
     better: str
     show: list[str] = field(default_factory=list)
     paper: dict[str, Any] = field(default_factory=dict)
+    honest: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -152,6 +157,12 @@ class StudySpec:
     def recipe_name(self, label: str) -> str:
         return f"{self.recipe(label).recipe}-{self.recipe_profile}"
 
+    def reads_tags(self, label: str) -> bool:
+        """Whether the recipe's model reads hexatags (injection other than ``none``): its joint and
+        marginal perplexities are then bounds, not its exact p(x)."""
+        model = load_recipe(self.recipe_name(label), self.cell_overrides(label)).model
+        return str(model.get("injection", "none")) != "none"
+
     def cell_overrides(self, label: str) -> list[str]:
         """Profile overrides first, then the recipe's own (a recipe's setting wins)."""
         return [*self.profile_overrides, *self.recipe(label).overrides]
@@ -173,7 +184,7 @@ TOP_KEYS = (
 )
 PROFILE_KEYS = ("description", "recipe_profile", "overrides", "dataset", "evaluations", "recipes", "seeds")
 RECIPE_KEYS = ("recipe", "overrides")
-CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "show", "better", "paper")
+CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper")
 EVAL_SPECS: dict[str, type] = {
     "ppl": PplSpec,
     "leakage": LeakageSpec,
@@ -359,6 +370,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
             better=str(c["better"]),
             show=list(c.get("show") or []),
             paper=dict(c.get("paper") or {}),
+            honest=list(c.get("honest") or []),
         )
         for lab in (claim.recipe, claim.against):
             if lab not in labels:
@@ -367,7 +379,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
                 )
         if claim.better not in BETTER:
             raise StudySpecError(f"{cw} ({claim.id}): better must be one of {BETTER}, got {claim.better!r}")
-        for m in [*claim.metrics, *claim.show]:
+        for m in [*claim.metrics, *claim.honest, *claim.show]:
             if not _metric_planned(m, evals):
                 raise StudySpecError(
                     f"{cw} ({claim.id}): metric {m!r} is not produced by this spec's evaluations"
