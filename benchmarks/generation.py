@@ -4,7 +4,7 @@
 
 Two measurements, JSON on stdout (docs/generation.md has the table):
 
-* ``generation``: tokens/s of greedy token generation (``generate_tokens``) from a BOS prompt to
+* ``generation``: tokens/s of greedy token generation (transformers' ``generate``) from a BOS prompt to
   ``--lengths`` tokens, ``--batch`` sequences at a time (new tokens of all of them per second),
   with the cache (one new position per step) and without it (the whole window re-run every step,
   as before the cache), for the packaged ``txl/position-tiny`` and ``txl/position-small``
@@ -60,14 +60,21 @@ def recipe_model(name: str, vocab: int) -> torch.nn.Module:
     return build_model(SiPEConfig(**model_cfg)).eval()
 
 
+def greedy(model, batch: int, new_tokens: int, use_cache: bool = True) -> torch.Tensor:
+    """``new_tokens`` greedy tokens after a BOS prompt, with transformers' ``generate`` (on the
+    ``SiPECache``, or re-running the whole window every step with ``use_cache=False``)."""
+    prompt = torch.ones(batch, 1, dtype=torch.long)
+    return model.generate(
+        prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, use_cache=use_cache
+    )
+
+
 @torch.no_grad()
 def uncached_cost(model, length: int, args) -> tuple[float, float, str]:
     """CPU / wall seconds of uncached generation to ``length`` tokens (whole, or sampled + integrated)."""
     if length <= args.full_uncached:
         cpu, wall, _ = timed(
-            lambda: model.generate_tokens(
-                torch.ones(args.batch, 1, dtype=torch.long), length - 1, use_cache=False
-            )
+            lambda: greedy(model, args.batch, length - 1, use_cache=False)
         )
         return cpu, wall, "timed whole"
     points = sorted({round(1 + i * (length - 1) / (args.samples - 1)) for i in range(args.samples)})
@@ -97,12 +104,10 @@ def bench_generation(args) -> list[dict]:
     rows = []
     for name in args.recipes:
         model = recipe_model(name, args.vocab)
-        model.generate_tokens(torch.ones(args.batch, 1, dtype=torch.long), 8)  # warm-up
+        greedy(model, args.batch, 8)  # warm-up
         for length in args.lengths:
             c_cpu, c_wall, _ = timed(
-                lambda length=length, model=model: model.generate_tokens(
-                    torch.ones(args.batch, 1, dtype=torch.long), length - 1
-                )
+                lambda length=length, model=model: greedy(model, args.batch, length - 1)
             )
             u_cpu, u_wall, method = uncached_cost(model, length, args)
             n_tok = (length - 1) * args.batch  # new tokens over all sequences

@@ -530,42 +530,6 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
             cache=cache,
         )
 
-    @torch.no_grad()
-    def generate_tokens(
-        self,
-        input_ids: torch.LongTensor,
-        max_new_tokens: int,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-        use_cache: bool = True,
-    ) -> torch.LongTensor:
-        """Greedy (temperature 0) or sampled continuation, without tags (new tokens have no parse).
-
-        With ``use_cache`` each step runs one new position against the key/value cache; without
-        it each step re-runs the whole window (the reference the cache is measured against).
-        ``structpe.generation.decoding.generate`` also writes each new word's tags. Call ``model.eval()``
-        first, or dropout stays on.
-        """
-        if max_new_tokens < 0 or temperature < 0:
-            raise ValueError("max_new_tokens and temperature must be >= 0")
-        ids, step, cache = input_ids, input_ids, None
-        for _ in range(max_new_tokens):
-            out = self(step, cache=cache, use_cache=use_cache)
-            cache = out.cache
-            logits = out.logits[:, -1].float()
-            if temperature == 0:
-                nxt = logits.argmax(-1, keepdim=True)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)
-            ids = torch.cat([ids, nxt], dim=1)
-            step = nxt if use_cache else ids
-        return ids
-
 
 # the name this class had before it took Hugging Face's ``...ForCausalLM`` naming (checkpoints saved
 # then list it in config.json ``architectures``; ``structpe.models.load`` accepts both)
