@@ -202,6 +202,18 @@ def atomic_savefig(fig: Any, path: str | os.PathLike, **kwargs: Any) -> None:
         fig.savefig(fh, format=fmt, **kwargs)
 
 
+def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Lay a matplotlib figure out, write it atomically (its folder created) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_savefig(fig, path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def earlier_results(
     path: str | os.PathLike,
     config: dict[str, Any],

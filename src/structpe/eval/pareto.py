@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from structpe.io import atomic_savefig
+from structpe.io import save_figure
 
 PAPER = "SiPE paper (shared/papers/000_84fab5e440bdfc75.txt)"
 PUBLISHED: tuple[dict[str, Any], ...] = (
@@ -175,11 +175,7 @@ def pareto_figure(
     ax.set_ylabel("SyntaxGym score (%)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    atomic_savefig(fig, out_png, dpi=130)
-    plt.close(fig)
+    out_png = save_figure(fig, out_png, dpi=130)
     data = {
         "x": "parse trees evaluated per sentence (0: no parse read; 1: one fixed parse; k: k-best marginal)",
         "y": "SyntaxGym score (%)",

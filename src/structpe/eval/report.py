@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from structpe.io import atomic_savefig, atomic_write_text
+from structpe.io import atomic_write_text, save_figure
 
 
 def _fmt(v: Any) -> str:
@@ -124,12 +124,7 @@ def bar_plot(
     ax.set_title(title)
     if len(series) > 1:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_savefig(fig, path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def line_plot(
@@ -149,12 +144,7 @@ def line_plot(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_savefig(fig, path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def hist_plot(path: str | Path, values: Sequence[float], *, title: str, xlabel: str, bins: int = 40) -> Path:
@@ -165,9 +155,4 @@ def hist_plot(path: str | Path, values: Sequence[float], *, title: str, xlabel: 
     ax.set_xlabel(xlabel)
     ax.set_ylabel("pairs")
     ax.set_title(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_savefig(fig, path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

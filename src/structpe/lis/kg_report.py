@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from structpe.io import atomic_savefig
+from structpe.io import save_figure
 from structpe.lis.training import merge_results
 
 
@@ -56,6 +56,4 @@ def plot(results: dict, path: Path) -> None:
     ax.set_xticklabels(keys, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("hit@5 (target entities)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    atomic_savefig(fig, path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)

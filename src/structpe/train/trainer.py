@@ -19,7 +19,7 @@ import torch
 from transformers import Trainer, TrainerCallback
 
 from structpe.errors import StructpeError
-from structpe.io import atomic_savefig, atomic_write_text
+from structpe.io import atomic_write_text, save_figure
 from structpe.train.collators import IGNORE_INDEX, MLMCollator
 
 METRIC_COLUMNS = (
@@ -240,6 +240,4 @@ def plot_losses(csv_path: Path, png_path: Path) -> None:
     ax.set_title(png_path.parent.name)
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    atomic_savefig(fig, png_path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, png_path, dpi=100)
