@@ -7,7 +7,8 @@ subword and 0 elsewhere (tag id -100). E_T is 2 x d and E_N is 5 x d: the prior 
 parameters (+ n_deprels x d with E_D). That is the whole cost of *input* injection only: the other
 sites add their projections (PP-SiPE's W_E is d x d per layer, or one shared; the attention-bias
 sites add W_K^tag and W_V^tag), and the tag heads add (d + 1) x 7.
-``structpe.models.registry.sipe_parameter_count`` gives the exact extra count of a config (``structpe pretrain --list`` prints it per recipe).
+``structpe.models.registry.sipe_parameter_count`` gives the exact extra count of a config
+(``structpe pretrain --list`` prints it per recipe).
 
 Because the prior at a position takes one of only 1 + 2*5 (x n_deprels) values, every consumer
 that projects it (W_E, W_delta, W_K^tag ...) can project the small ``pair_table()`` and gather
