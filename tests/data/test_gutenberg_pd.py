@@ -130,6 +130,20 @@ def test_registry_pins_the_shared_manifest(shared_data: Path) -> None:
 
 
 @pytest.mark.data
+def test_corpus_name_reads_the_fetched_files(shared_data: Path) -> None:
+    """``--corpus gutenberg-pd-10m`` / the study's ``dataset.corpus``: the three built files, as text."""
+    from structpe.train.prepare import corpus_splits
+
+    splits, fmt = corpus_splits("gutenberg-pd-10m", shared_data, ("train", "validation", "test"))
+    folder = shared_data / registry_mod.registry()["gutenberg-pd-10m"].folder
+    assert fmt == "text"
+    assert splits == {
+        s: [folder / f"gutenberg_pd.{f}.txt.gz"]
+        for s, f in (("train", "train"), ("validation", "dev"), ("test", "test"))
+    }
+
+
+@pytest.mark.data
 def test_fetch_rebuilds_the_shared_corpus_byte_for_byte(mirror, shared_data: Path, tmp_path: Path) -> None:
     """The 196 real books over 127.0.0.1 -> files with the registry's (= PROVENANCE.md's) sha256."""
     raw = Path(os.environ.get(RAW_ENV, shared_data / "corpus/gutenberg_pd_10m/raw"))
