@@ -137,3 +137,19 @@ def test_encoder_spec_loads(profile: str) -> None:
     assert all(
         m == ["conditional"] for m in (spec.evaluations.blimp.likelihoods, spec.evaluations.ppl.likelihoods)
     )
+
+
+def test_text_test_sentences_are_cut_and_scored_as_trained() -> None:
+    """A ``text`` corpus's test paragraphs: cut by ``split_sentences`` (as in training), parsed
+    pre-tokenized, each scored as the detokenized text of its words (the form the LM saw)."""
+    from structpe.study.data import parse_units
+    from structpe.syntax.parsers import get_parser
+
+    paras = ["The dog barked at me. It ran away!", '"Who is there?" she asked.']
+    sents = parse_units(get_parser("hexatagger"), paras, "text", 3)
+    assert [s.words for s in sents] == [
+        ["The", "dog", "barked", "at", "me", "."],
+        ["It", "ran", "away", "!"],
+        ['"', "Who", "is", "there", "?", '"'],
+    ]
+    assert [s.meta["text"] for s in sents] == ["The dog barked at me.", "It ran away!", '"Who is there?"']
