@@ -31,8 +31,8 @@ def register(subparsers: Any) -> None:
                     "line) or .conllu/.conllu.gz (the words of each sentence).",
     )
     tt.add_argument("inputs", nargs="*", help="corpus files (or use --corpus)")
-    tt.add_argument("--corpus", help="a corpus of the shared data folder: brown | gutenberg | ud-ewt "
-                                     "(its train split)")
+    tt.add_argument("--corpus", help="a corpus of the shared data folder: brown | gutenberg | "
+                                     "gutenberg-pd-10m | ud-ewt (its train split)")
     tt.add_argument("--data-dir", help="data root for --corpus (default $STRUCTPE_DATA or ../shared/data)")
     tt.add_argument("-o", "--output", required=True, help="output folder")
     tt.add_argument("--kind", choices=("bpe", "wordpiece"), help="default: from --family (bpe for txl)")
@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
                     "fingerprint of the input contents, tokenizer and settings; deterministic.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    pp.add_argument("--corpus", help="brown | gutenberg | ud-ewt from the shared data folder")
+    pp.add_argument("--corpus", help="brown | gutenberg | gutenberg-pd-10m | ud-ewt (shared data folder)")
     pp.add_argument("--data-dir", help="data root for --corpus (default $STRUCTPE_DATA or ../shared/data)")
     pp.add_argument("--train", nargs="+", default=[], help="training files (instead of --corpus)")
     pp.add_argument("--validation", nargs="+", default=[], help="validation files")
