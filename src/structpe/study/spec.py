@@ -8,7 +8,8 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     seeds:       list of ints; every recipe runs once per seed
     recipes:     {label: {recipe: <family>/<injection>, overrides: [key=value, ...]}}
                  (the profile's ``recipe_profile`` is appended: ``txl/position`` -> ``txl/position-tiny``)
-    dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len}
+    dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len,
+                  num_proc, shard_units}
     evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
                  null switches one off)
     profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}}}
@@ -60,6 +61,10 @@ class DatasetSpec:
     valid_sentences: int = 2000
     test_sentences: int = 500
     seq_len: int = 128
+    # how the data stage runs, not what it builds (so not in TRAIN_DATA_FIELDS): parse processes,
+    # and units per resumable parse shard (None: one pass); see structpe.train.prepare.prepare
+    num_proc: int = 1
+    shard_units: int | None = None
 
 
 @dataclass
