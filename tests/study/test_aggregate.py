@@ -25,8 +25,9 @@ from structpe.study.aggregate import (
     paired,
     paired_test,
 )
-from structpe.study.report import _table, write_study_report
+from structpe.study.report import write_study_report
 from structpe.study.spec import SyntaxGymSpec, load_spec
+from structpe.study.wording import _table
 
 
 def test_paired_test_matches_scipy_on_synthetic_pairs() -> None:

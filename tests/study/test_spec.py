@@ -10,7 +10,7 @@ from structpe.cli import main
 from structpe.study.spec import StudySpecError, load_spec, select
 
 
-@pytest.mark.parametrize("profile", ["cpu-mini", "smoke", "paper"])
+@pytest.mark.parametrize("profile", ["cpu-mini", "cpu-small", "smoke", "paper"])
 def test_shipped_spec_loads(profile: str) -> None:
     spec = load_spec("sipe-txl", profile)
     assert [r.label for r in spec.recipes] == [
@@ -58,6 +58,27 @@ def test_paper_profile_is_the_papers_depth() -> None:
     spec = load_spec("sipe-txl", "paper")
     assert "model.n_layers=16" in spec.profile_overrides
     assert spec.evaluations.blimp.limit is None  # every BLiMP pair
+
+
+def test_scaled_profiles_train_on_the_gutenberg_corpus() -> None:
+    """cpu-small and paper read gutenberg-pd-10m (a corpus `--corpus` knows and `data fetch` builds);
+    cpu-mini stays on Brown, and how the data stage runs never enters a cell's training hash."""
+    import dataclasses
+
+    from structpe.data.registry import registry
+    from structpe.study.runner import train_config
+    from structpe.train.prepare import KNOWN_CORPORA
+
+    for profile in ("cpu-small", "paper"):
+        ds = load_spec("sipe-txl", profile).dataset
+        assert ds.corpus == "gutenberg-pd-10m" and ds.parser == "hexatagger"
+        assert KNOWN_CORPORA[ds.corpus][0] == registry()["gutenberg-pd-10m"].folder
+        assert ds.num_proc == 2 and ds.shard_units
+    mini = load_spec("sipe-txl", "cpu-mini")
+    assert mini.dataset.corpus == "brown" and (mini.dataset.num_proc, mini.dataset.shard_units) == (1, None)
+    before = train_config(mini, "position", 1, "fp")
+    mini.dataset = dataclasses.replace(mini.dataset, num_proc=2, shard_units=64)
+    assert train_config(mini, "position", 1, "fp") == before
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -144,3 +165,20 @@ def test_encoder_spec_loads(profile: str) -> None:
     assert all(
         m == ["conditional"] for m in (spec.evaluations.blimp.likelihoods, spec.evaluations.ppl.likelihoods)
     )
+
+
+def test_text_test_sentences_are_cut_and_scored_as_trained() -> None:
+    """A ``text`` corpus's test paragraphs: cut by ``split_sentences`` (as in training), parsed
+    pre-tokenized, each scored as the detokenized text of its words (the form the LM saw)."""
+    from structpe.syntax.parsers import get_parser
+
+    from structpe.study.data import parse_units
+
+    paras = ["The dog barked at me. It ran away!", '"Who is there?" she asked.']
+    sents = parse_units(get_parser("hexatagger"), paras, "text", 3)
+    assert [s.words for s in sents] == [
+        ["The", "dog", "barked", "at", "me", "."],
+        ["It", "ran", "away", "!"],
+        ['"', "Who", "is", "there", "?", '"'],
+    ]
+    assert [s.meta["text"] for s in sents] == ["The dog barked at me.", "It ran away!", '"Who is there?"']

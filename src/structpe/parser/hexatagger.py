@@ -43,6 +43,7 @@ from structpe.parser.tokenizer import (
     encode_words,
     load_tokenizer,
 )
+from structpe.syntax.sentences import split_sentences as split_into_sentences
 from structpe.syntax.tagged import TaggedSentence
 
 
@@ -207,7 +208,6 @@ class HexatagParser(Parser):
         self.model = quantize_for_cpu(model_fp32, quantize)
         self.tokenizer = load_tokenizer(self.model_dir)
         self.batch_tokens = batch_tokens
-        self._splitter: Any = None
 
     def predict_words(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[int], list[str] | None]]:
         return [
@@ -232,25 +232,13 @@ class HexatagParser(Parser):
         self.stats.projective += len(out)
         return out
 
-    def _split(self, texts: Sequence[str]) -> list[list[list[str]]]:
-        if self._splitter is None:
-            import spacy
-
-            nlp = spacy.blank("en")
-            nlp.add_pipe("sentencizer")
-            self._splitter = nlp
-        out = []
-        for doc in self._splitter.pipe(list(texts)):
-            sents = [[t.text for t in s if not t.is_space] for s in doc.sents]
-            out.append([s for s in sents if s])
-        return out
-
     def predict_text(
         self, texts: Sequence[str], split_sentences: bool = True
     ) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
-        """Sentences of each text (spaCy's rule-based sentencizer); with ``split_sentences=False``
-        each text is tagged as one sentence, which the scorers' character alignment needs."""
-        split = self._split(texts)
+        """Sentences of each text (:func:`structpe.syntax.sentences.split_sentences`); with
+        ``split_sentences=False`` each text is tagged as one sentence, which the scorers' character
+        alignment needs."""
+        split = split_into_sentences(texts)
         if not split_sentences:
             split = [[[w for sent in sents for w in sent]] if sents else [] for sents in split]
         flat = [s for sents in split for s in sents]

@@ -118,8 +118,8 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     t = _step(f"data: BPE on Brown train, then hexatag + pack Brown with {cfg.parser} "
               f"({cfg.train_sentences} train sentences)")
     # one parser process per core: the parse is the slow part, and its output does not depend on it
-    data = prepare_study_data(spec.dataset, out / "data", cfg.data_dir, parser=parser, progress=cfg.progress,
-                              num_proc=os.cpu_count() or 1)
+    spec.dataset.num_proc = os.cpu_count() or 1
+    data = prepare_study_data(spec.dataset, out / "data", cfg.data_dir, parser=parser, progress=cfg.progress)
     timings["data_s"] = time.time() - t
     t = _step(f"study {spec.name} profile {spec.profile}, seed {cfg.seed}: {', '.join(cfg.variants)}")
     run_study(spec, out, data_dir=cfg.data_dir, data=data, parser=parser, progress=cfg.progress, report=False)

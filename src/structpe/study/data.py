@@ -54,10 +54,19 @@ def parse_token_lines(parser: Any, lines: Sequence[str]) -> list[Any]:
 
 
 def parse_units(parser: Any, units: list[str], fmt: str, limit: int) -> list[Any]:
-    """Tagged test sentences: ``lines`` units detokenized (raw text in ``meta``), ``text`` units split."""
+    """Tagged test sentences: ``lines`` units detokenized (raw text in ``meta``); ``text`` paragraphs
+    cut by the corpus's sentence rule (``split_sentences``, as in training), each sentence scored as
+    the detokenized text of its words, the form the prepare step trains the model on."""
     if fmt == "lines":  # Brown's tokenized lines: scored in the raw form the model was trained on
         return parse_token_lines(parser, [u for u in units if u.split()])[:limit]
-    return parser.parse_text(units)[:limit]
+    from structpe.syntax.sentences import split_sentences
+    from structpe.train.corpus import detokenize_words
+
+    words = [s for para in split_sentences(units) for s in para][:limit]
+    sents = parser.parse_words(words) if words else []
+    for s in sents:
+        s.meta = {**(getattr(s, "meta", None) or {}), "text": detokenize_words(s.words)[1]}
+    return sents
 
 
 def merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
@@ -93,13 +102,8 @@ def prepare_study_data(
     *,
     parser: Any,
     progress: bool = True,
-    num_proc: int = 1,
 ) -> StudyData:
-    """Prepare (or reuse) the tokenizer, the train/validation data and the test sentences.
-
-    ``num_proc`` parser processes prepare the training split (the parse is the slow part; the
-    prepared data does not depend on it).
-    """
+    """Prepare (or reuse) the tokenizer, the train/validation data and the test sentences."""
     from structpe.data.paths import data_root
     from structpe.train.prepare import load_prepared, prepare
     from structpe.train.prepare_settings import PrepareSettings, corpus_splits
@@ -121,18 +125,16 @@ def prepare_study_data(
     def settings(n: int) -> PrepareSettings:
         return PrepareSettings(parser=ds.parser, input_format=fmt, seq_len=ds.seq_len, max_units=n)
 
+    run = {"num_proc": ds.num_proc, "shard_units": ds.shard_units}  # how, not what: same output
     train = prepare(
-        {"train": splits["train"]},
-        tok_dir,
-        out / "train",
-        settings=settings(ds.train_sentences),
-        num_proc=num_proc,
+        {"train": splits["train"]}, tok_dir, out / "train", settings=settings(ds.train_sentences), **run
     )
     valid = prepare(
         {"validation": splits["validation"]},
         tok_dir,
         out / "validation",
         settings=settings(ds.valid_sentences),
+        **run,
     )
     merged = merge_prepared(train, valid, out / "merged")
     _, meta = load_prepared(merged)

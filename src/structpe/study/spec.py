@@ -8,7 +8,8 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     seeds:       list of ints; every recipe runs once per seed
     recipes:     {label: {recipe: <family>/<injection>, overrides: [key=value, ...]}}
                  (the profile's ``recipe_profile`` is appended: ``txl/position`` -> ``txl/position-tiny``)
-    dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len}
+    dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len,
+                  num_proc, shard_units}
     evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
                  null switches one off)
     profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}, recipes, seeds}}
@@ -63,6 +64,10 @@ class DatasetSpec:
     valid_sentences: int = 2000
     test_sentences: int = 500
     seq_len: int = 128
+    # how the data stage runs, not what it builds (so not in TRAIN_DATA_FIELDS): parse processes,
+    # and units per resumable parse shard (None: one pass); see structpe.train.prepare.prepare
+    num_proc: int = 1
+    shard_units: int | None = None
 
 
 @dataclass
@@ -309,11 +314,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         )
         if "full" not in evals.leakage.conditions:
             raise StudySpecError(f"{where}: evaluations.leakage.conditions must include 'full'")
-        if evals.leakage.full_parse not in FULL_PARSES:
-            raise StudySpecError(
-                f"{where}: evaluations.leakage.full_parse must be one of {', '.join(FULL_PARSES)}, "
-                f"got {evals.leakage.full_parse!r}"
-            )
+        _check_choices([evals.leakage.full_parse], FULL_PARSES, f"{where}: evaluations.leakage.full_parse")
 
     seeds = prof.get("seeds", raw.get("seeds"))
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
@@ -325,13 +326,8 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     if not isinstance(recipes_raw, dict) or not recipes_raw:
         raise StudySpecError(f"{where}: recipes must be a mapping label -> {{recipe: family/injection}}")
     if "recipes" in prof:  # a profile that runs some of the study's recipes
-        chosen = prof["recipes"]
-        if not isinstance(chosen, list) or not chosen or any(c not in recipes_raw for c in chosen):
-            raise StudySpecError(
-                f"{where}: profiles.{profile}.recipes must list labels of the study's recipes "
-                f"({', '.join(map(str, recipes_raw))}), got {chosen!r}"
-            )
-        recipes_raw = {label: r for label, r in recipes_raw.items() if label in chosen}
+        _check_choices(prof["recipes"], tuple(recipes_raw), f"{where}: profiles.{profile}.recipes")
+        recipes_raw = {label: r for label, r in recipes_raw.items() if label in prof["recipes"]}
     recipe_profile = str(prof["recipe_profile"])
     profile_overrides = [str(o) for o in prof.get("overrides") or []]
     recipes = []

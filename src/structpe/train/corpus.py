@@ -5,8 +5,9 @@ Three input formats, matching the layout of ``shared/data`` (see its PROVENANCE 
 ``lines``   one sentence per line, already tokenized on whitespace (Brown). Blank lines separate
             documents. Words are taken as they are (no re-tokenization), so Brown's tokenization is kept.
 ``text``    raw running text with arbitrary line breaks (Gutenberg, users' own files). Blank lines
-            separate paragraphs; the lines of a paragraph are joined with spaces and the parser
-            sentence-splits and tokenizes the paragraph.
+            separate paragraphs; the lines of a paragraph are joined with spaces, and
+            ``structpe.syntax.sentences.split_sentences`` cuts each paragraph into sentences of
+            words, the one rule for every parser and for the LM (see there).
 ``conllu``  CoNLL-U treebanks (UD); the gold trees are used by the ``gold`` parser.
 
 Every reader yields *units* in file order: a unit is a sentence (``lines``) or a paragraph

@@ -54,9 +54,34 @@ from structpe.train.prepare_steps import (
 
 
 # -- driver -------------------------------------------------------------------------------------------
+def _parse_in_shards(
+    units: dict[str, list], shard_units: int, folder: Path, map_kwargs: dict[str, Any]
+) -> Any:
+    """Parse ``units`` ``shard_units`` at a time; each finished shard is saved under ``folder``
+    (written whole, then renamed) and reused by the next run, so a killed prepare resumes at the
+    first unfinished shard. Units are parsed one batch at a time either way, so the concatenated
+    shards equal the one-pass result (shard sizes that are multiples of the parse batch, 64, even
+    keep the batches identical)."""
+    from datasets import Dataset, concatenate_datasets, load_from_disk
+
+    folder.mkdir(parents=True, exist_ok=True)
+    n = len(next(iter(units.values())))
+    shards = []
+    for i, start in enumerate(range(0, n, shard_units)):
+        done = folder / f"shard-{i:05d}"
+        if not done.is_dir():
+            chunk = Dataset.from_dict({k: v[start : start + shard_units] for k, v in units.items()})
+            tmp = folder / f".shard-{i:05d}.partial"
+            shutil.rmtree(tmp, ignore_errors=True)
+            chunk.map(**map_kwargs, remove_columns=list(units)).save_to_disk(str(tmp))
+            os.replace(tmp, done)
+        shards.append(load_from_disk(str(done)))
+    return concatenate_datasets(shards)
+
+
 def _prepare_split(
     name: str, paths: list[Path], fmt: str, settings: PrepareSettings, tokenizer_dir: str,
-    bos_id: int, eos_id: int, num_proc: int, work: Path,
+    bos_id: int, eos_id: int, num_proc: int, work: Path, shards: tuple[Path, int] | None = None,
 ) -> tuple[Any, dict[str, int]]:
     from datasets import Dataset
 
@@ -87,17 +112,23 @@ def _prepare_split(
             # forked workers: one torch thread each, which also keeps them out of OpenMP's thread pool,
             # inherited from the parent and dead after fork (a parallel region there never returns)
             kwargs.setdefault("threads", 1)
-        sents = Dataset.from_dict(units).map(
-            _parse_batch,
-            batched=True,
-            batch_size=64,
-            num_proc=nproc,
-            remove_columns=list(units),
-            fn_kwargs={"parser": settings.parser, "parser_kwargs": kwargs},
-            cache_file_name=str(work / f"{name}-parse.arrow"),
-            new_fingerprint=f"{name}-parse",
-            desc=f"parse {name} ({settings.parser})",
-        )
+        parse = {
+            "function": _parse_batch,
+            "batched": True,
+            "batch_size": 64,
+            "num_proc": nproc,
+            "fn_kwargs": {"parser": settings.parser, "parser_kwargs": kwargs},
+            "desc": f"parse {name} ({settings.parser})",
+        }
+        if shards is not None:
+            sents = _parse_in_shards(units, shards[1], shards[0] / name, parse)
+        else:
+            sents = Dataset.from_dict(units).map(
+                **parse,
+                remove_columns=list(units),
+                cache_file_name=str(work / f"{name}-parse.arrow"),
+                new_fingerprint=f"{name}-parse",
+            )
     aligned = sents.map(
         _align_batch,
         batched=True,
@@ -147,6 +178,7 @@ def prepare(
     settings: PrepareSettings | None = None,
     num_proc: int = 1,
     force: bool = False,
+    shard_units: int | None = None,
 ) -> Path:
     """Build (or reuse) the prepared dataset of ``splits`` ({"train": [files], "validation": [...]}).
 
@@ -154,6 +186,11 @@ def prepare(
     (``~/.cache/structpe``). If the folder already holds a dataset with the same fingerprint it is
     reused without work; a folder with another fingerprint is rebuilt; a non-empty folder that is
     not a prepared dataset is refused.
+
+    ``num_proc`` processes parse and align (the result does not depend on it). ``shard_units``
+    makes the parse step resumable: units are parsed that many at a time and every finished shard is
+    kept in ``.<output name>.shards-<fingerprint>/`` beside the output until the dataset is written,
+    so a killed run (hours of parsing for a 10M-word corpus) restarts at its first unfinished shard.
     """
     settings = settings or PrepareSettings()
     settings.validate()
@@ -166,6 +203,8 @@ def prepare(
         for p in ps:
             if not p.is_file():
                 raise FileNotFoundError(f"split {k!r}: input file not found: {p}")
+    if shard_units is not None and shard_units < 1:
+        raise ValueError(f"shard_units must be >= 1, got {shard_units}")
     if settings.parser == "gold":
         for k, ps in paths.items():
             fmt = settings.input_format or guess_format(ps[0])
@@ -195,6 +234,7 @@ def prepare(
 
     t0 = time.time()
     out.parent.mkdir(parents=True, exist_ok=True)
+    shard_dir = out.parent / f".{out.name}.shards-{fp[:16]}"
     with tempfile.TemporaryDirectory(prefix=".prepare-", dir=out.parent) as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
@@ -202,7 +242,8 @@ def prepare(
         for name, ps in paths.items():
             fmt = settings.input_format or guess_format(ps[0])
             built[name], stats[name] = _prepare_split(
-                name, ps, fmt, settings, tok_dir, bos_id, eos_id, num_proc, work
+                name, ps, fmt, settings, tok_dir, bos_id, eos_id, num_proc, work,
+                (shard_dir, shard_units) if shard_units else None,
             )
         staged = Path(tmp) / "dataset"
         DatasetDict(built).save_to_disk(str(staged))
@@ -227,6 +268,7 @@ def prepare(
         if out.exists():
             shutil.rmtree(out)
         os.replace(staged, out)  # atomic on one filesystem: a killed run never leaves half a dataset
+    shutil.rmtree(shard_dir, ignore_errors=True)
     counts = ", ".join(f"{k}: {v['sequences']} sequences" for k, v in stats.items())
     print(f"prepare: wrote {out} ({counts})")
     return out
