@@ -59,7 +59,7 @@ def corpus_sentences(name: str, data: str | None, limit: int | None) -> tuple[li
     """The first ``limit`` train sentences of a corpus, as the prepare step cuts them."""
     from structpe.syntax.sentences import split_sentences
     from structpe.train.corpus import iter_units
-    from structpe.train.prepare import corpus_splits
+    from structpe.train.prepare_settings import corpus_splits
 
     splits, fmt = corpus_splits(name, data, ("train",))
     path = splits["train"][0]

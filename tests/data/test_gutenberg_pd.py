@@ -132,7 +132,7 @@ def test_registry_pins_the_shared_manifest(shared_data: Path) -> None:
 @pytest.mark.data
 def test_corpus_name_reads_the_fetched_files(shared_data: Path) -> None:
     """``--corpus gutenberg-pd-10m`` / the study's ``dataset.corpus``: the three built files, as text."""
-    from structpe.train.prepare import corpus_splits
+    from structpe.train.prepare_settings import corpus_splits
 
     splits, fmt = corpus_splits("gutenberg-pd-10m", shared_data, ("train", "validation", "test"))
     folder = shared_data / registry_mod.registry()["gutenberg-pd-10m"].folder

@@ -67,7 +67,7 @@ def test_scaled_profiles_train_on_the_gutenberg_corpus() -> None:
 
     from structpe.data.registry import registry
     from structpe.study.runner import train_config
-    from structpe.train.prepare import KNOWN_CORPORA
+    from structpe.train.prepare_settings import KNOWN_CORPORA
 
     for profile in ("cpu-small", "paper"):
         ds = load_spec("sipe-txl", profile).dataset
@@ -170,8 +170,7 @@ def test_encoder_spec_loads(profile: str) -> None:
 def test_text_test_sentences_are_cut_and_scored_as_trained() -> None:
     """A ``text`` corpus's test paragraphs: cut by ``split_sentences`` (as in training), parsed
     pre-tokenized, each scored as the detokenized text of its words (the form the LM saw)."""
-    from structpe.syntax.parsers import get_parser
-
+    from structpe.parser.registry import get_parser
     from structpe.study.data import parse_units
 
     paras = ["The dog barked at me. It ran away!", '"Who is there?" she asked.']

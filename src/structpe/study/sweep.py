@@ -105,7 +105,8 @@ def size_sweep(
     """Calibrate, train and evaluate every size (see the module docstring); returns the table and
     writes it to ``out/sweep.json``. ``data`` / ``parser`` replace the study's data stage (tests)."""
     from structpe.io import write_json_atomic
-    from structpe.study.runner import CachedParser, run_study
+    from structpe.parser.cached import CachedParser
+    from structpe.study.runner import run_study
     from structpe.train.recipe import load_recipe
 
     out = Path(out)
