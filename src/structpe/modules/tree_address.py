@@ -123,5 +123,6 @@ class TreeAddress(nn.Module):
         w = self.delta[str(layer)].weight
         # float32 angles whatever the autocast dtype (float64 for a float64 model), as apply_rotary
         wide = torch.float64 if w.dtype == torch.float64 else torch.float32
-        theta = paths.to(wide) @ w.to(wide).t()
+        with torch.autocast(paths.device.type, enabled=False):
+            theta = paths.to(wide) @ w.to(wide).t()
         return theta.view(B, L, self.n_heads, self.n_pairs).transpose(1, 2)
