@@ -167,7 +167,7 @@ def aggregate(cells: Sequence[dict[str, Any]], spec: StudySpec) -> dict[str, Any
                 "verdict": combine([r["verdict"] for r in rows]),
             }
         )
-    expected = len(spec.recipes) * len(spec.seeds)
+    expected = sum(len(spec.recipe_seeds(r.label)) for r in spec.recipes)
     return {
         "study": spec.name,
         "profile": spec.profile,

@@ -46,6 +46,10 @@ def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     ]
 
 
+# the leakage conditions whose gains the leakage table shows beside the full parse's
+CAUSAL_GAINS = ("leakage.prefix", "leakage.causal")
+
+
 def _paper_cell(paper: dict[str, Any]) -> str:
     if not paper:
         return "-"
@@ -167,7 +171,8 @@ def render(
         lines += [spec.description.strip(), ""]
     lines += [
         f"- Cells finished: {agg['cells_finished']} of {agg['cells_planned']} "
-        f"({len(spec.recipes)} recipes x seeds {spec.seeds}); baseline `{spec.baseline}`.",
+        f"({', '.join(f'{r.label} x {len(spec.recipe_seeds(r.label))}' for r in spec.recipes)} "
+        f"seeds); baseline `{spec.baseline}`.",
         f"- Profile `{spec.profile}`: {spec.profile_description or '-'}",
         f"- Recipes at profile `{spec.profile}` (recipe profile `{spec.recipe_profile}`, overrides "
         f"`{' '.join(spec.profile_overrides) or '-'}`); data: {spec.dataset.corpus}, parser "
@@ -274,7 +279,9 @@ def render(
         "",
         "Share = max(best causal-condition gain, 0) / full-parse gain, gains = 1 - word PPL / the "
         "same seed's baseline p(x) word PPL (undefined when the full parse gains nothing). 0 = the "
-        "whole conditional gain is leakage (or needs non-causal tags), 1 = all of it survives.",
+        "whole conditional gain is leakage (or needs non-causal tags), 1 = all of it survives. "
+        "`causal` gives each word the tags of its word-prefix parse: the tags `position_causal` is "
+        "trained on, so its row compares that model with its own tags against the baseline.",
         "",
     ]
     rows = []
@@ -283,7 +290,7 @@ def render(
         if not s.get("leakage.full.gain", {}).get("n"):
             continue  # no audit for this recipe (e.g. the baseline reads no tags)
         share = s.get("leakage.summary.surviving_share", {})
-        causal = [k for k in s if k.startswith("leakage.prefix") and k.endswith(".gain")]
+        causal = [k for k in s if k.startswith(CAUSAL_GAINS) and k.endswith(".gain")]
         rows.append(
             [
                 label,
@@ -299,7 +306,7 @@ def render(
                 k.split(".")[1]
                 for r in agg["recipes"].values()
                 for k in r["scores"]
-                if k.startswith("leakage.prefix") and k.endswith(".gain")
+                if k.startswith(CAUSAL_GAINS) and k.endswith(".gain")
             }
         )
         lines += _table(

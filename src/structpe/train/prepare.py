@@ -25,11 +25,12 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from structpe.errors import PreparedDataError
+from structpe.syntax.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
 from structpe.train.corpus import FORMATS, TEXT_FORMS, guess_format, iter_units, text_form_record
 from structpe.train.prepare_deprels import WORD_COLUMNS, attach_deprel_ids, inventory_metadata
 from structpe.train.prepare_settings import (
@@ -45,6 +46,7 @@ from structpe.train.prepare_settings import (
     fingerprint,
     parser_identity,
     resolve_text_form,
+    settings_record,
     tokenizer_hash,
 )
 from structpe.train.prepare_steps import (
@@ -62,7 +64,7 @@ from structpe.train.prepare_steps import (
 # -- driver -------------------------------------------------------------------------------------------
 def _prepare_split(
     name: str, paths: list[Path], fmt: str, settings: PrepareSettings, tokenizer_dir: str,
-    bos_id: int, eos_id: int, num_proc: int, work: Path,
+    bos_id: int, eos_id: int, num_proc: int, work: Path, shard_dir: Path, staged: Path,
 ) -> tuple[Any, dict[str, int]]:
     from datasets import Dataset
 
@@ -93,17 +95,25 @@ def _prepare_split(
             # forked workers: one torch thread each, which also keeps them out of OpenMP's thread pool,
             # inherited from the parent and dead after fork (a parallel region there never returns)
             kwargs.setdefault("threads", 1)
-        sents = Dataset.from_dict(units).map(
-            _parse_batch,
-            batched=True,
-            batch_size=64,
-            num_proc=nproc,
-            remove_columns=list(units),
-            fn_kwargs={"parser": settings.parser, "parser_kwargs": kwargs},
-            cache_file_name=str(work / f"{name}-parse.arrow"),
-            new_fingerprint=f"{name}-parse",
-            desc=f"parse {name} ({settings.parser})",
-        )
+        fn_kwargs = {"parser": settings.parser, "parser_kwargs": kwargs}
+        if settings.tags == "prefix":  # one parse per word prefix: long, so resumable in shards
+            sents = _parse_prefix_shards(Dataset.from_dict(units), name, fn_kwargs, nproc, shard_dir)
+        else:
+            sents = Dataset.from_dict(units).map(
+                _parse_batch,
+                batched=True,
+                batch_size=64,
+                num_proc=nproc,
+                remove_columns=list(units),
+                fn_kwargs=fn_kwargs,
+                cache_file_name=str(work / f"{name}-parse.arrow"),
+                new_fingerprint=f"{name}-parse",
+                desc=f"parse {name} ({settings.parser})",
+            )
+    if settings.tags == "shuffled":
+        if name == "train":  # the pool that test / BLiMP / SyntaxGym sentences draw their tags from
+            write_pool(staged / POOL_FILE, sents["terminals"], sents["nonterminals"])
+        sents = _shuffle_tags(sents)
     aligned = sents.map(
         _align_batch,
         batched=True,
@@ -139,6 +149,51 @@ def _prepare_split(
         **deprel_stats,
     }
     return packed, stats
+
+
+PREFIX_SHARD = 2048  # sentences per saved shard of prefix parses
+
+
+def _parse_prefix_shards(units: Any, name: str, fn_kwargs: dict[str, Any], nproc: int | None,
+                         shard_dir: Path) -> Any:
+    """Prefix parses of ``units`` (``tags="prefix"``), saved shard by shard under ``shard_dir``
+    (atomically), so that a killed preparation resumes at its first missing shard."""
+    from datasets import concatenate_datasets, load_from_disk
+
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    starts = range(0, len(units), PREFIX_SHARD)
+    parts = []
+    for k, start in enumerate(starts):
+        path = shard_dir / f"{name}-{k:05d}"
+        if not (path / "dataset_info.json").is_file():
+            t0 = time.time()
+            part = units.select(range(start, min(start + PREFIX_SHARD, len(units)))).map(
+                _parse_batch,
+                batched=True,
+                batch_size=64,
+                num_proc=nproc,
+                remove_columns=units.column_names,
+                fn_kwargs={**fn_kwargs, "tags": "prefix"},
+                desc=f"prefix-parse {name} shard {k + 1}/{len(starts)}",
+            )
+            tmp = shard_dir / f".{path.name}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            part.save_to_disk(str(tmp))
+            os.replace(tmp, path)
+            print(f"prepare: prefix parses of {name}: shard {k + 1}/{len(starts)} ({time.time() - t0:.0f} s)",
+                  flush=True)
+        parts.append(load_from_disk(str(path)))
+    return concatenate_datasets(parts)
+
+
+def _shuffle_tags(sents: Any) -> Any:
+    """Every sentence takes the parse (tags and labels) of another of its word count
+    (:func:`structpe.syntax.tag_controls.shuffle_within_lengths`); words and text stay."""
+    donor = shuffle_within_lengths([len(w) for w in sents["words"]])
+    for col in ("terminals", "nonterminals", *WORD_COLUMNS):
+        values = sents[col]
+        sents = sents.remove_columns(col).add_column(col, [values[d] for d in donor])
+    return sents
 
 
 def default_cache_dir() -> Path:
@@ -201,21 +256,26 @@ def prepare(
 
     t0 = time.time()
     out.parent.mkdir(parents=True, exist_ok=True)
+    shard_dir = out.parent / f".{out.name}-shards-{fp[:16]}"  # resumable prefix parses (tags="prefix")
     with tempfile.TemporaryDirectory(prefix=".prepare-", dir=out.parent) as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
+        staged = Path(tmp) / "dataset"
+        extras = Path(tmp) / "extras"  # files saved beside the dataset (the shuffled tags' pool)
+        extras.mkdir()
         built, stats = {}, {}
         for name, ps in paths.items():
             fmt = settings.input_format or guess_format(ps[0])
             built[name], stats[name] = _prepare_split(
-                name, ps, fmt, settings, tok_dir, bos_id, eos_id, num_proc, work
+                name, ps, fmt, settings, tok_dir, bos_id, eos_id, num_proc, work, shard_dir, extras
             )
-        staged = Path(tmp) / "dataset"
         DatasetDict(built).save_to_disk(str(staged))
+        for f in extras.iterdir():
+            os.replace(f, staged / f.name)
         meta = {
             "fingerprint": fp,
             "format_version": FORMAT_VERSION,
-            "settings": asdict(settings),
+            "settings": settings_record(settings),
             "parser_identity": parser_identity(settings),  # spaCy version or the tagger's file hashes
             "text_form": text_form_record(settings.text_form or "tokenized"),
             "inputs": {k: [str(p.resolve()) for p in v] for k, v in paths.items()},
@@ -233,6 +293,7 @@ def prepare(
         if out.exists():
             shutil.rmtree(out)
         os.replace(staged, out)  # atomic on one filesystem: a killed run never leaves half a dataset
+    shutil.rmtree(shard_dir, ignore_errors=True)
     counts = ", ".join(f"{k}: {v['sequences']} sequences" for k, v in stats.items())
     print(f"prepare: wrote {out} ({counts})")
     return out
