@@ -1,0 +1,264 @@
+"""The study's controls: prefix (causal) tags never read a later word, shuffled tags change the tags
+and nothing else, the widened baseline matches PP-SiPE's parameter count, per-recipe seeds, and the
+tag-control cells train and score end to end on the tiny synthetic study."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from structpe.models import SiPEConfig, build_model, load
+from structpe.study.data import StudyData, TagVariant
+from structpe.study.runner import cell_dir, cells, run_study, train_config
+from structpe.study.spec import StudySpecError, load_spec, select
+from structpe.syntax.parsers import Parser
+from structpe.syntax.tag_controls import POOL_FILE, PrefixParser, ShuffledParser, shuffle_within_lengths
+from structpe.train.prepare import PrepareSettings, load_prepared, prepare
+
+
+class LastWordHeadParser(Parser):
+    """A toy parser whose every tree depends on the sentence's length: the words attach to the
+    last word when it is odd, to the first when it is even."""
+
+    name = "toy"
+
+    def predict_words(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[int], None]]:
+        def heads(n: int) -> list[int]:
+            return [n] * (n - 1) + [0] if n % 2 else [0] + [1] * (n - 1)
+
+        return [(heads(len(w)), None) for w in sentences]
+
+
+def test_a_prefix_parse_never_reads_a_later_word() -> None:
+    a = ["the", "dog", "sees", "a", "cat"]
+    b = ["the", "dog", "sees", "every", "bird", "today"]
+    plain = LastWordHeadParser().parse_words([a, b])
+    # the whole-sentence parse does depend on later words (so the check below can fail)
+    assert (
+        plain[0].terminals[:3] + plain[0].nonterminals[:3]
+        != plain[1].terminals[:3] + plain[1].nonterminals[:3]
+    )
+    pa, pb = PrefixParser(LastWordHeadParser()).parse_words([a, b])
+    assert pa.words == a and pb.words == b
+    assert (pa.terminals[:3], pa.nonterminals[:3], pa.heads[:3]) == (
+        pb.terminals[:3],
+        pb.nonterminals[:3],
+        pb.heads[:3],
+    )
+    # word i's tags are those of the last word of the parse of words 1..i
+    for i in range(1, len(a) + 1):
+        alone = LastWordHeadParser().parse_words([a[:i]])[0]
+        assert (pa.terminals[i - 1], pa.nonterminals[i - 1]) == (alone.terminals[-1], alone.nonterminals[-1])
+
+
+def test_shuffle_within_lengths_is_a_seeded_derangement_per_length() -> None:
+    lengths = [5, 7, 5, 5, 9, 7, 5]
+    donor = shuffle_within_lengths(lengths)
+    assert donor == shuffle_within_lengths(lengths)  # fixed
+    assert all(lengths[d] == lengths[i] for i, d in enumerate(donor))
+    assert sorted(donor) == list(range(len(lengths)))  # a permutation: every parse used once
+    assert donor[4] == 4 and all(d != i for i, d in enumerate(donor) if i != 4)  # 9 is alone
+
+
+def _sentences(dataset, eos_id: int) -> list[tuple[list[int], list[tuple[int, int]], list[int]]]:
+    """Per packed sentence: its token ids, its (terminal, non-terminal) pairs and the tagged positions."""
+    out = []
+    for row in dataset:
+        ids, t, n = row["input_ids"], row["terminal_ids"], row["nonterminal_ids"]
+        cur: tuple[list[int], list[tuple[int, int]], list[int]] = ([], [], [])
+        for j, tok in enumerate(ids[1:], start=1):
+            if tok == eos_id:
+                out.append(cur)
+                cur = ([], [], [])
+                continue
+            cur[0].append(tok)
+            if t[j] != -100:
+                cur[1].append((t[j], n[j]))
+                cur[2].append(len(cur[0]) - 1)
+    return out
+
+
+def write_conllu(path: Path, n: int, seed: int) -> Path:
+    """'the (adj) N V the (adj) N .': sentences of 7 words have two different trees (the adjective
+    on the subject or on the object), so shuffling among equal lengths moves real structure."""
+    import random
+
+    rng = random.Random(seed)
+    blocks = []
+    for i in range(n):
+        subj_adj, obj_adj = rng.random() < 0.5, rng.random() < 0.5
+        rows, subj = [("the", "det")], len(["the", *(["old"] if subj_adj else []), "dog"])
+        rows += [("old", "amod")] if subj_adj else []
+        rows += [(rng.choice(["dog", "cat", "bird"]), "nsubj"), (rng.choice(["sees", "likes"]), "root")]
+        v = subj + 1
+        obj = v + 2 + int(obj_adj)
+        rows += (
+            [("the", "det")] + ([("small", "amod")] if obj_adj else []) + [("horse", "obj"), (".", "punct")]
+        )
+        heads = [subj] * (subj - 1) + [v, 0] + [obj] * (obj - v - 1) + [v, v]
+        lines = [f"# sent_id = v{seed}-{i}"]
+        lines += [
+            f"{j}\t{w}\t{w}\t_\t_\t_\t{h}\t{d}\t_\t_"
+            for j, ((w, d), h) in enumerate(zip(rows, heads, strict=True), 1)
+        ]
+        blocks.append("\n".join(lines))
+    path.write_text("\n\n".join(blocks) + "\n\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def shuffled_pair(tmp_path_factory: pytest.TempPathFactory, tiny_data: StudyData) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("shuffled")
+    train = write_conllu(d / "train.conllu", 160, 1)
+    valid = write_conllu(d / "valid.conllu", 30, 2)
+    splits = {"train": [train], "validation": [valid]}
+    plain = prepare(
+        splits, tiny_data.tokenizer_dir, d / "parse", settings=PrepareSettings(parser="gold", seq_len=64)
+    )
+    shuffled = prepare(
+        splits,
+        tiny_data.tokenizer_dir,
+        d / "shuffled",
+        settings=PrepareSettings(parser="gold", seq_len=64, tags="shuffled"),
+    )
+    return plain, shuffled
+
+
+def test_the_shuffled_control_changes_the_tags_and_nothing_else(
+    shuffled_pair: tuple[Path, Path], tiny_data: StudyData
+) -> None:
+    plain_dir, shuffled_dir = shuffled_pair
+    dp, meta_p = load_prepared(plain_dir)
+    ds, meta_s = load_prepared(shuffled_dir)
+    assert "tags" not in meta_p["settings"] and meta_s["settings"]["tags"] == "shuffled"
+    assert meta_p["fingerprint"] != meta_s["fingerprint"]
+    assert not (plain_dir / POOL_FILE).exists() and (shuffled_dir / POOL_FILE).is_file()
+    for split in ("train", "validation"):
+        assert dp[split]["input_ids"] == ds[split]["input_ids"]  # same tokens, same rows
+        plain = _sentences(dp[split], meta_p["eos_token_id"])
+        shuf = _sentences(ds[split], meta_s["eos_token_id"])
+        assert [s[0] for s in plain] == [s[0] for s in shuf] and [s[2] for s in plain] == [s[2] for s in shuf]
+        parses = {tuple(s[1]) for s in plain}
+        # every sentence carries a real parse of a sentence of its length, mostly another one
+        assert all(tuple(s[1]) in parses for s in shuf)
+        moved = sum(a[1] != b[1] for a, b in zip(plain, shuf, strict=True))
+        assert moved >= len(plain) // 10  # about 1/4: the 7-word sentences have two trees
+
+    # evaluation: a test sentence takes the parse of a training sentence of its word count
+    parser = ShuffledParser(None, shuffled_dir / POOL_FILE)
+    test = tiny_data.test_sentences
+    out = parser.retag(test)
+    pool = parser.pool
+    assert [s.words for s in out] == [s.words for s in test]
+    assert parser.retag(test)[0].terminals == out[0].terminals  # fixed rule
+    assert any(
+        o.terminals != t.terminals or o.nonterminals != t.nonterminals for o, t in zip(out, test, strict=True)
+    )
+    for o in out:
+        assert [o.terminals, o.nonterminals] in pool[len(o.words)]
+        o.check(canonical=True)  # a well-formed parse: its tags decode to its heads
+
+
+def test_none_wide_matches_position_parameters_within_2_percent() -> None:
+    """The widened baseline's d_ff (profiles.*.recipe_overrides) against the real counts."""
+    from structpe.train.recipe import load_recipe
+
+    def params(spec, label: str, vocab: int) -> int:
+        r = load_recipe(spec.recipe_name(label), spec.cell_overrides(label))
+        return sum(
+            p.numel() for p in build_model(SiPEConfig(**{**r.model, "vocab_size": vocab})).parameters()
+        )
+
+    spec = load_spec("sipe-txl", "cpu-mini")
+    target = params(spec, "position", spec.dataset.vocab_size)
+    assert abs(params(spec, "none_wide", spec.dataset.vocab_size) / target - 1) < 0.02
+    assert abs(params(spec, "none", spec.dataset.vocab_size) / target - 1) > 0.02  # what it corrects
+
+
+def test_per_recipe_seeds_of_the_shipped_spec(capsys: pytest.CaptureFixture[str]) -> None:
+    from structpe.cli import main
+
+    spec = load_spec("sipe-txl", "cpu-mini")
+    five = {"none", "position", "input", "none_tagloss", "position_shuffled", "none_wide", "position_causal"}
+    expect = {(r.label, s) for r in spec.recipes for s in ([1, 2, 3, 4, 5] if r.label in five else [1, 2, 3])}
+    assert set(cells(spec)) == expect and len(cells(spec)) == 7 * 5 + 3 * 3
+    assert {r.label for r in spec.recipes} >= five | {"disentangled", "attn_bias", "position_k2"}
+    assert main(["study", "run", "sipe-txl", "--profile", "cpu-mini", "--dry-run", "--seeds", "4", "5"]) == 0
+    listed = {ln.split(":")[0] for ln in capsys.readouterr().out.splitlines()}
+    assert listed == {f"{lab}/seed-{s}" for lab in five for s in (4, 5)}
+    sub = select(spec, ["position"], [2, 5])
+    assert cells(sub) == [("none", 2), ("position", 2), ("none", 5), ("position", 5)]
+    by_id = {c.id: c for c in spec.claims}
+    assert by_id["pp-not-tagloss"].against == "none_tagloss" and by_id["causal-ppl"].against == "none"
+    assert (
+        spec.recipe("position_causal").tags == "prefix"
+        and spec.recipe("position_shuffled").tags == "shuffled"
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expect"),
+    [
+        (
+            "{recipe: txl/position}",
+            "{recipe: txl/position, seeds: [1, 2, 7]}",
+            r"seeds \[7\] have no baseline cell",
+        ),
+        ("{recipe: txl/position}", "{recipe: txl/position, seeds: []}", "seeds must be a non-empty list"),
+        ("{recipe: txl/position}", "{recipe: txl/position, tags: shufled}", "unknown tag source 'shufled'"),
+    ],
+)
+def test_bad_control_keys_name_the_key(tiny_spec: Path, old: str, new: str, expect: str) -> None:
+    bad = tiny_spec.parent / "bad.yaml"
+    bad.write_text(tiny_spec.read_text().replace(old, new))
+    with pytest.raises(StudySpecError, match=expect):
+        load_spec(bad, "test")
+
+
+# the tiny spec's recipes plus two controls (old, new)
+CONTROLS = (
+    "  position: {recipe: txl/position}\n",
+    "  position: {recipe: txl/position}\n"
+    "  none_tagloss:\n"
+    "    recipe: txl/none\n"
+    "    overrides: [model.multitask_baseline=true, model.tag_loss_weight=1.0]\n"
+    "  position_shuffled: {recipe: txl/position, tags: shuffled}\n",
+)
+
+
+def test_tag_control_cells_train_and_score(
+    tiny_data: StudyData, shuffled_pair: tuple[Path, Path], tmp_path: Path, tiny_spec_text: str
+) -> None:
+    p = tmp_path / "controls.yaml"
+    p.write_text(tiny_spec_text.replace(*CONTROLS).replace("seeds: [1, 2]", "seeds: [1]"))
+    spec = load_spec(p, "test")
+    shuffled_dir = shuffled_pair[1]
+    data = dataclasses.replace(
+        tiny_data,
+        variants={"shuffled": TagVariant(shuffled_dir, "synthetic-shuffled", shuffled_dir / POOL_FILE)},
+    )
+    # the tag source enters the training hash only for the controls
+    assert "tags" not in train_config(spec, "position", 1, "fp")
+    assert train_config(spec, "position_shuffled", 1, "fp")["tags"] == "shuffled"
+    out = tmp_path / "study"
+    run_study(spec, out, data=data, report=False)
+
+    def metrics(label: str) -> dict:
+        return json.loads((cell_dir(out, label, 1) / "metrics.json").read_text())
+
+    tagloss = metrics("none_tagloss")
+    # tag heads and their loss in training, no tags read: scored as p(x) in every mode like the baseline
+    model = load(cell_dir(out, "none_tagloss", 1) / "run" / "final")
+    assert model.tag_heads is not None and model.config.injection == "none"
+    assert tagloss["scores"]["ppl.joint.word_ppl"] == tagloss["scores"]["ppl.conditional.word_ppl"]
+    assert tagloss["train"]["parameters"] > metrics("none")["train"]["parameters"]
+    shuf = json.loads((cell_dir(out, "position_shuffled", 1) / "cell.json").read_text())
+    assert shuf["config"]["data_fingerprint"] == "synthetic-shuffled" and shuf["config"]["tags"] == "shuffled"
+    recipe = (cell_dir(out, "position_shuffled", 1) / "run").rglob("*.yaml")
+    assert any(str(shuffled_dir) in f.read_text() for f in recipe)  # trained on the shuffled data
+    # scored on shuffled tags: not the position-style conditional of the true parse
+    assert metrics("position_shuffled")["scores"]["ppl.conditional.word_ppl"] > 1.0
