@@ -262,3 +262,37 @@ def test_tag_control_cells_train_and_score(
     assert any(str(shuffled_dir) in f.read_text() for f in recipe)  # trained on the shuffled data
     # scored on shuffled tags: not the position-style conditional of the true parse
     assert metrics("position_shuffled")["scores"]["ppl.conditional.word_ppl"] > 1.0
+
+
+def test_the_leakage_audit_scores_position_causal_on_its_own_tags(tiny_data: StudyData) -> None:
+    """The audit's `causal` condition is the full-sequence score under word-prefix tags."""
+    import torch
+
+    from structpe.eval.leakage import leakage_audit
+    from structpe.train.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tiny_data.tokenizer_dir)
+    torch.manual_seed(0)
+    config = SiPEConfig(
+        family="txl",
+        injection="position",
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        d_ff=64,
+        prior_proj_init_std=1.0,
+    )
+    config.vocab_size = len(tok)
+    model = build_model(config).eval()
+    with torch.no_grad():  # every weight away from its near-zero start, so the tags matter
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    plain = tiny_data.test_sentences[:3]
+    texts = [" ".join(s.words) for s in plain]
+    parser = LastWordHeadParser()
+    causal = leakage_audit(model, tok, texts, parser, parses=plain, variants=["full", "causal"])["variants"]
+    retagged = PrefixParser(parser).retag(plain)
+    as_full = leakage_audit(model, tok, texts, parser, parses=retagged, variants=["full"])["variants"]
+    assert causal["causal"]["nll_sum"] == pytest.approx(as_full["full"]["nll_sum"], rel=1e-6)
+    # the prefix tags differ from the full parse's, and the model reads them
+    assert causal["causal"]["nll_sum"] != pytest.approx(causal["full"]["nll_sum"], rel=1e-4)
