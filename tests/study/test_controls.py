@@ -296,3 +296,73 @@ def test_the_leakage_audit_scores_position_causal_on_its_own_tags(tiny_data: Stu
     assert causal["causal"]["nll_sum"] == pytest.approx(as_full["full"]["nll_sum"], rel=1e-6)
     # the prefix tags differ from the full parse's, and the model reads them
     assert causal["causal"]["nll_sum"] != pytest.approx(causal["full"]["nll_sum"], rel=1e-4)
+
+
+@pytest.fixture(scope="module")
+def prefix_data(tmp_path_factory: pytest.TempPathFactory, tiny_data: StudyData) -> Path:
+    """The synthetic treebank's words prepared with spaCy prefix parses (the causal control's data)."""
+    d = tmp_path_factory.mktemp("prefix")
+    splits = {
+        "train": [write_conllu(d / "train.conllu", 60, 1)],
+        "validation": [write_conllu(d / "v.conllu", 12, 2)],
+    }
+    settings = PrepareSettings(parser="spacy", seq_len=64, tags="prefix")
+    return prepare(splits, tiny_data.tokenizer_dir, d / "prefix", settings=settings)
+
+
+def test_prefix_data_resumes_from_its_shards(
+    tiny_data: StudyData, prefix_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import structpe.train.prepare as prepare_module
+
+    splits = {
+        "train": [write_conllu(tmp_path / "train.conllu", 60, 1)],
+        "validation": [write_conllu(tmp_path / "v.conllu", 12, 2)],
+    }
+    settings = PrepareSettings(parser="spacy", seq_len=64, tags="prefix")
+    monkeypatch.setattr(prepare_module, "PREFIX_SHARD", 25)  # train: 3 shards, validation: 1
+    real = prepare_module._parse_batch
+    calls: list[int] = []
+
+    def killed_at_the_third_shard(batch, **kw):
+        calls.append(len(next(iter(batch.values()))))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(batch, **kw)
+
+    monkeypatch.setattr(prepare_module, "_parse_batch", killed_at_the_third_shard)
+    out = tmp_path / "prefix"
+    with pytest.raises(KeyboardInterrupt):
+        prepare(splits, tiny_data.tokenizer_dir, out, settings=settings)
+    shards = list(tmp_path.glob(".prefix-shards-*/train-*"))
+    assert len(shards) == 2 and not out.exists()
+    calls.clear()
+    prepare(splits, tiny_data.tokenizer_dir, out, settings=settings)
+    assert calls == [10, 12]  # the third train shard and the validation split, nothing again
+    assert not list(tmp_path.glob(".prefix-shards-*"))  # removed once the dataset is in place
+    done, meta = load_prepared(out)
+    whole, _ = load_prepared(prefix_data)  # the same data prepared in one go
+    assert done["train"]["terminal_ids"] == whole["train"]["terminal_ids"]
+    assert meta["settings"]["tags"] == "prefix"
+
+
+def test_position_causal_cell_trains_on_prefix_parses(
+    tiny_data: StudyData, prefix_data: Path, tmp_path: Path, tiny_spec_text: str
+) -> None:
+    from structpe.study.runner import CachedParser
+    from structpe.syntax.parsers import get_parser
+
+    spec_text = tiny_spec_text.replace(
+        "  position: {recipe: txl/position}\n",
+        "  position: {recipe: txl/position}\n  position_causal: {recipe: txl/position, tags: prefix}\n",
+    ).replace("seeds: [1, 2]", "seeds: [1]")
+    p = tmp_path / "causal.yaml"
+    p.write_text(spec_text)
+    spec = select(load_spec(p, "test"), ["position_causal"])
+    data = dataclasses.replace(tiny_data, variants={"prefix": TagVariant(prefix_data, "synthetic-prefix")})
+    parser = CachedParser(get_parser("spacy"))
+    run_study(spec, tmp_path / "study", data=data, parser=parser, report=False)
+    m = json.loads((cell_dir(tmp_path / "study", "position_causal", 1) / "metrics.json").read_text())
+    cell = json.loads((cell_dir(tmp_path / "study", "position_causal", 1) / "cell.json").read_text())
+    assert cell["config"]["tags"] == "prefix" and cell["config"]["data_fingerprint"] == "synthetic-prefix"
+    assert m["scores"]["ppl.conditional.word_ppl"] > 1.0 and m["scores"]["ppl.joint.word_ppl"] > 1.0

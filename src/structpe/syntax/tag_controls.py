@@ -120,10 +120,17 @@ class PrefixParser:
         return self.retag(stubs)
 
     def parse_text(self, texts: Sequence[str], ids: Any = None, *, split_sentences: bool = True) -> list[Any]:
-        return self.retag(self.parser.parse_text(texts, ids, split_sentences=split_sentences))
+        return self.retag(_parse_text(self.parser, texts, ids, split_sentences))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.parser, name)
+
+
+def _parse_text(parser: Any, texts: Sequence[str], ids: Any, split_sentences: bool) -> list[Any]:
+    """The wrapped parser's ``parse_text`` (a study's CachedParser takes no ``ids``)."""
+    if ids is None:
+        return parser.parse_text(list(texts), split_sentences=split_sentences)
+    return parser.parse_text(list(texts), ids, split_sentences=split_sentences)
 
 
 def shuffle_within_lengths(lengths: Sequence[int], seed: int = SHUFFLE_SEED) -> list[int]:
@@ -198,7 +205,7 @@ class ShuffledParser:
         return self.retag(self.parser.parse_words(sentences, sent_ids))
 
     def parse_text(self, texts: Sequence[str], ids: Any = None, *, split_sentences: bool = True) -> list[Any]:
-        return self.retag(self.parser.parse_text(texts, ids, split_sentences=split_sentences))
+        return self.retag(_parse_text(self.parser, texts, ids, split_sentences))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.parser, name)
