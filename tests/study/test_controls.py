@@ -161,6 +161,24 @@ def test_the_shuffled_control_changes_the_tags_and_nothing_else(
     for o in out:
         assert [o.terminals, o.nonterminals] in pool[len(o.words)]
         o.check(canonical=True)  # a well-formed parse: its tags decode to its heads
+    # a length no training sentence has: training parses joined into one well-formed tree
+    longest = max(pool)
+    (long,) = parser.retag(
+        [
+            dataclasses.replace(
+                test[0],
+                words=["w"] * (longest + 6),
+                heads=[0] + [1] * (longest + 5),
+                terminals=[0] * (longest + 6),
+                nonterminals=[0] * (longest + 6),
+                deprels=None,
+            )
+        ]
+    )
+    assert (
+        len(long.words) == longest + 6 and (long.terminals, long.nonterminals) != ([0] * (longest + 6),) * 2
+    )
+    long.check(canonical=True)
 
 
 def test_none_wide_matches_position_parameters_within_2_percent() -> None:

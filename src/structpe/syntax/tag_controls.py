@@ -16,7 +16,10 @@
               within each word count by a fixed seeded derangement (:func:`shuffle_within_lengths`);
               any other sentence (validation, test, BLiMP, SyntaxGym) takes the parse of the training
               sentence of its word count that a seeded hash of its words picks (:class:`ShuffledParser`,
-              over the pool of training parses that preparing the shuffled data writes).
+              over the pool of training parses that preparing the shuffled data writes). A length no
+              training sentence has (2 of Brown's 4,744 test sentences, 104 and 145 words) takes
+              the parses of the fewest training sentences whose lengths add up to it, joined into
+              one tree.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 from structpe.errors import StructpeError
 from structpe.syntax.hexatags import decode
+from structpe.syntax.parsers import Parser, join_trees
 from structpe.syntax.tagged import TaggedSentence
 
 TAG_SOURCES = ("parse", "prefix", "shuffled")
@@ -181,17 +185,29 @@ class ShuffledParser:
         raw = json.loads(gzip.decompress(self.pool_file.read_bytes()))
         self.pool = {int(n): v for n, v in raw.items()}
 
-    def donor(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
-        n = len(words)
-        if n not in self.pool:
-            have = sorted(self.pool)
-            raise TagSourceError(
-                f"no training sentence has {n} words, so {' '.join(words)[:60]!r} cannot take a "
-                f"shuffled parse ({self.pool_file}: word counts {have[0]}-{have[-1]}, {len(have)} distinct)"
-            )
-        key = hashlib.sha256(f"{SHUFFLE_SEED}\x1f".encode() + "\x1f".join(words).encode()).digest()
+    def _pick(self, n: int, words: Sequence[str], piece: int) -> tuple[list[int], list[int]]:
+        key = hashlib.sha256(f"{SHUFFLE_SEED}\x1f{piece}\x1f".encode() + "\x1f".join(words).encode()).digest()
         t, nt = self.pool[n][int.from_bytes(key[:8], "big") % len(self.pool[n])]
         return list(t), list(nt)
+
+    def donor(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
+        """The (terminals, non-terminals) that a sentence of these words takes (class docstring)."""
+        n = len(words)
+        if n in self.pool:
+            return self._pick(n, words, 0)
+        # no training sentence this long: the fewest training parses whose lengths sum to n, joined
+        fewest: list[list[int] | None] = [[]] + [None] * n  # fewest[k]: lengths that fill k words
+        for k in range(1, n + 1):
+            for m in sorted(self.pool, reverse=True):  # longest first among equally few
+                prev = fewest[k - m] if m <= k else None
+                if prev is not None and (fewest[k] is None or len(prev) + 1 < len(fewest[k])):
+                    fewest[k] = [m, *prev]
+        if fewest[n] is None:
+            raise TagSourceError(f"{self.pool_file}: no training parses add up to {n} words")
+        pieces = [self._pick(m, words, i) for i, m in enumerate(fewest[n])]
+        w, heads, _ = join_trees([(["_"] * len(t), decode(t, nt), None) for t, nt in pieces])
+        tagged = Parser().tag_tree(w, heads)  # the joined tree, lifted if joining crossed an arc
+        return list(tagged.terminals), list(tagged.nonterminals)
 
     def retag(self, sentences: Sequence[Any]) -> list[TaggedSentence]:
         out = []
