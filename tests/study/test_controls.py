@@ -18,6 +18,7 @@ from structpe.study.spec import StudySpecError, load_spec, select
 from structpe.syntax.parsers import Parser
 from structpe.syntax.tag_controls import POOL_FILE, PrefixParser, ShuffledParser, shuffle_within_lengths
 from structpe.train.prepare import PrepareSettings, load_prepared, prepare
+from structpe.train.trainer import read_metrics
 
 
 class LastWordHeadParser(Parser):
@@ -274,6 +275,10 @@ def test_tag_control_cells_train_and_score(
     assert model.tag_heads is not None and model.config.injection == "none"
     assert tagloss["scores"]["ppl.joint.word_ppl"] == tagloss["scores"]["ppl.conditional.word_ppl"]
     assert tagloss["train"]["parameters"] > metrics("none")["train"]["parameters"]
+    rows = read_metrics(cell_dir(out, "none_tagloss", 1) / "run" / "metrics.csv")
+    assert any(float(r.get("terminal_loss") or 0) > 0 for r in rows)  # trained with tags in its batches
+    plain_rows = read_metrics(cell_dir(out, "none", 1) / "run" / "metrics.csv")
+    assert not any(float(r.get("terminal_loss") or 0) > 0 for r in plain_rows)
     shuf = json.loads((cell_dir(out, "position_shuffled", 1) / "cell.json").read_text())
     assert shuf["config"]["data_fingerprint"] == "synthetic-shuffled" and shuf["config"]["tags"] == "shuffled"
     recipe = (cell_dir(out, "position_shuffled", 1) / "run").rglob("*.yaml")
