@@ -56,6 +56,25 @@ def test_a_prefix_parse_never_reads_a_later_word() -> None:
         assert (pa.terminals[i - 1], pa.nonterminals[i - 1]) == (alone.terminals[-1], alone.nonterminals[-1])
 
 
+def test_spacy_prefix_tags_of_a_shared_prefix_are_identical() -> None:
+    from structpe.syntax.parsers import get_parser
+
+    a = ["The", "keys", "to", "the", "cabinet", "are", "on", "the", "table", "."]
+    b = ["The", "keys", "to", "the", "cabinet", "is", "lost", ",", "they", "said", "."]
+    pa, pb = PrefixParser(get_parser("spacy")).parse_words([a, b])
+    assert (pa.terminals[:5], pa.nonterminals[:5], pa.heads[:5]) == (
+        pb.terminals[:5],
+        pb.nonterminals[:5],
+        pb.heads[:5],
+    )
+    # the text parse (segmented by the parser) keeps the same property
+    ta, tb = PrefixParser(get_parser("spacy")).parse_text([" ".join(a), " ".join(b)], split_sentences=False)
+    assert ta.words[:5] == a[:5] and (ta.terminals[:5], ta.nonterminals[:5]) == (
+        tb.terminals[:5],
+        tb.nonterminals[:5],
+    )
+
+
 def test_shuffle_within_lengths_is_a_seeded_derangement_per_length() -> None:
     lengths = [5, 7, 5, 5, 9, 7, 5]
     donor = shuffle_within_lengths(lengths)
