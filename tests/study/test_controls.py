@@ -201,7 +201,8 @@ def test_the_shuffled_control_changes_the_tags_and_nothing_else(
     long.check(canonical=True)
 
 
-def test_none_wide_matches_position_parameters_within_2_percent() -> None:
+@pytest.mark.parametrize("profile", ["cpu-mini", "smoke", "paper"])
+def test_none_wide_matches_position_parameters_within_2_percent(profile: str) -> None:
     """The widened baseline's d_ff (profiles.*.recipe_overrides) against the real counts."""
     from structpe.train.recipe import load_recipe
 
@@ -211,7 +212,7 @@ def test_none_wide_matches_position_parameters_within_2_percent() -> None:
             p.numel() for p in build_model(SiPEConfig(**{**r.model, "vocab_size": vocab})).parameters()
         )
 
-    spec = load_spec("sipe-txl", "cpu-mini")
+    spec = load_spec("sipe-txl", profile)
     target = params(spec, "position", spec.dataset.vocab_size)
     assert abs(params(spec, "none_wide", spec.dataset.vocab_size) / target - 1) < 0.02
     assert abs(params(spec, "none", spec.dataset.vocab_size) / target - 1) > 0.02  # what it corrects
