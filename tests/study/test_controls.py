@@ -273,7 +273,11 @@ def test_tag_control_cells_train_and_score(
     tiny_data: StudyData, shuffled_pair: tuple[Path, Path], tmp_path: Path, tiny_spec_text: str
 ) -> None:
     p = tmp_path / "controls.yaml"
-    p.write_text(tiny_spec_text.replace(*CONTROLS).replace("seeds: [1, 2]", "seeds: [1]"))
+    no_paper = (
+        "  - id: not-tagloss\n    claim: the gain is not the tag loss\n    recipe: position\n"
+        "    against: none_tagloss\n    metrics: [ppl.joint.word_ppl]\n    better: lower\n"
+    )
+    p.write_text(tiny_spec_text.replace(*CONTROLS).replace("seeds: [1, 2]", "seeds: [1]") + no_paper)
     spec = load_spec(p, "test")
     shuffled_dir = shuffled_pair[1]
     data = dataclasses.replace(
@@ -284,7 +288,11 @@ def test_tag_control_cells_train_and_score(
     assert "tags" not in train_config(spec, "position", 1, "fp")
     assert train_config(spec, "position_shuffled", 1, "fp")["tags"] == "shuffled"
     out = tmp_path / "study"
-    run_study(spec, out, data=data, report=False)
+    run_study(spec, out, data=data)
+    study = json.loads((out / "study.json").read_text())
+    assert study["cells_finished"] == study["cells_planned"] == 4
+    assert {c["id"]: c["against"] for c in study["claims"]}["not-tagloss"] == "none_tagloss"
+    assert "the gain is not the tag loss" in (out / "study.md").read_text()  # a claim with no paper numbers
 
     def metrics(label: str) -> dict:
         return json.loads((cell_dir(out, label, 1) / "metrics.json").read_text())
