@@ -12,12 +12,17 @@ because the benchmark machine may be shared; the CPU time of that pass is report
 (``sentences_per_cpu_second``: the load-independent figure when run with ``--threads 1``). Same
 torch/OMP thread count for both (spaCy's parser itself runs on one core).
 
+``--corpus NAME`` times the first ``--limit`` sentences of a pre-training corpus's train split
+instead (``text`` corpora cut by ``structpe.train.corpus.split_sentences``, as ``structpe prepare``
+does), e.g. ``--corpus gutenberg-pd-10m --limit 3000``: the data stage's own sentences.
+
 Run:  OMP_WAIT_POLICY=PASSIVE python benchmarks/parser_speed.py --model DIR [--threads 2] [--output F]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -50,6 +55,24 @@ def timed(fn, items, repeats: int) -> dict[str, float]:
     }
 
 
+def corpus_sentences(name: str, data: str | None, limit: int | None) -> tuple[list[list[str]], Path]:
+    """The first ``limit`` train sentences of a corpus, as the prepare step cuts them."""
+    from structpe.train.corpus import iter_units, split_sentences
+    from structpe.train.prepare import corpus_splits
+
+    splits, fmt = corpus_splits(name, data, ("train",))
+    path = splits["train"][0]
+    if fmt == "lines":
+        return [u.split() for u in itertools.islice(iter_units(path, fmt), limit)], path
+    words: list[list[str]] = []
+    units = iter_units(path, fmt)
+    while batch := list(itertools.islice(units, 256)):
+        words += [s for para in split_sentences(batch) for s in para]
+        if limit is not None and len(words) >= limit:
+            break
+    return words[:limit], path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, help="trained hexatagger folder")
@@ -63,6 +86,7 @@ def main() -> None:
     )
     ap.add_argument("--spacy-batch-size", type=int, default=256)
     ap.add_argument("--limit", type=int, default=None, help="first N sentences only (smoke runs)")
+    ap.add_argument("--corpus", default=None, help="time a pre-training corpus's train sentences, not EWT")
     ap.add_argument("--output", default=None, help="also write the JSON here")
     args = ap.parse_args()
 
@@ -73,9 +97,11 @@ def main() -> None:
     from structpe.syntax.hexatagger_data import load_sentences, treebank_file
     from structpe.syntax.parsers import get_parser
 
-    path = treebank_file(data_root(args.data), "ewt", "test")
-    sents = load_sentences(path, args.limit)
-    words = [s.words for s in sents]
+    if args.corpus:
+        words, path = corpus_sentences(args.corpus, args.data, args.limit)
+    else:
+        path = treebank_file(data_root(args.data), "ewt", "test")
+        words = [s.words for s in load_sentences(path, args.limit)]
     result: dict = {
         "data": str(path),
         "sentences": len(words),

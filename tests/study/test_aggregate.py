@@ -1,59 +1,165 @@
-"""Aggregation on synthetic cell metrics: mean ± sd, paired differences, the bootstrap CI, the
-verdict rule, and the report (tables, plots) written from them."""
+"""Aggregation on synthetic cell metrics: mean ± sd, the paired tests against scipy and hand
+computations, Holm, the verdict rule (bounds included), and the report written from them."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from structpe.study.aggregate import aggregate, bootstrap_ci, combine, load_cell_metrics, mean_sd, verdict
-from structpe.study.report import write_study_report
+from structpe.study.aggregate import (
+    adjust,
+    aggregate,
+    bound_of,
+    combine,
+    diff_bound,
+    holm,
+    load_cell_metrics,
+    mean_sd,
+    paired,
+    paired_test,
+)
+from structpe.study.report import _table, write_study_report
 from structpe.study.runner import write_json_atomic
 from structpe.study.spec import SyntaxGymSpec, load_spec
 
 
-def test_bootstrap_ci_brackets_the_mean_and_is_reproducible() -> None:
-    rng = np.random.default_rng(1)
-    xs = rng.normal(2.0, 1.0, size=30)
-    lo, hi = bootstrap_ci(xs)
-    assert lo < xs.mean() < hi
-    # close to the normal-theory interval for 30 draws
-    half = 1.96 * xs.std(ddof=1) / math.sqrt(len(xs))
-    assert lo == pytest.approx(xs.mean() - half, abs=0.15) and hi == pytest.approx(xs.mean() + half, abs=0.15)
-    assert bootstrap_ci(xs) == (lo, hi)
-    assert bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
+def test_paired_test_matches_scipy_on_synthetic_pairs() -> None:
+    rng = np.random.default_rng(7)
+    base = rng.normal(50.0, 5.0, size=8)
+    rec = base + rng.normal(0.8, 1.0, size=8)  # paired: the seed effect cancels
+    for better, sign in (("higher", 1.0), ("lower", -1.0)):
+        t = paired_test(sign * (rec - base))
+        alt = "greater" if better == "higher" else "less"
+        ref = stats.ttest_rel(rec, base, alternative=alt)
+        opp = stats.ttest_rel(rec, base, alternative="less" if alt == "greater" else "greater")
+        assert t["p"] == pytest.approx(ref.pvalue) and t["p_against"] == pytest.approx(opp.pvalue)
+    t = paired_test(rec - base)
+    ci = stats.ttest_rel(rec, base).confidence_interval(0.95)
+    assert t["ci95"] == pytest.approx([ci.low, ci.high])
+    assert t["mean"] == pytest.approx(float(np.mean(rec - base))) and t["n"] == 8
 
 
-def test_three_seed_interval_is_min_to_max() -> None:
-    # 10 distinct resamples: the 2.5% / 97.5% quantiles are the extreme differences
-    assert bootstrap_ci([1.0, 2.0, 4.0]) == pytest.approx((1.0, 4.0))
+def test_paired_test_by_hand() -> None:
+    # d = 1, 2, 3: mean 2, sd 1, t = 2 / (1 / sqrt 3) = 2 sqrt 3 on 2 df, where the t survival
+    # function has the closed form 1/2 (1 - t / sqrt(t^2 + 2))
+    t_stat = 2 * math.sqrt(3)
+    p = 0.5 * (1 - t_stat / math.sqrt(t_stat**2 + 2))
+    half = 4.302652729911275 / math.sqrt(3)  # t_{0.975, 2} * se
+    r = paired_test([1.0, 2.0, 3.0])
+    assert r["p"] == pytest.approx(p) and r["p"] == pytest.approx(0.0370899501)
+    assert r["p_against"] == pytest.approx(1 - p)
+    assert r["ci95"] == pytest.approx([2 - half, 2 + half])
+    # the exact sign-flip p: only the all-positive pattern of 8 reaches the observed mean
+    assert r["p_perm"] == pytest.approx(1 / 8) and r["p_perm_min"] == 1 / 8
+    assert (r["n_positive"], r["n_negative"]) == (3, 0)
+
+
+def test_sign_flip_p_enumerates_every_pattern() -> None:
+    d = np.array([3.0, -1.0, 2.0, 0.5, 1.5])
+    flips = [np.mean(np.array(s) * d) for s in itertools.product((1, -1), repeat=d.size)]
+    by_hand = sum(m >= d.mean() - 1e-12 for m in flips) / 2**d.size
+    r = paired_test(d)
+    assert r["p_perm"] == pytest.approx(by_hand) and r["p_perm_min"] == 2.0**-5
+
+
+def test_all_same_sign_three_seeds_does_not_replicate() -> None:
+    # every seed moves the paper's way (the old bootstrap rule said "replicates"), but the spread is
+    # large: the t-test does not reject, and the sign-flip p cannot go below 2^-3 = 0.125
+    rows = [paired_rows([0.01, 0.5, 0.02])]
+    adjust(rows)
+    assert rows[0]["p"] > 0.05 and rows[0]["p_perm"] == pytest.approx(0.125)
+    assert rows[0]["verdict"] == "not shown"
+
+
+def paired_rows(signed: list[float], bound: str | None = None) -> dict:
+    """A decision row as :func:`paired` builds it, from signed differences (better = higher)."""
+    cells = [
+        {"recipe_label": lab, "seed": s, "scores": {"m": v}}
+        for s, d in enumerate(signed, start=1)
+        for lab, v in (("a", 10.0), ("r", 10.0 + d))
+    ]
+    return paired(cells, "r", "a", "m", "higher", bound)
+
+
+def test_holm_by_hand() -> None:
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 -> running max
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    adj = holm([math.nan, 0.01, 0.02, 0.9])  # nan: no test, not counted (m = 3)
+    assert math.isnan(adj[0]) and adj[1:] == pytest.approx([0.03, 0.04, 0.9])
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([]) == []
 
 
 @pytest.mark.parametrize(
-    ("diffs", "better", "expect"),
+    ("signed", "bound", "expect"),
     [
-        ([1.0, 2.0, 0.5], "higher", "replicates"),
-        ([-1.0, -2.0, -0.5], "lower", "replicates"),
-        ([-1.0, -2.0, -0.5], "higher", "does not"),
-        ([0.0, 0.0, 0.0], "higher", "does not"),  # no gain is not a replication
-        ([1.0, -1.0, 2.0], "higher", "inconclusive"),
-        ([3.0], "higher", "inconclusive"),  # one seed: no interval
-        ([], "higher", "inconclusive"),
+        ([1.0, 1.1, 0.9, 1.05], None, "replicates"),
+        ([-1.0, -1.1, -0.9, -1.05], None, "contradicts"),
+        ([1.0, -1.0, 0.5, -0.2], None, "not shown"),
+        ([3.0], None, "not shown"),  # one seed: no test
+        ([1.0, 1.1, 0.9, 1.05], "lower", "replicates"),  # a bound that already beats the comparison
+        ([-1.0, -1.1, -0.9, -1.05], "lower", "not shown"),  # a bound never contradicts
+        ([1.0, 1.1, 0.9, 1.05], "upper", "not shown"),
+        ([-1.0, -1.1, -0.9, -1.05], "upper", "contradicts"),
+        ([1.0, 1.1, 0.9, 1.05], "both", "not shown"),
+        ([-1.0, -1.1, -0.9, -1.05], "both", "not shown"),
     ],
 )
-def test_verdict_rule(diffs: list[float], better: str, expect: str) -> None:
-    assert verdict(diffs, better)[0] == expect
+def test_verdict_rule(signed: list[float], bound: str | None, expect: str) -> None:
+    rows = [paired_rows(signed, bound)]
+    family = adjust(rows)
+    assert rows[0]["verdict"] == expect
+    assert family["paper_direction"] == (0 if bound in ("upper", "both") or len(signed) < 2 else 1)
+
+
+def test_holm_decides_over_the_family() -> None:
+    # p = 0.0094 alone replicates; beside nine null metrics Holm multiplies it by 10
+    strong = paired_rows([0.5, 0.8, 0.6])
+    nulls = [paired_rows([0.3, -0.2, 0.1]) for _ in range(9)]
+    assert 0.005 < strong["p"] < 0.01
+    alone = [dict(strong)]
+    adjust(alone)
+    assert alone[0]["verdict"] == "replicates"
+    rows = [strong, *nulls]
+    assert adjust(rows) == {"paper_direction": 10, "against": 10}
+    assert strong["p_adj"] == pytest.approx(10 * strong["p"]) and strong["verdict"] == "not shown"
+
+
+def test_missing_metric_is_not_run() -> None:
+    row = paired([], "r", "a", "m", "higher")
+    adjust([row])
+    assert row["verdict"] == "not run" and math.isnan(row["p_adj"])
+
+
+def test_bounds() -> None:
+    assert bound_of("ppl.joint.word_ppl", reads_tags=True) == "upper"
+    assert bound_of("ppl.marginal.token_ppl", reads_tags=True) == "upper"
+    assert bound_of("ppl.marginal_k10.word_ppl", reads_tags=True) == "upper"
+    assert bound_of("ppl.joint.word_ppl", reads_tags=False) is None  # exact p(x)
+    assert bound_of("ppl.conditional.word_ppl", reads_tags=True) is None  # not a likelihood of x
+    assert bound_of("ppl.joint.n_sentences", reads_tags=True) is None
+    assert bound_of("blimp.joint.overall", reads_tags=True) is None
+    # "X lowers PPL" with X's PPL an upper bound: the observed gain is a lower bound on the true one
+    assert diff_bound("lower", "upper", None) == "lower"
+    assert diff_bound("lower", None, "upper") == "upper"  # the comparison's bound flatters X
+    assert diff_bound("higher", "upper", None) == "upper"
+    assert diff_bound("higher", None, "upper") == "lower"
+    assert diff_bound("lower", "upper", "upper") == "both" and diff_bound("lower", None, None) is None
 
 
 def test_combine() -> None:
-    assert combine(["replicates", "replicates"]) == "replicates"
-    assert combine(["does not", "does not"]) == "does not"
-    assert combine(["replicates", "does not"]) == "inconclusive"
-    assert combine(["replicates", "inconclusive"]) == "inconclusive"
+    assert combine(["replicates", "not shown"]) == "replicates"
+    assert combine(["contradicts", "not run"]) == "contradicts"
+    assert combine(["replicates", "contradicts"]) == "not shown"
+    assert combine(["not shown", "not shown"]) == "not shown"
+    assert combine(["not run", "not run"]) == "not run"
+    assert combine([]) == "-"
 
 
 def test_mean_sd() -> None:
@@ -78,13 +184,17 @@ def _cell(label: str, seed: int, scores: dict[str, float]) -> dict:
 
 def _synthetic(out: Path) -> None:
     # position beats none by 2, 3, 4 joint-PPL points on seeds 1, 2 (paired), and has a seed-3
-    # cell whose baseline is missing (it must not enter the paired statistics)
+    # cell whose baseline is missing (it must not enter the paired statistics); its leakage
+    # summary is stored clipped (as old cells have it) and the report recomputes it from the gains
     base = {1: 100.0, 2: 110.0}
     for seed, b in base.items():
         scores = {
             "ppl.conditional.word_ppl": b,
+            "ppl.conditional.n_sentences": 12.0,
             "ppl.joint.word_ppl": b,
+            "ppl.joint.n_sentences": 12.0,
             "syntaxgym.conditional.circuit.Agreement": 0.5,
+            "syntaxgym.conditional.sg_score": 0.5,
         }
         write_json_atomic(
             out / "cells" / "none" / f"seed-{seed}" / "metrics.json", _cell("none", seed, scores)
@@ -93,8 +203,17 @@ def _synthetic(out: Path) -> None:
         b = base.get(seed, 120.0)
         scores = {
             "ppl.conditional.word_ppl": b - 20.0,
+            "ppl.conditional.n_sentences": 12.0,
             "ppl.joint.word_ppl": b - d,
+            "ppl.joint.n_sentences": 12.0,
             "syntaxgym.conditional.circuit.Agreement": 0.6,
+            "syntaxgym.conditional.sg_score": 0.6,
+            "leakage.full.word_ppl": 80.0,
+            "leakage.prefix.word_ppl": 200.0,
+            "leakage.full.gain": 0.2,
+            "leakage.prefix.gain": -1.0 * seed,
+            "leakage.baseline.word_ppl": 100.0,
+            "leakage.summary.surviving_share": 0.0,
         }
         write_json_atomic(
             out / "cells" / "position" / f"seed-{seed}" / "metrics.json", _cell("position", seed, scores)
@@ -109,26 +228,49 @@ def test_aggregate_pairs_by_seed(tiny_spec: Path, tmp_path: Path) -> None:
     agg = aggregate(cells, spec)
     pos = agg["recipes"]["position"]["scores"]["ppl.joint.word_ppl"]
     assert pos["n"] == 3 and pos["mean"] == pytest.approx((98 + 107 + 116) / 3)
+    assert agg["recipes"]["position"]["reads_tags"] and not agg["recipes"]["none"]["reads_tags"]
     p = agg["vs_baseline"]["position"]["ppl.joint.word_ppl"]
-    assert p["seeds"] == [1, 2] and p["diffs"] == [-2.0, -3.0] and p["mean_diff"] == -2.5
-    assert p["ci95"] == pytest.approx([-3.0, -2.0]) and p["verdict"] == "replicates"
+    # raw recipe - baseline is -2, -3; signed to "lower is better" it is +2, +3
+    assert p["seeds"] == [1, 2] and p["diffs"] == [-2.0, -3.0] and p["signed"] == [2.0, 3.0]
+    assert p["mean"] == 2.5 and p["bound"] == "lower"  # position's joint PPL bounds its PPL
     claim = agg["claims"][0]
-    assert claim["verdict"] == "replicates" and claim["paper"]["recipe"] == 16.95
-    assert claim["show"][0]["metric"] == "ppl.conditional.word_ppl"
+    row = claim["metrics"][0]
+    # t = 2.5 / 0.5 = 5 on 1 df: p = 1/2 - atan(5)/pi (the Cauchy tail)
+    assert row["p"] == pytest.approx(0.5 - math.atan(5) / math.pi)
+    assert row["verdict"] == "not shown" and claim["verdict"] == "not shown"
+    assert claim["paper"]["recipe"] == 16.95
+    assert claim["show"][0]["metric"] == "ppl.conditional.word_ppl" and "verdict" not in claim["show"][0]
+    share = agg["recipes"]["position"]["surviving_share"]
+    assert share["by_seed"] == pytest.approx({1: -5.0, 2: -10.0, 3: -15.0})  # unclipped, from the gains
     assert agg["cells_finished"] == 5 and agg["cells_planned"] == 6
 
 
 def test_report_files(tiny_spec: Path, tmp_path: Path) -> None:
     spec = load_spec(tiny_spec, "test")
+    spec.claims[0].honest = ["ppl.marginal.word_ppl"]  # no cell has it: "not run"
     _synthetic(tmp_path)
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")
     md = (tmp_path / "study.md").read_text()
-    assert "| **ppl** |" in md and "**replicates**" in md
+    assert "| **ppl** |" in md and "**not shown** / honest **not run**" in md
     assert "conditioned on one fixed parse" in md and "structpe study run tiny-study" in md
+    assert "Holm-Bonferroni" in md and "0.125 with 3 seeds" not in md and "0.25 with 2 seeds" in md
+    assert "word PPL [joint p(x, T): upper bound if tagged; n = 12 sentences]" in md
+    assert (
+        "`ppl.joint.word_ppl` [joint p(x, T): upper bound if tagged; n = 12 sentences] (bound: lower)" in md
+    )
+    assert "| +2.000, +3.000 |" in md  # signed to the paper's direction, not raw recipe - baseline
+    assert "-5.00, -10.00, -15.00" in md  # the unclipped leakage share
+    for old in ("inconclusive", "does not", "bootstrap"):
+        assert old not in md
     assert (tmp_path / "syntaxgym_circuit_conditional.png").stat().st_size > 0
     assert (tmp_path / "ppl_modes.png").stat().st_size > 0
     data = json.loads((tmp_path / "study.json").read_text())
-    assert data["claims"][0]["metrics"][0]["diffs"] == [-2.0, -3.0]
+    assert data["claims"][0]["metrics"][0]["signed"] == [2.0, 3.0]
+    assert data["claims"][0]["honest"][0]["verdict"] == "not run"
+
+
+def test_table_escapes_pipes() -> None:
+    assert _table([["p(x | T)", "1"]], ["mode", "n"])[2] == "| p(x \\| T) | 1 |"
 
 
 def test_report_reads_scores_against_chance(tiny_spec: Path, tmp_path: Path, shared_data: Path) -> None:

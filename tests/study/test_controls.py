@@ -385,12 +385,12 @@ def test_prefix_data_resumes_from_its_shards(
     out = tmp_path / "prefix"
     with pytest.raises(KeyboardInterrupt):
         prepare(splits, tiny_data.tokenizer_dir, out, settings=settings)
-    shards = list(tmp_path.glob(".prefix-shards-*/train-*"))
+    shards = list(tmp_path.glob(".prefix.shards-*/train/shard-*"))
     assert len(shards) == 2 and not out.exists()
     calls.clear()
     prepare(splits, tiny_data.tokenizer_dir, out, settings=settings)
     assert calls == [10, 12]  # the third train shard and the validation split, nothing again
-    assert not list(tmp_path.glob(".prefix-shards-*"))  # removed once the dataset is in place
+    assert not list(tmp_path.glob(".prefix.shards-*"))  # removed once the dataset is in place
     done, meta = load_prepared(out)
     whole, _ = load_prepared(prefix_data)  # the same data prepared in one go
     assert done["train"]["terminal_ids"] == whole["train"]["terminal_ids"]

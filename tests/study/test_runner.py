@@ -15,6 +15,7 @@ from transformers import TrainerCallback
 
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
+from structpe.study.aggregate import VERDICTS
 from structpe.study.data import StudyData
 from structpe.study.runner import (
     StudyError,
@@ -75,11 +76,7 @@ def test_study_runs_resumes_and_skips(
     assert json.loads((cell_dir(out, "position", 2) / "metrics.json").read_text()) == m
 
     study = json.loads((out / "study.json").read_text())
-    assert study["cells_finished"] == 4 and study["claims"][0]["verdict"] in (
-        "replicates",
-        "does not",
-        "inconclusive",
-    )
+    assert study["cells_finished"] == 4 and study["claims"][0]["verdict"] in VERDICTS
     md = (out / "study.md").read_text()
     assert "Verdict rule" in md and "structpe study run tiny" in md and "fixed parse" in md
     assert (out / "ppl_modes.png").stat().st_size > 0
@@ -119,6 +116,7 @@ def test_changed_evaluations_rerun_without_training(
 
 def test_leakage_summary_share() -> None:
     report = {
+        "n_sentences": 50,
         "variants": {
             "full": {"word_ppl": 80.0, "token_ppl": 40.0},
             "prefix": {"word_ppl": 95.0, "token_ppl": 47.0},
@@ -130,7 +128,13 @@ def test_leakage_summary_share() -> None:
     }
     s = leakage_summary(report)
     assert s["summary.surviving_share"] == pytest.approx(0.25)
-    assert s["full.gain"] == 0.2 and s["baseline.word_ppl"] == 100.0
+    assert s["full.gain"] == 0.2 and s["baseline.word_ppl"] == 100.0 and s["summary.n_sentences"] == 50
+    # causal tags worse than the baseline: the share is negative, not clipped to 0
+    report["gain_vs_baseline"] = {"full": 0.2, "prefix": -3.0, "prefix_drop_last": -1.0}
+    assert leakage_summary(report)["summary.surviving_share"] == pytest.approx(-5.0)
+    # no full-parse gain: a ratio of two losses means nothing, so no share
+    report["gain_vs_baseline"] = {"full": -0.1, "prefix": -3.0, "prefix_drop_last": -1.0}
+    assert "summary.surviving_share" not in leakage_summary(report)
 
 
 def test_encoder_cells_score_by_pll(tiny_spec: Path, tiny_data: StudyData, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from structpe.cli import main
 from structpe.study.spec import StudySpecError, load_spec, select
 
 
-@pytest.mark.parametrize("profile", ["cpu-mini", "smoke", "paper"])
+@pytest.mark.parametrize("profile", ["cpu-mini", "cpu-small", "smoke", "paper"])
 def test_shipped_spec_loads(profile: str) -> None:
     spec = load_spec("sipe-txl", profile)
     assert [r.label for r in spec.recipes] == [
@@ -35,10 +35,54 @@ def test_shipped_spec_loads(profile: str) -> None:
     assert k2.against == "position" and k2.better == "lower"
 
 
+def test_claims_have_honest_verdicts_and_may_omit_the_paper(tiny_spec: Path) -> None:
+    spec = load_spec("sipe-txl", "cpu-mini")
+    for c in spec.claims:
+        if c.metrics[0].startswith("syntaxgym."):
+            assert c.honest == ["syntaxgym.marginal.sg_score"]
+        if c.metrics[0].startswith("blimp."):
+            assert c.honest == ["blimp.marginal.overall"]
+    assert (
+        "marginal" in spec.evaluations.blimp.likelihoods
+        and "marginal" in spec.evaluations.syntaxgym.likelihoods
+    )
+    assert not spec.reads_tags("none") and spec.reads_tags("position")
+    text = tiny_spec.read_text()
+    control = _write(
+        tiny_spec.parent,
+        text.replace("    paper: {baseline: 18.63, recipe: 16.95, source: Table 2}\n", "")
+        .replace("[conditional, joint], sentences: 12", "[conditional, joint, marginal], sentences: 12")
+        .replace("    show: [ppl.conditional.word_ppl]\n", "    honest: [ppl.marginal.word_ppl]\n"),
+    )
+    claim = load_spec(control, "test").claims[0]
+    assert claim.paper == {} and claim.honest == ["ppl.marginal.word_ppl"]
+
+
 def test_paper_profile_is_the_papers_depth() -> None:
     spec = load_spec("sipe-txl", "paper")
     assert "model.n_layers=16" in spec.profile_overrides
     assert spec.evaluations.blimp.limit is None  # every BLiMP pair
+
+
+def test_scaled_profiles_train_on_the_gutenberg_corpus() -> None:
+    """cpu-small and paper read gutenberg-pd-10m (a corpus `--corpus` knows and `data fetch` builds);
+    cpu-mini stays on Brown, and how the data stage runs never enters a cell's training hash."""
+    import dataclasses
+
+    from structpe.data.registry import registry
+    from structpe.study.runner import train_config
+    from structpe.train.prepare import KNOWN_CORPORA
+
+    for profile in ("cpu-small", "paper"):
+        ds = load_spec("sipe-txl", profile).dataset
+        assert ds.corpus == "gutenberg-pd-10m" and ds.parser == "hexatagger"
+        assert KNOWN_CORPORA[ds.corpus][0] == registry()["gutenberg-pd-10m"].folder
+        assert ds.num_proc == 2 and ds.shard_units
+    mini = load_spec("sipe-txl", "cpu-mini")
+    assert mini.dataset.corpus == "brown" and (mini.dataset.num_proc, mini.dataset.shard_units) == (1, None)
+    before = train_config(mini, "position", 1, "fp")
+    mini.dataset = dataclasses.replace(mini.dataset, num_proc=2, shard_units=64)
+    assert train_config(mini, "position", 1, "fp") == before
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -64,6 +108,11 @@ def _edit(tiny_spec: Path, old: str, new: str) -> Path:
         ("[conditional, joint]", "[conditional, jiont]", "unknown value(s) ['jiont']"),
         ("recipe: position\n", "recipe: positio\n", "unknown recipe 'positio'"),
         ("[ppl.joint.word_ppl]", "[ppl.marginal.word_ppl]", "not produced by this spec's evaluations"),
+        (
+            "    show: [ppl.conditional.word_ppl]\n",
+            "    honest: [blimp.marginal.overall]\n",
+            "metric 'blimp.marginal.overall' is not produced by this spec's evaluations",
+        ),
         ("seeds: [1, 2]", "seeds: [1, 1]", "seeds has duplicates"),
         ("baseline: none", "baseline: nothing", "baseline 'nothing' is not one of the recipes"),
         ("better: lower", "better: smaller", "better must be one of"),
@@ -120,3 +169,19 @@ def test_encoder_spec_loads(profile: str) -> None:
     assert all(
         m == ["conditional"] for m in (spec.evaluations.blimp.likelihoods, spec.evaluations.ppl.likelihoods)
     )
+
+
+def test_text_test_sentences_are_cut_and_scored_as_trained() -> None:
+    """A ``text`` corpus's test paragraphs: cut by ``split_sentences`` (as in training), parsed
+    pre-tokenized, each scored as the detokenized text of its words (the form the LM saw)."""
+    from structpe.study.data import parse_units
+    from structpe.syntax.parsers import get_parser
+
+    paras = ["The dog barked at me. It ran away!", '"Who is there?" she asked.']
+    sents = parse_units(get_parser("hexatagger"), paras, "text", 3)
+    assert [s.words for s in sents] == [
+        ["The", "dog", "barked", "at", "me", "."],
+        ["It", "ran", "away", "!"],
+        ['"', "Who", "is", "there", "?", '"'],
+    ]
+    assert [s.meta["text"] for s in sents] == ["The dog barked at me.", "It ran away!", '"Who is there?"']

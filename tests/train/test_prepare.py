@@ -196,3 +196,70 @@ def test_missing_and_corrupt_datasets(gold_dataset: Path, tmp_path: Path) -> Non
     arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])  # a half-copied file
     with pytest.raises(PreparedDataError, match="cannot load the dataset"):
         load_prepared(broken)
+
+
+PROSE = [
+    "The old man saw the boat. It was red and\nvery small.",
+    "She ran home quickly!",
+    "Nobody answered. The door stayed shut; the lamp burned low.",
+    "Why did he come? Nobody knew.",
+    "At dawn the rain stopped.",
+]
+
+
+def test_text_units_are_cut_by_one_rule_whatever_the_parser(tmp_path: Path) -> None:
+    """``text`` paragraphs reach the parser as the sentences of ``split_sentences``, pre-tokenized."""
+    from structpe.train.corpus import split_sentences
+    from structpe.train.prepare_steps import _parse_batch
+
+    cut = split_sentences(PROSE)
+    assert [len(p) for p in cut] == [2, 1, 2, 2, 1]
+    assert cut[0][1] == ["It", "was", "red", "and", "very", "small", "."]  # the line break is no word
+    words = [s for p in cut for s in p]
+    for parser in ("spacy", "hexatagger"):
+        out = _parse_batch({"text": PROSE}, parser, {"nonprojective": "lift"})
+        assert out["words"] == words, parser
+
+
+def test_sharded_parse_resumes_after_a_kill_and_matches_one_pass(
+    bpe_tokenizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import structpe.train.prepare as prep
+
+    text = tmp_path / "prose.txt"
+    text.write_text("\n\n".join(PROSE) + "\n")
+    settings = PrepareSettings(parser="spacy", input_format="text", seq_len=SEQ_LEN)
+    one_pass = prepare({"train": [text]}, bpe_tokenizer, tmp_path / "one", settings=settings)
+
+    real, calls = prep._parse_batch, []
+
+    def killed_at_third_shard(batch: dict, **kw: object) -> dict:
+        calls.append(len(batch["text"]))
+        if len(calls) == 3:
+            raise KeyboardInterrupt("killed")
+        return real(batch, **kw)
+
+    monkeypatch.setattr(prep, "_parse_batch", killed_at_third_shard)
+    out = tmp_path / "sharded"
+    with pytest.raises(KeyboardInterrupt):
+        prepare({"train": [text]}, bpe_tokenizer, out, settings=settings, shard_units=2)
+    (shards,) = tmp_path.glob(".sharded.shards-*")
+    assert sorted(p.name for p in (shards / "train").iterdir()) == ["shard-00000", "shard-00001"]
+    assert not out.exists()
+
+    calls.clear()
+
+    def counted(batch: dict, **kw: object) -> dict:
+        calls.append(len(batch["text"]))
+        return real(batch, **kw)
+
+    monkeypatch.setattr(prep, "_parse_batch", counted)
+    prepare({"train": [text]}, bpe_tokenizer, out, settings=settings, shard_units=2)
+    assert calls == [1]  # only the last shard (paragraph 5) was parsed again
+    assert not shards.exists()
+    a, b = load_from_disk(str(one_pass))["train"], load_from_disk(str(out))["train"]
+    assert a.to_dict() == b.to_dict()
+    meta = json.loads((out / METADATA_FILE).read_text())
+    assert meta["fingerprint"] == json.loads((one_pass / METADATA_FILE).read_text())["fingerprint"]
+    with pytest.raises(ValueError, match="shard_units must be >= 1"):
+        prepare({"train": [text]}, bpe_tokenizer, tmp_path / "x", settings=settings, shard_units=0)

@@ -7,6 +7,8 @@ reproduce the files of the shared data folder byte for byte (checked by the regi
 
 from __future__ import annotations
 
+import hashlib
+import re
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -90,6 +92,75 @@ def build_gutenberg(paths: list[Path]) -> dict[str, bytes]:
     return {f"gutenberg.{s}.txt.gz": ("\n\n\n".join(parts[s]) + "\n").encode("utf-8") for s in BROWN_SPLITS}
 
 
+# -- gutenberg-pd-10m: whole Project Gutenberg books, split by book ---------------------------------
+# The reference recipe (the corpus's PROVENANCE.md) *selected* 196 books from 3,443 by author, language,
+# length and duplicates; the registry pins that selection (one download per book, in the recipe's
+# order). What is rebuilt here is everything that turns a selected book into corpus text: the PG
+# header/footer cut, the cleaning and the split, so the outputs match the shared files byte for byte.
+PG_START = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG", re.I)
+PG_END = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG", re.I)
+PG_EBOOK = re.compile(r"\[E-?Book #(\d+)\]", re.I)
+PG_IMAGE = re.compile(r"^\s*(\S+\.(jpe?g|png|gif)(\s*\(\d+K\))?|Full Size)\s*$|\.(jpe?g|png|gif)\}\s*$", re.I)
+PG_NOTE = re.compile(r"project gutenberg|gutenberg\.org|gutenberg\.net", re.I)
+PG_CREDITS = (
+    "produced by",
+    "e-text prepared by",
+    "etext prepared by",
+    "transcribed from",
+    "prepared by",
+    "this etext was",
+)
+PD_SPLITS = ("train", "dev", "test")
+
+
+def gutenberg_pd_split(key: str) -> str:
+    """The book's split: sha256 of its ebook number (else its git blob id) mod 20; 0 dev, 1 test."""
+    h = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 20
+    return "dev" if h == 0 else "test" if h == 1 else "train"
+
+
+def gutenberg_pd_clean(text: str, where: str) -> tuple[str, str | None]:
+    """(cleaned body, ebook number or None) of one Project Gutenberg file.
+
+    CRLF -> LF; the text between the ``*** START`` and ``*** END OF ... PROJECT GUTENBERG`` lines,
+    without image-caption lines, trailing spaces, a leading "Produced by" credit paragraph, and
+    paragraphs naming Project Gutenberg among the first 15 or the last 3; one blank line between
+    paragraphs, one final newline. ``where`` names the book in the error for a file without markers.
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    num = PG_EBOOK.search("\n".join(lines[:80]))
+    s = next((i for i, line in enumerate(lines) if PG_START.match(line)), None)
+    e = next((i for i, line in enumerate(lines) if PG_END.match(line)), None)
+    if s is None or e is None or e <= s:
+        raise ValueError(f"{where}: no Project Gutenberg START/END markers")
+    body = [line.rstrip() for line in lines[s + 1 : e] if not PG_IMAGE.search(line)]
+    while body and not body[0]:
+        body.pop(0)
+    if body and body[0].lower().startswith(PG_CREDITS):
+        while body and body[0]:
+            body.pop(0)
+    paras = re.split(r"\n\s*\n", "\n".join(body).strip())
+    keep = [p for i, p in enumerate(paras) if not ((i < 15 or i >= len(paras) - 3) and PG_NOTE.search(p))]
+    return "\n\n".join(keep).strip() + "\n", (num.group(1) if num else None)
+
+
+def build_gutenberg_pd(paths: list[Path]) -> dict[str, bytes]:
+    """The pinned books (registry order) -> ``gutenberg_pd.{train,dev,test}.txt``: each book cleaned
+    by :func:`gutenberg_pd_clean`, put in the split :func:`gutenberg_pd_split` gives it, books of a
+    split in registry order with one blank line between them."""
+    parts: dict[str, list[str]] = {s: [] for s in PD_SPLITS}
+    for p in paths:
+        raw = p.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{p.name}: not UTF-8 ({err})") from None
+        body, num = gutenberg_pd_clean(text, p.name)
+        blob = hashlib.sha1(f"blob {len(raw)}\0".encode() + raw).hexdigest()  # git's id of the file
+        parts[gutenberg_pd_split(num or blob)].append(body)
+    return {f"gutenberg_pd.{s}.txt.gz": "\n".join(parts[s]).encode("utf-8") for s in PD_SPLITS}
+
+
 def build_concat(paths: list[Path]) -> dict[str, bytes]:
     """CoLA: GLUE's dev set is the in-domain dev file followed by the out-of-domain one, as they are."""
     return {"dev.tsv": b"".join(p.read_bytes() for p in paths)}
@@ -99,4 +170,5 @@ BUILDERS: dict[str, Callable[[list[Path]], dict[str, bytes]]] = {
     "brown": build_brown,
     "gutenberg": build_gutenberg,
     "concat": build_concat,
+    "gutenberg-pd": build_gutenberg_pd,
 }

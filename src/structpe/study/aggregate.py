@@ -1,32 +1,48 @@
-"""Aggregating a study: mean ± sd per recipe, paired differences with bootstrap CIs, verdicts.
+"""Aggregating a study: mean ± sd per recipe, paired differences, tests and verdicts.
 
-Verdict rule (the one study.md states): for a claim "recipe R beats A on metric m", take the
-paired per-seed differences d_s = m(R, s) - m(A, s), signed so that d_s > 0 is the direction the
-paper claims, and the 95% percentile-bootstrap confidence interval of their mean (resampling
-seeds with replacement). The metric *replicates* when the interval lies above 0, *does not*
-when it lies at or below 0 (no gain, or a loss, in the claimed direction), and is
-*inconclusive* when it straddles 0 or fewer than two seeds are paired. A claim with several
-verdict metrics replicates when all of them replicate, does not when all of them do not, and is
-inconclusive otherwise.
+Verdict rule (the one study.md states, ``structpe.study.report.rule_text``): for a claim "recipe R beats A on
+metric m", take the paired per-seed differences d_s = m(R, s) - m(A, s), signed so that d_s > 0
+is the direction the paper claims. The decision test is the one-sided paired t-test of mean d > 0
+(scipy's ``ttest_1samp`` on the signed differences, ``alternative="greater"``); its p-values over
+every decision metric of the study (each claim's ``metrics`` and ``honest`` metrics) are
+Holm-Bonferroni adjusted as one family. The metric **replicates** when its adjusted p is < 0.05,
+**contradicts** when the adjusted p of the opposite one-sided test (mean d < 0, the same family
+correction over the opposite tests) is < 0.05, and is **not shown** otherwise (also with fewer than
+two paired seeds). A metric with no cell values is **not run**.
 
-With 3 seeds the bootstrap has only 10 distinct resamples: its 2.5% quantile is the smallest
-difference, so "replicates" then means "every seed improves". That is stated, not hidden.
+Bounds: a tagged model's joint p(x, T) and k-best marginal are lower bounds on its p(x), so the
+perplexity computed from them is an upper bound on its perplexity. A difference with such a side
+bounds the true difference from one side only: "X lowers perplexity" judged on X's bound can be
+shown (the bound already beats the baseline's exact p(x)) but never contradicted; the opposite
+test is not made (and is not in the family). With both sides bounds nothing can be decided.
+
+A claim with several decision metrics of one kind (the replication ``metrics`` or the ``honest``
+ones) replicates when at least one of them replicates and none contradicts (the family-wise
+correction covers every metric), contradicts in the mirror case, and is not shown otherwise.
+
+Robustness figure beside each test: the exact sign-flip permutation p of the mean (all 2^n sign
+patterns of n paired seeds enumerated); its smallest possible value is 2^-n (0.125 with 3 seeds).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
+from structpe.study.cell_scores import surviving_share
 from structpe.study.spec import StudySpec
 
-VERDICTS = ("replicates", "does not", "inconclusive")
-N_BOOT = 10000
+ALPHA = 0.05
+VERDICTS = ("replicates", "contradicts", "not shown", "not run")
+# likelihood modes whose perplexity is an upper bound for a model that reads tags (docs/likelihoods.md)
+BOUND_MODES = ("joint", "marginal")
 
 
 def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
@@ -46,43 +62,93 @@ def mean_sd(values: Sequence[float]) -> dict[str, float]:
     return {"mean": float(xs.mean()), "sd": sd, "n": int(xs.size)}
 
 
-def bootstrap_ci(
-    diffs: Sequence[float], level: float = 0.95, n_boot: int = N_BOOT, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile-bootstrap interval of the mean of ``diffs`` (seeds resampled with replacement).
+def paired_test(signed: Sequence[float]) -> dict[str, Any]:
+    """Tests of mean(signed) > 0 on paired differences already signed to the paper's direction.
 
-    numpy rather than scipy.stats.bootstrap: scipy's BCa default fails on the degenerate
-    resamples a 3-seed study produces; the percentile method is what the verdict rule states.
+    ``p`` / ``p_against``: one-sided t-test p of mean > 0 / mean < 0; ``ci95``: the two-sided 95%
+    t interval of the mean; ``p_perm``: the exact one-sided sign-flip permutation p (every one of
+    the 2^n sign patterns), whose smallest possible value ``p_perm_min`` is 2^-n.
+    Fewer than two differences: every p is nan (no test).
     """
-    xs = np.asarray(diffs, dtype=float)
-    if xs.size == 0:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    means = xs[rng.integers(0, xs.size, size=(n_boot, xs.size))].mean(axis=1)
-    a = (1.0 - level) / 2.0
-    return float(np.quantile(means, a)), float(np.quantile(means, 1.0 - a))
+    d = np.asarray(signed, dtype=float)
+    n = int(d.size)
+    nan = math.nan
+    out: dict[str, Any] = {
+        "n": n,
+        "mean": float(d.mean()) if n else nan,
+        "ci95": [nan, nan],
+        "p": nan,
+        "p_against": nan,
+        "p_perm": nan,
+        "p_perm_min": 2.0**-n if n else nan,
+        "n_positive": int((d > 0).sum()),
+        "n_negative": int((d < 0).sum()),
+    }
+    if n < 2:
+        return out
+    with warnings.catch_warnings():  # nearly equal differences: scipy warns, the result stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        two = stats.ttest_1samp(d, 0.0)
+        ci = two.confidence_interval(0.95)
+        out["p"] = float(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+        out["p_against"] = float(stats.ttest_1samp(d, 0.0, alternative="less").pvalue)
+    out["ci95"] = [float(ci.low), float(ci.high)]
+    perm = stats.permutation_test(
+        (d,),
+        lambda x, axis: np.mean(x, axis=axis),
+        permutation_type="samples",  # one sample: the signs are flipped, all 2^n patterns
+        alternative="greater",
+        n_resamples=np.inf,
+        vectorized=True,
+    )
+    out["p_perm"] = float(perm.pvalue)
+    return out
 
 
-def verdict(diffs: Sequence[float], better: str) -> tuple[str, tuple[float, float]]:
-    """The rule of the module docstring for one metric; returns (verdict, CI of the raw mean)."""
-    lo, hi = bootstrap_ci(diffs)
-    if len(diffs) < 2:
-        return "inconclusive", (lo, hi)
-    s_lo, s_hi = (lo, hi) if better == "higher" else (-hi, -lo)
-    if s_lo > 0:
-        return "replicates", (lo, hi)
-    if s_hi <= 0:
-        return "does not", (lo, hi)
-    return "inconclusive", (lo, hi)
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values; nan entries (no test) stay nan and are not counted.
+
+    Written out because scipy has none (``false_discovery_control`` is Benjamini-Hochberg) and
+    statsmodels is too heavy a dependency for six lines: sort the m p-values, multiply the i-th
+    smallest (i from 0) by m - i, make the sequence non-decreasing, cap at 1.
+    """
+    p = np.asarray(pvalues, dtype=float)
+    adj = np.full(p.shape, math.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = ok.size
+    if m:
+        order = ok[np.argsort(p[ok], kind="stable")]
+        steps = np.maximum.accumulate((m - np.arange(m)) * p[order])
+        adj[order] = np.minimum(steps, 1.0)
+    return [float(x) for x in adj]
 
 
-def combine(verdicts: Sequence[str]) -> str:
-    """A claim's verdict from its metrics' verdicts (module docstring)."""
-    if verdicts and all(v == "replicates" for v in verdicts):
-        return "replicates"
-    if verdicts and all(v == "does not" for v in verdicts):
-        return "does not"
-    return "inconclusive"
+def bound_of(metric: str, reads_tags: bool) -> str | None:
+    """``"upper"`` when a cell's value of ``metric`` is an upper bound on the true quantity.
+
+    A tagged model's joint p(x, T) and k-best marginal (``ppl.marginal``, ``ppl.marginal_k<k>``)
+    are lower bounds on p(x), so their perplexities are upper bounds; a model that reads no tags
+    gets its exact p(x) in every mode. Accuracies (BLiMP, SyntaxGym) are no bounds.
+    """
+    parts = metric.split(".")
+    if not reads_tags or len(parts) != 3 or parts[0] != "ppl" or not parts[2].endswith("ppl"):
+        return None
+    return "upper" if parts[1].split("_k")[0] in BOUND_MODES else None
+
+
+def diff_bound(better: str, recipe_bound: str | None, against_bound: str | None) -> str | None:
+    """How the observed signed difference bounds the true one: ``"lower"`` (true >= observed: it
+    can show the paper's direction, never contradict it), ``"upper"`` (only contradict),
+    ``"both"`` (neither: both sides are bounds), None (exact)."""
+    sign = 1 if better == "higher" else -1
+    kinds = set()
+    if recipe_bound == "upper":  # recipe_true <= recipe_observed
+        kinds.add("upper" if sign > 0 else "lower")
+    if against_bound == "upper":  # against_true <= against_observed
+        kinds.add("lower" if sign > 0 else "upper")
+    if len(kinds) > 1:
+        return "both"
+    return kinds.pop() if kinds else None
 
 
 def by_seed(cells: Sequence[dict[str, Any]], label: str, metric: str) -> dict[int, float]:
@@ -94,23 +160,74 @@ def by_seed(cells: Sequence[dict[str, Any]], label: str, metric: str) -> dict[in
 
 
 def paired(
-    cells: Sequence[dict[str, Any]], label: str, against: str, metric: str, better: str
+    cells: Sequence[dict[str, Any]],
+    label: str,
+    against: str,
+    metric: str,
+    better: str,
+    bound: str | None = None,
 ) -> dict[str, Any]:
-    """Per-seed differences of ``label`` minus ``against`` on ``metric`` with CI and verdict."""
+    """``label`` against ``against`` on ``metric``, paired by seed: raw differences (recipe -
+    comparison), the same signed to ``better`` (> 0 = better / the paper's way) and their tests.
+    ``bound``: :func:`diff_bound` of the comparison."""
     a, b = by_seed(cells, label, metric), by_seed(cells, against, metric)
     seeds = sorted(set(a) & set(b))
     diffs = [a[s] - b[s] for s in seeds]
-    v, (lo, hi) = verdict(diffs, better)
+    sign = 1.0 if better == "higher" else -1.0
+    signed = [sign * d for d in diffs]
     return {
         "metric": metric,
         "better": better,
+        "bound": bound,
         "seeds": seeds,
         "diffs": diffs,
+        "signed": signed,
         "recipe": mean_sd([a[s] for s in seeds]),
         "against": mean_sd([b[s] for s in seeds]),
-        "mean_diff": float(np.mean(diffs)) if diffs else math.nan,
-        "ci95": [lo, hi],
-        "verdict": v,
+        "ran": bool(a) and bool(b),
+        **paired_test(signed),
+    }
+
+
+def decide(row: dict[str, Any]) -> str:
+    """One decision metric's verdict from its adjusted p-values (module docstring)."""
+    if not row["ran"]:
+        return "not run"
+    if row.get("p_adj", math.nan) < ALPHA:
+        return "replicates"
+    if row.get("p_against_adj", math.nan) < ALPHA:
+        return "contradicts"
+    return "not shown"
+
+
+def combine(verdicts: Sequence[str]) -> str:
+    """A claim's verdict from its decision metrics' verdicts (module docstring)."""
+    if not verdicts:
+        return "-"
+    if all(v == "not run" for v in verdicts):
+        return "not run"
+    rep, con = "replicates" in verdicts, "contradicts" in verdicts
+    if rep and not con:
+        return "replicates"
+    if con and not rep:
+        return "contradicts"
+    return "not shown"
+
+
+def adjust(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Holm over the family of decision ``rows`` (in place): ``p_adj`` over the tests in the
+    paper's direction, ``p_against_adj`` over the opposite ones; a test a bound cannot make is
+    left out of its family (nan); then each row's ``verdict``. Returns the two family sizes."""
+    can_rep = [r["bound"] not in ("upper", "both") for r in rows]
+    can_con = [r["bound"] not in ("lower", "both") for r in rows]
+    p = holm([r["p"] if ok else math.nan for r, ok in zip(rows, can_rep, strict=True)])
+    q = holm([r["p_against"] if ok else math.nan for r, ok in zip(rows, can_con, strict=True)])
+    for r, pa, qa in zip(rows, p, q, strict=True):
+        r["p_adj"], r["p_against_adj"] = pa, qa
+        r["verdict"] = decide(r)
+    return {
+        "paper_direction": sum(not math.isnan(x) for x in p),
+        "against": sum(not math.isnan(x) for x in q),
     }
 
 
@@ -133,47 +250,63 @@ def better_of(metric: str) -> str:
 def aggregate(cells: Sequence[dict[str, Any]], spec: StudySpec) -> dict[str, Any]:
     """study.json's content: per-recipe summaries, paired differences to the baseline, claims."""
     labels = [r.label for r in spec.recipes]
+    tagged = {label: spec.reads_tags(label) for label in labels}
     metrics = sorted({k for c in cells for k in c["scores"]})
     recipes: dict[str, Any] = {}
     for label in labels:
         mine = [c for c in cells if c["recipe_label"] == label]
+        shares = {int(c["seed"]): surviving_share(c["scores"]) for c in mine}
         recipes[label] = {
             "recipe": spec.recipe_name(label),
+            "reads_tags": tagged[label],
             "seeds": sorted(c["seed"] for c in mine),
             "wall_s": mean_sd([c["wall_s"].get("total", math.nan) for c in mine]),
             "scores": {
                 m: {**mean_sd(list(by_seed(cells, label, m).values())), "by_seed": by_seed(cells, label, m)}
                 for m in metrics
             },
+            "surviving_share": {
+                **mean_sd([v for v in shares.values() if v is not None]),
+                "by_seed": {s: v for s, v in shares.items() if v is not None},
+            },
         }
+
+    def compare(label: str, against: str, metric: str, better: str) -> dict[str, Any]:
+        b = diff_bound(better, bound_of(metric, tagged[label]), bound_of(metric, tagged[against]))
+        return paired(cells, label, against, metric, better, b)
+
     vs_baseline = {
-        label: {m: paired(cells, label, spec.baseline, m, better_of(m)) for m in metrics if headline(m)}
+        label: {m: compare(label, spec.baseline, m, better_of(m)) for m in metrics if headline(m)}
         for label in labels
         if label != spec.baseline
     }
     claims = []
     for c in spec.claims:
-        rows = [paired(cells, c.recipe, c.against, m, c.better) for m in c.metrics]
-        shown = [paired(cells, c.recipe, c.against, m, c.better) for m in c.show]
         claims.append(
             {
                 "id": c.id,
                 "claim": c.claim,
                 "recipe": c.recipe,
                 "against": c.against,
+                "better": c.better,
                 "paper": c.paper,
-                "metrics": rows,
-                "show": shown,
-                "verdict": combine([r["verdict"] for r in rows]),
+                "metrics": [compare(c.recipe, c.against, m, c.better) for m in c.metrics],
+                "honest": [compare(c.recipe, c.against, m, c.better) for m in c.honest],
+                "show": [compare(c.recipe, c.against, m, c.better) for m in c.show],
             }
         )
-    expected = sum(len(spec.recipe_seeds(r.label)) for r in spec.recipes)
+    family = adjust([r for c in claims for r in (*c["metrics"], *c["honest"])])
+    for c in claims:
+        c["verdict"] = combine([r["verdict"] for r in c["metrics"]])
+        c["honest_verdict"] = combine([r["verdict"] for r in c["honest"]])
     return {
         "study": spec.name,
         "profile": spec.profile,
         "baseline": spec.baseline,
+        "alpha": ALPHA,
+        "holm_family": family,
         "cells_finished": len(cells),
-        "cells_planned": expected,
+        "cells_planned": sum(len(spec.recipe_seeds(r.label)) for r in spec.recipes),
         "recipes": recipes,
         "vs_baseline": vs_baseline,
         "claims": claims,

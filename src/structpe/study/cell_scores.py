@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from structpe.eval.leakage import CAUSAL
+
 
 def flat(prefix: str, d: dict[str, float]) -> dict[str, float]:
     return {f"{prefix}.{k}": float(v) for k, v in d.items()}
@@ -36,12 +38,22 @@ def sg_scores(r: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def leakage_summary(report: dict[str, Any]) -> dict[str, float]:
-    """Per-condition perplexities plus the share of the full-parse gain that causal tagging keeps.
+def surviving_share(scores: dict[str, float], prefix: str = "leakage.") -> float | None:
+    """Best causal-condition gain / full-parse gain over the same seed's baseline p(x), unclipped.
 
-    ``surviving_share`` = max(best causal gain, 0) / full gain over the baseline's p(x)
-    (1 - ``leaked_share_upper`` of the audit); undefined (absent) when the full parse gains nothing.
+    1 = the whole conditional gain survives leak-free (causal) tags, 0 = none of it, < 0 = the
+    causal tags make the model worse than the baseline (by that many full-parse gains). None when
+    the full parse gains nothing (a ratio of two losses says nothing) or no causal condition ran.
     """
+    full = scores.get(f"{prefix}full.gain")
+    causal = [scores[f"{prefix}{c}.gain"] for c in CAUSAL if f"{prefix}{c}.gain" in scores]
+    if full is None or full <= 0 or not causal:
+        return None
+    return max(causal) / full
+
+
+def leakage_summary(report: dict[str, Any]) -> dict[str, float]:
+    """Per-condition perplexities and gains, plus :func:`surviving_share` (``summary.``)."""
     out: dict[str, float] = {}
     for cond, r in report["variants"].items():
         out[f"{cond}.word_ppl"] = r["word_ppl"]
@@ -50,6 +62,8 @@ def leakage_summary(report: dict[str, Any]) -> dict[str, float]:
     for cond, g in gains.items():
         out[f"{cond}.gain"] = g
     out["baseline.word_ppl"] = report["baseline"]["word_ppl"]
-    if "leaked_share_upper" in report:
-        out["summary.surviving_share"] = 1.0 - report["leaked_share_upper"]
+    out["summary.n_sentences"] = report["n_sentences"]
+    share = surviving_share(out, prefix="")
+    if share is not None:
+        out["summary.surviving_share"] = share
     return out

@@ -61,12 +61,20 @@ def read_test_units(path: Path, fmt: str, limit: int) -> list[str]:
 
 
 def parse_units(parser: Any, units: list[str], fmt: str, limit: int) -> list[Any]:
-    """Tagged test sentences: ``lines`` units detokenized (raw text in ``meta``), ``text`` units split."""
+    """Tagged test sentences: ``lines`` units detokenized (raw text in ``meta``); ``text`` paragraphs
+    cut by the corpus's sentence rule (``split_sentences``, as in training), each sentence scored as
+    the detokenized text of its words, the form the prepare step trains the model on."""
     if fmt == "lines":  # Brown's tokenized lines: scored in the raw form the model was trained on
         from structpe.quickstart import parse_token_lines
 
         return parse_token_lines(parser, [u for u in units if u.split()])[:limit]
-    return parser.parse_text(units)[:limit]
+    from structpe.train.corpus import detokenize_words, split_sentences
+
+    words = [s for para in split_sentences(units) for s in para][:limit]
+    sents = parser.parse_words(words) if words else []
+    for s in sents:
+        s.meta = {**(getattr(s, "meta", None) or {}), "text": detokenize_words(s.words)[1]}
+    return sents
 
 
 def prepare_study_data(
@@ -102,12 +110,16 @@ def prepare_study_data(
     def settings(n: int, tags: str = "parse") -> PrepareSettings:
         return PrepareSettings(parser=ds.parser, input_format=fmt, seq_len=ds.seq_len, max_units=n, tags=tags)
 
-    train = prepare({"train": splits["train"]}, tok_dir, out / "train", settings=settings(ds.train_sentences))
+    run = {"num_proc": ds.num_proc, "shard_units": ds.shard_units}  # how, not what: same output
+    train = prepare(
+        {"train": splits["train"]}, tok_dir, out / "train", settings=settings(ds.train_sentences), **run
+    )
     valid = prepare(
         {"validation": splits["validation"]},
         tok_dir,
         out / "validation",
         settings=settings(ds.valid_sentences),
+        **run,
     )
     merged = _merge_prepared(train, valid, out / "merged")
     _, meta = load_prepared(merged)

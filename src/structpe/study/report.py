@@ -8,21 +8,84 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import atomic_write_text, write_json_atomic
-from structpe.study.aggregate import aggregate, load_cell_metrics
+from structpe.study.aggregate import ALPHA, aggregate, bound_of, load_cell_metrics
 from structpe.study.spec import LIKELIHOODS, StudySpec
 
-SHORT = {"conditional": "conditional: one fixed parse", "joint": "joint p(x, T)"}
-TABLE_METRICS = (
+# what each likelihood mode is, per benchmark (docs/likelihoods.md); "*" marks the leaking ones
+MODE_NOTE = {
+    "conditional": "conditional*: one fixed parse",
+    "joint": "joint p(x, T)",
+    "marginal": "k-best marginal",
+}
+SG_JOINT_NOTE = "joint*: region surprisals leak"  # earlier words' tags come from the whole-sentence parse
+SG_MARGINAL_NOTE = "prefix marginal: leak-free"
+COUNT_KEYS = {
+    "ppl": ("n_sentences", "sentences"),
+    "blimp": ("n_pairs", "pairs"),
+    "syntaxgym": ("n_suites", "suites"),
+}
+COLUMNS = (  # the recipes table: (short name, metric); a column appears when a cell or claim has it
     ("val LM loss", "val_lm_loss"),
-    ("word PPL cond.*", "ppl.conditional.word_ppl"),
-    ("word PPL joint", "ppl.joint.word_ppl"),
-    ("word PPL marg.", "ppl.marginal.word_ppl"),
-    ("BLiMP cond.*", "blimp.conditional.overall"),
-    ("BLiMP joint", "blimp.joint.overall"),
-    ("SG cond.*", "syntaxgym.conditional.sg_score"),
-    ("SG joint", "syntaxgym.joint.sg_score"),
-    ("leak. surviving share", "leakage.summary.surviving_share"),
+    ("word PPL", "ppl.conditional.word_ppl"),
+    ("word PPL", "ppl.joint.word_ppl"),
+    ("word PPL", "ppl.marginal_k1.word_ppl"),
+    ("word PPL", "ppl.marginal_k10.word_ppl"),
+    ("word PPL", "ppl.marginal_k100.word_ppl"),
+    ("word PPL", "ppl.marginal.word_ppl"),
+    ("BLiMP", "blimp.conditional.overall"),
+    ("BLiMP", "blimp.joint.overall"),
+    ("BLiMP", "blimp.marginal.overall"),
+    ("SG", "syntaxgym.conditional.sg_score"),
+    ("SG", "syntaxgym.joint.sg_score"),
+    ("SG", "syntaxgym.marginal.sg_score"),
 )
+
+
+def mode_of(metric: str) -> str | None:
+    """The likelihood mode of a ``bench.mode.score`` metric (``marginal_k10`` is ``marginal`` at k = 10)."""
+    parts = metric.split(".")
+    return parts[1] if parts[0] in COUNT_KEYS and len(parts) >= 3 else None
+
+
+def mode_note(metric: str) -> str:
+    """What the metric's likelihood is, in words; "*" = leaks, "bound" = a bound for tagged recipes."""
+    mode = mode_of(metric)
+    if mode is None:
+        return ""
+    bench = metric.split(".")[0]
+    base, _, k = mode.partition("_k")
+    if bench == "syntaxgym" and base == "joint":
+        return SG_JOINT_NOTE
+    note = MODE_NOTE.get(base, mode) + (f" at k = {k}" if k else "")
+    if bench == "syntaxgym" and base == "marginal":
+        note = SG_MARGINAL_NOTE
+    if bound_of(metric, reads_tags=True):
+        note += ": upper bound if tagged"
+    return note
+
+
+def count_of(metric: str, cells: list[dict[str, Any]]) -> str:
+    """``n = 500 sentences`` (the range when cells differ) from the cells' ``<bench>.<mode>.n_*``."""
+    mode = mode_of(metric)
+    if mode is None:
+        return ""
+    key, noun = COUNT_KEYS[metric.split(".")[0]]
+    ns = sorted(
+        {
+            int(c["scores"][f"{metric.split('.')[0]}.{mode}.{key}"])
+            for c in cells
+            if f"{metric.split('.')[0]}.{mode}.{key}" in c["scores"]
+        }
+    )
+    if not ns:
+        return "not run"
+    return f"n = {ns[0]} {noun}" if len(ns) == 1 else f"n = {ns[0]}-{ns[-1]} {noun}"
+
+
+def describe(metric: str, cells: list[dict[str, Any]]) -> str:
+    """``metric`` with its mode and count, the way every table names a column or row."""
+    parts = [x for x in (mode_note(metric), count_of(metric, cells)) if x]
+    return f"`{metric}`" + (f" [{'; '.join(parts)}]" if parts else "")
 
 
 def _pm(s: dict[str, Any] | None, scale: float = 1.0) -> str:
@@ -39,15 +102,10 @@ def _num(x: float | None, prec: int = 3) -> str:
 
 
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
-        *("| " + " | ".join(r) + " |" for r in rows),
-    ]
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"  # p(x | T) inside a cell
 
-
-# the leakage conditions whose gains the leakage table shows beside the full parse's
-CAUSAL_GAINS = ("leakage.prefix", "leakage.causal")
+    return [line(header), "|" + "|".join("---" for _ in header) + "|", *(line(r) for r in rows)]
 
 
 def _paper_cell(paper: dict[str, Any]) -> str:
@@ -90,7 +148,26 @@ def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[
     return row
 
 
-def _plots(out: Path, agg: dict[str, Any], chance: dict[str, Any] | None = None) -> list[Path]:
+def _ppl_modes(recipes: dict[str, Any]) -> list[str]:
+    """The PPL modes the cells hold, in the order conditional, joint, marginal_k1 < k10 < ..., marginal."""
+    modes = {
+        m.split(".")[1]
+        for r in recipes.values()
+        for m in r["scores"]
+        if m.startswith("ppl.") and m.endswith(".word_ppl")
+    }
+
+    def key(mode: str) -> tuple[int, int]:
+        base, _, k = mode.partition("_k")
+        rank = LIKELIHOODS.index(base) if base in LIKELIHOODS else len(LIKELIHOODS)
+        return rank, int(k) if k.isdigit() else 1 << 30  # plain `marginal` (the largest k) last
+
+    return sorted(modes, key=key)
+
+
+def _plots(
+    out: Path, agg: dict[str, Any], cells: list[dict[str, Any]], chance: dict[str, Any] | None = None
+) -> list[Path]:
     from structpe.eval.report import bar_plot
 
     recipes = agg["recipes"]
@@ -105,11 +182,11 @@ def _plots(out: Path, agg: dict[str, Any], chance: dict[str, Any] | None = None)
         return [k[len(prefix) :] for k in keys], series, errors
 
     groups = (
-        ("syntaxgym", "circuit", "SyntaxGym per circuit"),
-        ("blimp", "phenomenon", "BLiMP per phenomenon"),
+        ("syntaxgym", "circuit", "SyntaxGym per circuit", "sg_score"),
+        ("blimp", "phenomenon", "BLiMP per phenomenon", "overall"),
     )
-    for mode in ("conditional", "joint"):
-        for bench, group, title in groups:
+    for mode in LIKELIHOODS:
+        for bench, group, title, total in groups:
             labels, series, errors = grouped(f"{bench}.{mode}.{group}.")
             hline = 0.5
             if bench == "syntaxgym" and chance is not None:  # chance differs per circuit: bars, no line
@@ -118,6 +195,7 @@ def _plots(out: Path, agg: dict[str, Any], chance: dict[str, Any] | None = None)
                 errors["chance"] = [0.0] * len(labels)
                 hline = None
             if labels:
+                metric = f"{bench}.{mode}.{total}"
                 path = out / f"{bench}_{group}_{mode}.png"
                 plots.append(
                     bar_plot(
@@ -125,12 +203,12 @@ def _plots(out: Path, agg: dict[str, Any], chance: dict[str, Any] | None = None)
                         labels,
                         series,
                         errors=errors,
-                        title=f"{title}, {SHORT[mode]} (mean ± sd over seeds)",
+                        title=f"{title} (mean ± sd)\n{mode_note(metric)}; {count_of(metric, cells)}",
                         ylabel="accuracy",
                         hline=hline,
                     )
                 )
-    modes = [m for m in LIKELIHOODS if any(f"ppl.{m}.word_ppl" in r["scores"] for r in recipes.values())]
+    modes = _ppl_modes(recipes)
     if modes:
         series = {
             lab: [r["scores"].get(f"ppl.{m}.word_ppl", {}).get("mean", math.nan) for m in modes]
@@ -143,10 +221,11 @@ def _plots(out: Path, agg: dict[str, Any], chance: dict[str, Any] | None = None)
         plots.append(
             bar_plot(
                 out / "ppl_modes.png",
-                modes,
+                [f"{m} ({count_of(f'ppl.{m}.word_ppl', cells)})" for m in modes],
                 series,
                 errors=errors,
-                title="test word PPL per likelihood mode (mean ± sd over seeds)",
+                title="test word PPL per likelihood mode (mean ± sd over seeds)\n"
+                "joint / marginal of tagged recipes: upper bounds on their perplexity",
                 ylabel="word PPL (lower is better)",
             )
         )
@@ -157,6 +236,94 @@ def _zero_nan(x: float | None) -> float:
     return 0.0 if x is None or math.isnan(x) else float(x)
 
 
+def _p(x: float | None) -> str:
+    if x is None or math.isnan(x):
+        return "-"
+    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
+
+
+def rule_text(n_seeds: list[int], family: dict[str, int]) -> list[str]:
+    """The verdict rule, stated in study.md (the numbers come from :mod:`structpe.study.aggregate`)."""
+    mins = ", ".join(f"{2.0**-n:.3g} with {n} seeds" for n in sorted(set(n_seeds)) if n) or "-"
+    return [
+        f"- **Verdict rule.** Per claim metric: the paired per-seed differences d = recipe - comparison "
+        f"(same seed), **signed so that d > 0 is the paper's direction** (every difference in this "
+        f"report is signed that way). The decision test is the one-sided paired t-test of mean d > 0 "
+        f"(scipy `ttest_1samp`); its p-values over every decision metric of the study (the "
+        f"replication `metrics` and the `honest` metrics of all claims) are Holm-Bonferroni adjusted "
+        f"as one family (here m = {family['paper_direction']} tests; the opposite tests: "
+        f"m = {family['against']}). **replicates** = adjusted p < {ALPHA}; **contradicts** = the "
+        f"adjusted p of the opposite one-sided test (mean d < 0, Holm over the opposite tests) < "
+        f"{ALPHA}; **not shown** "
+        f"= neither (also with fewer than 2 paired seeds); **not run** = the cells have no value. "
+        f"A claim with several decision metrics of one kind replicates when one replicates and none "
+        f"contradicts (and vice versa), else not shown. The 95% interval is the paired t interval.",
+        "- **Bounds are called bounds.** For a recipe that reads tags, the `joint` p(x, T) and the "
+        "k-best `marginal` are *lower* bounds on p(x), so the perplexity from them is an *upper* "
+        "bound on its perplexity. A difference with one bounded side bounds the true difference "
+        'from one side: "X lowers perplexity" judged on X\'s bound can be shown (the bound already '
+        "beats the comparison's exact p(x)) but never contradicted (its opposite test is not made "
+        "and not in the family); with both sides bounds nothing is decided.",
+        f"- **Robustness figure**: the exact sign-flip permutation p of the mean (all 2^n sign "
+        f"patterns of n paired seeds, one-sided in the paper's direction). Its smallest possible "
+        f"value is 2^-n ({mins}): with 4 seeds or fewer it cannot fall below 0.05, whatever the data.",
+    ]
+
+
+def _seeds_way(r: dict[str, Any]) -> str:
+    return f"{r['n_positive']}/{r['n']}" if r["n"] else "-"
+
+
+def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+    """One generated paragraph per claim: its verdicts and the numbers that make them."""
+    head = (
+        f"- **{c['id']}** ({c['claim']}; `{c['recipe']}` vs `{c['against']}`): replication "
+        f"**{c['verdict']}**" + (f"; honest **{c['honest_verdict']}**" if c["honest"] else "") + "."
+    )
+    parts = []
+    for role, rows in (("replication", c["metrics"]), ("honest", c["honest"])):
+        for r in rows:
+            if not r["ran"]:
+                parts.append(f"{role} {describe(r['metric'], cells)}: not run")
+                continue
+            bound = {
+                "lower": " (a bound: can show, cannot contradict)",
+                "upper": " (a bound: can contradict, cannot show)",
+                "both": " (both sides bounds: no verdict)",
+            }.get(r["bound"] or "", "")
+            parts.append(
+                f"{role} {describe(r['metric'], cells)}{bound}: the paper's way on {_seeds_way(r)} "
+                f"seeds, mean {_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}], "
+                f"one-sided p {_p(r['p'])}, Holm p {_p(r['p_adj'])}, sign-flip p {_p(r['p_perm'])} "
+                f"(smallest possible {_p(r['p_perm_min'])}) -> {r['verdict']}"
+            )
+    return head + (" " + "; ".join(parts) + "." if parts else "")
+
+
+def _across(agg: dict[str, Any], metrics: list[str], cells: list[dict[str, Any]]) -> list[str]:
+    """Descriptive lines per metric: how many recipes beat / trail the baseline on every seed."""
+    lines = []
+    others = list(agg["vs_baseline"])
+    for m in metrics:
+        rows = {lab: per[m] for lab, per in agg["vs_baseline"].items() if m in per and per[m]["n"]}
+        if not rows:
+            continue
+        up = [lab for lab, r in rows.items() if r["n_positive"] == r["n"]]
+        down = [lab for lab, r in rows.items() if r["n_negative"] == r["n"]]
+        said = []
+        for word, labs in (("better", up), ("worse", down)):
+            if labs:
+                said.append(
+                    f"{word} on every seed for {len(labs)} of {len(rows)} recipes ({', '.join(labs)})"
+                )
+        lines.append(
+            f"- {describe(m, cells)}: "
+            + ("; ".join(said) if said else f"no recipe of {len(others)} moves the same way on every seed")
+            + "."
+        )
+    return lines
+
+
 def render(
     agg: dict[str, Any],
     spec: StudySpec,
@@ -165,7 +332,13 @@ def render(
     command: str | None = None,
     chance: dict[str, Any] | None = None,
 ) -> str:
-    """The Markdown of study.md (``chance``: the chance row, see :func:`chance_row`)."""
+    """The Markdown of study.md (``chance``: the chance row, see :func:`chance_row`). Every
+    verdict word and summary line is generated from the numbers; nothing is written by hand."""
+    claimed = {r["metric"] for c in agg["claims"] for g in ("metrics", "honest", "show") for r in c[g]}
+    present = {m for c in cells for m in c["scores"]}
+    columns = [(h, m) for h, m in COLUMNS if m in present or m in claimed]
+    ns = sorted({p["n"] for per in agg["vs_baseline"].values() for p in per.values() if p["n"]})
+    chance_same = ", ".join(f"{2.0 ** (1 - n):.3g} with {n} seeds" for n in ns) or "-"
     lines = [f"# Study `{spec.name}` at profile `{spec.profile}`", ""]
     if spec.description:
         lines += [spec.description.strip(), ""]
@@ -177,144 +350,202 @@ def render(
         f"- Recipes at profile `{spec.profile}` (recipe profile `{spec.recipe_profile}`, overrides "
         f"`{' '.join(spec.profile_overrides) or '-'}`); data: {spec.dataset.corpus}, parser "
         f"{spec.dataset.parser}, {spec.dataset.train_sentences} train sentences.",
-    ]
-    if command:
-        lines.append(f"- Reproduce: `{command}`")
-    lines += [
-        "- Likelihoods: `conditional` = p(x | T(x)), **conditioned on one fixed parse** (the paper's "
-        "convention; later words' tags leak into earlier predictions); `joint` = p(x, T) pays for "
-        "every tag; `marginal` = a k-best lower bound on p(x). Only `joint` and `marginal` are "
-        "comparable with the baseline's p(x); columns marked * are conditioned on one fixed parse.",
-        "- Verdict rule: per metric, the paired per-seed differences (recipe - comparison, same seed) "
-        "are signed so that > 0 is the paper's direction; the 95% percentile-bootstrap CI of their "
-        "mean (seeds resampled, 10,000 draws) above 0 = **replicates**, at or below 0 = **does not**, "
-        "straddling 0 or fewer than 2 seeds = **inconclusive**. A claim with several verdict metrics "
-        "replicates if all replicate, does not if none does, else inconclusive. With 3 seeds the "
-        "lower CI bound is the smallest difference: replicates = every seed moves the paper's way.",
+        "- Commands (resumable; `report` rebuilds this page from the cells' `metrics.json`):",
+        "",
+        "```bash",
+        command or f"structpe study run {spec.name} --profile {spec.profile} --output <folder>",
+        "structpe study report <folder>",
+        "```",
+        "",
+        "- Likelihoods: `conditional` = p(x | T(x)), **conditioned on one fixed parse** of the whole "
+        "sentence (the paper's convention; later words' tags leak into earlier predictions; marked *); "
+        "`joint` = p(x, T) pays for every tag: honest for sentence totals (PPL, BLiMP), but its "
+        "SyntaxGym *region* surprisals leak (earlier words' tags come from the whole-sentence parse, "
+        "which differs between conditions; marked *); `marginal` = a k-best sum over tag sequences, "
+        "a lower bound on p(x) (for SyntaxGym and BLiMP the leak-free prefix marginal). A recipe "
+        "that reads no tags has its exact p(x) in every mode.",
+        *rule_text(
+            [r["n"] for c in agg["claims"] for g in ("metrics", "honest") for r in c[g]], agg["holm_family"]
+        ),
         "- The paper's numbers come from 16-layer models trained 1M steps on BLLIP-LG / WikiText; a "
         "CPU profile tests the *direction* of each claim at small scale, not its size.",
         "",
+        "## Verdicts (generated from the tables below)",
+        "",
+        *(_summary(c, cells) for c in agg["claims"]),
+        "",
         "## Claims",
+        "",
+        "Differences signed so that > 0 = the paper's direction. Roles: `replication` decides the "
+        "replication verdict (the paper's protocol), `honest` the second verdict on leak-free "
+        "likelihoods, `shown` is reported beside them and not tested (no verdict, not in the family).",
         "",
     ]
     rows = []
     for c in agg["claims"]:
-        for kind, group in (("verdict", c["metrics"]), ("shown", c["show"])):
+        for role, group in (("replication", c["metrics"]), ("honest", c["honest"]), ("shown", c["show"])):
             for r in group:
-                mode = r["metric"].split(".")[1] if r["metric"].count(".") >= 2 else ""
-                note = " (fixed parse)" if mode == "conditional" else ""
+                tested = role != "shown"
                 rows.append(
                     [
                         f"{c['id']}: {c['claim']}",
-                        f"`{r['metric']}`{note} ({kind})",
+                        role,
+                        describe(r["metric"], cells) + (f" (bound: {r['bound']})" if r["bound"] else ""),
                         _paper_cell(c["paper"]),
                         f"{c['against']}: {_pm(r['against'])}",
                         f"{c['recipe']}: {_pm(r['recipe'])}",
-                        ", ".join(_num(d) for d in r["diffs"]) or "-",
-                        f"{_num(r['mean_diff'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]",
-                        r["verdict"] if kind == "verdict" else f"({r['verdict']})",
+                        ", ".join(_num(d) for d in r["signed"]) or "-",
+                        f"{_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]",
+                        _p(r["p"]),
+                        _p(r["p_adj"]) if tested else "-",
+                        f"{_p(r['p_perm'])} (min {_p(r['p_perm_min'])})",
+                        (r["verdict"] if tested else "-") if r["ran"] else "not run",
                     ]
                 )
-        rows.append([f"**{c['id']}**", "", "", "", "", "", "", f"**{c['verdict']}**"])
+        verdicts = f"**{c['verdict']}**" + (f" / honest **{c['honest_verdict']}**" if c["honest"] else "")
+        rows.append([f"**{c['id']}**", "", "", "", "", "", "", "", "", "", "", verdicts])
     lines += _table(
         rows,
         [
             "claim",
-            "metric",
+            "role",
+            "metric [mode; n]",
             "paper",
             "comparison (mean ± sd)",
             "recipe (mean ± sd)",
-            "paired diff per seed",
-            "mean diff [95% CI]",
+            "signed diff per seed",
+            "mean [95% t CI]",
+            "one-sided p",
+            "Holm p",
+            "sign-flip p",
             "verdict",
         ],
     )
-    lines += ["", "## Recipes (mean ± sd over seeds)", ""]
+    lines += [
+        "",
+        f"## Across recipes against `{spec.baseline}` (descriptive, not tests)",
+        "",
+        "With n seeds a null effect moves every seed the same way (either way) with probability "
+        f"2^(1-n) ({chance_same}), so these counts are descriptions, not evidence.",
+        "",
+        *_across(agg, [m for _, m in columns], cells),
+        "",
+        "## Recipes (mean ± sd over seeds)",
+        "",
+        "Column headers give the likelihood mode and the count of sentences / pairs / suites; * leaks; "
+        "joint / marginal PPL of a tagged recipe is an upper bound on its perplexity.",
+        "",
+    ]
     rows = []
     for label, r in agg["recipes"].items():
         s = r["scores"]
         rows.append(
             [
-                f"{label} (`{r['recipe']}`)",
+                f"{label} (`{r['recipe']}`{', reads tags' if r['reads_tags'] else ''})",
                 str(len(r["seeds"])),
-                *(_pm(s.get(k)) for _, k in TABLE_METRICS),
+                *(_pm(s[k]) if s.get(k, {}).get("n") else "not run" for _, k in columns),
                 _pm(r["wall_s"], 1 / 60),
             ]
         )
     if chance is not None:
         at = {
-            "blimp.conditional.overall": chance["blimp"],
-            "blimp.joint.overall": chance["blimp"],
-            "syntaxgym.conditional.sg_score": chance["syntaxgym"],
-            "syntaxgym.joint.sg_score": chance["syntaxgym"],
+            **{f"blimp.{m}.overall": chance["blimp"] for m in LIKELIHOODS},
+            **{f"syntaxgym.{m}.sg_score": chance["syntaxgym"] for m in LIKELIHOODS},
         }
-        rows.append(["*chance*", "-", *(f"*{at[k]:.3f}*" if k in at else "-" for _, k in TABLE_METRICS), "-"])
-    lines += _table(rows, ["recipe", "seeds", *(h for h, _ in TABLE_METRICS), "wall min/cell"])
+        rows.append(["*chance*", "-", *(f"*{at[k]:.3f}*" if k in at else "-" for _, k in columns), "-"])
+    header = [f"{h} [{'; '.join(x for x in (mode_note(k), count_of(k, cells)) if x)}]" for h, k in columns]
+    lines += _table(rows, ["recipe", "seeds", *(h.replace(" []", "") for h in header), "wall min/cell"])
     if chance is not None:
         lines += [
             "",
             f"*chance*: what a model without information scores. BLiMP 0.5; SyntaxGym by Monte Carlo "
             f"({chance['syntaxgym_method']}), per circuit in the SyntaxGym plots (`chance.json`).",
         ]
-    lines += ["", f"## Paired differences to the baseline `{spec.baseline}` (same seed)", ""]
+    lines += [
+        "",
+        f"## Paired differences to the baseline `{spec.baseline}` (same seed)",
+        "",
+        "Signed so that > 0 = the recipe is better (lower PPL / loss, higher accuracy). Descriptive: "
+        "no verdict, not in the claims' family.",
+        "",
+    ]
     rows = []
     for label, per in agg["vs_baseline"].items():
-        for _, k in TABLE_METRICS:
-            if k in per and per[k]["diffs"]:
+        for _, k in columns:
+            if k in per and per[k]["n"]:
                 p = per[k]
                 rows.append(
                     [
                         label,
-                        f"`{k}`",
-                        ", ".join(_num(d) for d in p["diffs"]),
-                        f"{_num(p['mean_diff'])} [{_num(p['ci95'][0])}, {_num(p['ci95'][1])}]",
-                        p["better"],
-                        p["verdict"],
+                        describe(k, cells) + (f" (bound: {p['bound']})" if p["bound"] else ""),
+                        ", ".join(_num(d) for d in p["signed"]),
+                        f"{p['n_positive']}/{p['n']}",
+                        f"{_num(p['mean'])} [{_num(p['ci95'][0])}, {_num(p['ci95'][1])}]",
                     ]
                 )
-    lines += _table(rows, ["recipe", "metric", "diff per seed", "mean [95% CI]", "better", "rule"])
+    lines += _table(
+        rows, ["recipe", "metric [mode; n]", "signed diff per seed", "seeds better", "mean [95% t CI]"]
+    )
     lines += [
         "",
         "## Leakage audit: how much of the conditional gain survives causal tagging",
         "",
-        "Share = max(best causal-condition gain, 0) / full-parse gain, gains = 1 - word PPL / the "
-        "same seed's baseline p(x) word PPL (undefined when the full parse gains nothing). 0 = the "
-        "whole conditional gain is leakage (or needs non-causal tags), 1 = all of it survives. "
-        "`causal` gives each word the tags of its word-prefix parse: the tags `position_causal` is "
-        "trained on, so its row compares that model with its own tags against the baseline.",
+        "Gain = 1 - word PPL / the same seed's baseline p(x) word PPL. Surviving share = best "
+        "causal-condition gain / full-parse gain, **unclipped**: 1 = all of the gain survives "
+        "leak-free tags, 0 = none, < 0 = causal tags make the model worse than the baseline by that "
+        "many full-parse gains (undefined when the full parse gains nothing). The causal conditions "
+        "feed tag contexts a model trained on whole-sentence parses never saw, so a low share says "
+        "the gain needs non-causal tags, not only that it is leakage. `causal` gives each word the "
+        "tags of its word-prefix parse: the tags `position_causal` is trained on, so that row "
+        "compares the leak-free model on its own tags with the baseline.",
         "",
     ]
+    leak_ns = sorted(
+        {
+            int(c["scores"]["leakage.summary.n_sentences"])
+            for c in cells
+            if "leakage.summary.n_sentences" in c["scores"]
+        }
+    )
+    n_leak = (
+        f"n = {'-'.join(str(n) for n in sorted({leak_ns[0], leak_ns[-1]}))} sentences"
+        if leak_ns
+        else f"n = {spec.evaluations.leakage.sentences if spec.evaluations.leakage else '-'} sentences (spec)"
+    )
+    conds = sorted(
+        {
+            k.split(".")[1]
+            for r in agg["recipes"].values()
+            for k in r["scores"]
+            if k.startswith("leakage.") and k.endswith(".word_ppl") and k.split(".")[1] != "baseline"
+        },
+        key=lambda c: (c != "full", c),
+    )
     rows = []
     for label, r in agg["recipes"].items():
         s = r["scores"]
         if not s.get("leakage.full.gain", {}).get("n"):
             continue  # no audit for this recipe (e.g. the baseline reads no tags)
-        share = s.get("leakage.summary.surviving_share", {})
-        causal = [k for k in s if k.startswith(CAUSAL_GAINS) and k.endswith(".gain")]
+        share = r["surviving_share"]
         rows.append(
             [
                 label,
-                _pm(s["leakage.full.gain"]),
-                *(_pm(s[k]) for k in sorted(causal)),
+                _pm(s.get("leakage.baseline.word_ppl")),
+                *(
+                    f"{_pm(s.get(f'leakage.{c}.word_ppl'))} ({_pm(s.get(f'leakage.{c}.gain'))})"
+                    for c in conds
+                ),
                 _pm(share),
-                ", ".join(f"{v:.3f}" for v in share.get("by_seed", {}).values()) or "-",
+                ", ".join(f"{v:.2f}" for v in share["by_seed"].values()) or "-",
             ]
         )
     if rows:
-        causal_names = sorted(
-            {
-                k.split(".")[1]
-                for r in agg["recipes"].values()
-                for k in r["scores"]
-                if k.startswith(CAUSAL_GAINS) and k.endswith(".gain")
-            }
-        )
         lines += _table(
             rows,
             [
                 "recipe",
-                "full-parse gain",
-                *(f"{c} gain" for c in causal_names),
+                f"baseline p(x) word PPL [{n_leak}]",
+                *(f"{c} word PPL (gain) [{n_leak}]" for c in conds),
                 "surviving share",
                 "per seed",
             ],
@@ -360,7 +591,7 @@ def write_study_report(out: str | Path, spec: StudySpec, command: str | None = N
     cells = load_cell_metrics(out)
     agg = aggregate(cells, spec)
     chance = chance_row(out, spec) if cells else None
-    plots = _plots(out, agg, chance) if cells else []
+    plots = _plots(out, agg, cells, chance) if cells else []
     command = command or _command_from(out)
     summary = {**agg, "spec": spec.to_dict(), "command": command, "chance": chance}
     write_json_atomic(out / "study.json", summary)

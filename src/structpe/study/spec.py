@@ -12,7 +12,8 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
                  ``tags``: where the cell's hexatags come from, in training and evaluation
                  (structpe.syntax.tag_controls; default the parse); ``seeds``: this recipe's seeds,
                  replacing the spec's list; the baseline must have every seed of every recipe)
-    dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len}
+    dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len,
+                  num_proc, shard_units}
     evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
                  null switches one off)
     profiles:    {name: {recipe_profile, overrides, recipe_overrides: {label: [key=value]},
@@ -20,7 +21,10 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
                  a profile overrides dataset / evaluation fields and adds recipe overrides (to
                  every recipe, or with ``recipe_overrides`` to one, after the recipe's own: e.g.
                  a width that matches another recipe's parameter count at that profile's size)
-    claims:      [{id, claim, recipe, against, metrics, show, better, paper: {...}}]
+    claims:      [{id, claim, recipe, against, metrics, honest, show, better, paper: {...}}]
+                 ``metrics`` decide the replication verdict (the paper's protocol), ``honest`` a
+                 second verdict on leak-free likelihoods, ``show`` are reported beside them;
+                 ``against`` (default: the baseline) may be any recipe; ``paper`` is optional
 
 Every key is checked before anything runs; an unknown key or recipe fails with one line naming
 the file, the key and the valid choices (the same contract as the pre-training recipes).
@@ -65,6 +69,10 @@ class DatasetSpec:
     valid_sentences: int = 2000
     test_sentences: int = 500
     seq_len: int = 128
+    # how the data stage runs, not what it builds (so not in TRAIN_DATA_FIELDS): parse processes,
+    # and units per resumable parse shard (None: one pass); see structpe.train.prepare.prepare
+    num_proc: int = 1
+    shard_units: int | None = None
 
 
 @dataclass
@@ -121,7 +129,8 @@ class RecipeSpec:
 
 @dataclass
 class Claim:
-    """One claim of the paper: ``recipe`` vs ``against`` on ``metrics`` (the verdict) and ``show``."""
+    """One claim: ``recipe`` vs ``against`` on ``metrics`` (the replication verdict), ``honest``
+    (a second verdict on leak-free likelihoods) and ``show`` (reported, not tested)."""
 
     id: str
     claim: str
@@ -131,6 +140,7 @@ class Claim:
     better: str
     show: list[str] = field(default_factory=list)
     paper: dict[str, Any] = field(default_factory=dict)
+    honest: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -169,6 +179,12 @@ class StudySpec:
                 out.append(s)
         return out
 
+    def reads_tags(self, label: str) -> bool:
+        """Whether the recipe's model reads hexatags (injection other than ``none``): its joint and
+        marginal perplexities are then bounds, not its exact p(x)."""
+        model = load_recipe(self.recipe_name(label), self.cell_overrides(label)).model
+        return str(model.get("injection", "none")) != "none"
+
     def cell_overrides(self, label: str) -> list[str]:
         """Profile overrides first, then the recipe's own (a recipe's setting wins), then the
         profile's for this recipe."""
@@ -195,7 +211,7 @@ TOP_KEYS = (
 )
 PROFILE_KEYS = ("description", "recipe_profile", "overrides", "recipe_overrides", "dataset", "evaluations")
 RECIPE_KEYS = ("recipe", "overrides", "tags", "seeds")
-CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "show", "better", "paper")
+CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper")
 EVAL_SPECS: dict[str, type] = {
     "ppl": PplSpec,
     "leakage": LeakageSpec,
@@ -390,6 +406,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
             better=str(c["better"]),
             show=list(c.get("show") or []),
             paper=dict(c.get("paper") or {}),
+            honest=list(c.get("honest") or []),
         )
         for lab in (claim.recipe, claim.against):
             if lab not in labels:
@@ -398,7 +415,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
                 )
         if claim.better not in BETTER:
             raise StudySpecError(f"{cw} ({claim.id}): better must be one of {BETTER}, got {claim.better!r}")
-        for m in [*claim.metrics, *claim.show]:
+        for m in [*claim.metrics, *claim.honest, *claim.show]:
             if not _metric_planned(m, evals):
                 raise StudySpecError(
                     f"{cw} ({claim.id}): metric {m!r} is not produced by this spec's evaluations"

@@ -55,6 +55,7 @@ from structpe.syntax.hexatagger_tokenizer import (
 )
 from structpe.syntax.parsers import QUANTIZE_MODES, Parser
 from structpe.syntax.tagged import TaggedSentence
+from structpe.train import corpus
 
 
 def quantize_for_cpu(model: HexataggerModel, mode: str = "int8") -> HexataggerModel:
@@ -218,7 +219,6 @@ class HexatagParser(Parser):
         self.model = quantize_for_cpu(model_fp32, quantize)
         self.tokenizer = load_tokenizer(self.model_dir)
         self.batch_tokens = batch_tokens
-        self._splitter: Any = None
 
     def predict_words(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[int], list[str] | None]]:
         return [
@@ -243,25 +243,13 @@ class HexatagParser(Parser):
         self.stats.projective += len(out)
         return out
 
-    def _split(self, texts: Sequence[str]) -> list[list[list[str]]]:
-        if self._splitter is None:
-            import spacy
-
-            nlp = spacy.blank("en")
-            nlp.add_pipe("sentencizer")
-            self._splitter = nlp
-        out = []
-        for doc in self._splitter.pipe(list(texts)):
-            sents = [[t.text for t in s if not t.is_space] for s in doc.sents]
-            out.append([s for s in sents if s])
-        return out
-
     def predict_text(
         self, texts: Sequence[str], split_sentences: bool = True
     ) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
-        """Sentences of each text (spaCy's rule-based sentencizer); with ``split_sentences=False``
-        each text is tagged as one sentence, which the scorers' character alignment needs."""
-        split = self._split(texts)
+        """Sentences of each text (:func:`structpe.train.corpus.split_sentences`); with
+        ``split_sentences=False`` each text is tagged as one sentence, which the scorers' character
+        alignment needs."""
+        split = corpus.split_sentences(texts)
         if not split_sentences:
             split = [[[w for sent in sents for w in sent]] if sents else [] for sents in split]
         flat = [s for sents in split for s in sents]

@@ -32,8 +32,8 @@ def register(subparsers: Any) -> None:
                     "line) or .conllu/.conllu.gz (the words of each sentence).",
     )
     tt.add_argument("inputs", nargs="*", help="corpus files (or use --corpus)")
-    tt.add_argument("--corpus", help="a corpus of the shared data folder: brown | gutenberg | ud-ewt "
-                                     "(its train split)")
+    tt.add_argument("--corpus", help="a corpus of the shared data folder: brown | gutenberg | "
+                                     "gutenberg-pd-10m | ud-ewt (its train split)")
     tt.add_argument("--data-dir", help="data root for --corpus (default $STRUCTPE_DATA or ../shared/data)")
     tt.add_argument("-o", "--output", required=True, help="output folder")
     tt.add_argument("--kind", choices=("bpe", "wordpiece"), help="default: from --family (bpe for txl)")
@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
                     "fingerprint of the input contents, tokenizer and settings; deterministic.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    pp.add_argument("--corpus", help="brown | gutenberg | ud-ewt from the shared data folder")
+    pp.add_argument("--corpus", help="brown | gutenberg | gutenberg-pd-10m | ud-ewt (shared data folder)")
     pp.add_argument("--data-dir", help="data root for --corpus (default $STRUCTPE_DATA or ../shared/data)")
     pp.add_argument("--train", nargs="+", default=[], help="training files (instead of --corpus)")
     pp.add_argument("--validation", nargs="+", default=[], help="validation files")
@@ -82,6 +82,8 @@ def register(subparsers: Any) -> None:
                     help="tag source: the parse (default), word-prefix parses (causal over words) or "
                          "the parse of another sentence of the same length (structpe.syntax.tag_controls)")
     pp.add_argument("--num-proc", type=int, default=1, help="processes for parsing and tokenizing")
+    pp.add_argument("--shard-units", type=int, default=None,
+                    help="parse N units at a time, keeping finished shards: a killed run resumes there")
     pp.add_argument("--force", action="store_true", help="rebuild even if the cache matches")
     pp.set_defaults(func=_prepare)
 
@@ -144,6 +146,7 @@ def _prepare(args: argparse.Namespace) -> int:
     check_positive("--seq-len", args.seq_len)
     check_positive("--max-sentences", args.max_sentences)
     check_positive("--num-proc", args.num_proc)
+    check_positive("--shard-units", args.shard_units)
     splits: dict[str, list] = {}
     fmt = args.input_format
     if args.corpus:
@@ -170,7 +173,7 @@ def _prepare(args: argparse.Namespace) -> int:
     )
     try:
         out = prepare(splits, args.tokenizer, args.output, settings=settings, num_proc=args.num_proc,
-                      force=args.force)
+                      force=args.force, shard_units=args.shard_units)
     except ValueError as err:  # prepare's checks of its inputs raise plain ValueErrors
         raise StructpeError(str(err)) from err
     print(out)

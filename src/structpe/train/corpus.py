@@ -5,8 +5,9 @@ Three input formats, matching the layout of ``shared/data`` (see its PROVENANCE 
 ``lines``   one sentence per line, already tokenized on whitespace (Brown). Blank lines separate
             documents. Words are taken as they are (no re-tokenization), so Brown's tokenization is kept.
 ``text``    raw running text with arbitrary line breaks (Gutenberg, users' own files). Blank lines
-            separate paragraphs; the lines of a paragraph are joined with spaces and the parser
-            sentence-splits and tokenizes the paragraph.
+            separate paragraphs; the lines of a paragraph are joined with spaces, and
+            :func:`split_sentences` cuts each paragraph into sentences of words, the one rule for
+            every parser and for the LM (see there).
 ``conllu``  CoNLL-U treebanks (UD); the gold trees are used by the ``gold`` parser.
 
 Every reader yields *units* in file order: a unit is a sentence (``lines``) or a paragraph
@@ -73,6 +74,32 @@ def iter_units(path: str | Path, fmt: str) -> Iterator[str]:
                 para = []
         if para:
             yield " ".join(para)
+
+
+@lru_cache(maxsize=1)
+def _sentencizer() -> object:
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+def split_sentences(paragraphs: Sequence[str]) -> list[list[list[str]]]:
+    """Per paragraph, its sentences as lists of words: spaCy's rule-based English tokenizer and its
+    ``sentencizer`` (a sentence ends after ``.``, ``!``, ``?`` and similar marks, closing quotes and
+    brackets included), whitespace tokens dropped.
+
+    The one sentence split of ``text`` corpora: the prepare step parses these word lists with
+    whichever parser (``parse_words``: spaCy's dependency parse does not move the boundaries), the
+    LM is trained on them (one packed sentence each) and the study's test sentences are cut the same
+    way, so no parser choice changes what a sentence is. Rule-based, hence fast (no model).
+    """
+    out = []
+    for doc in _sentencizer().pipe(list(paragraphs)):
+        sents = [[t.text for t in s if not t.is_space] for s in doc.sents]
+        out.append([s for s in sents if s])
+    return out
 
 
 def iter_tokenizer_text(

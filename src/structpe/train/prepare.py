@@ -62,9 +62,35 @@ from structpe.train.prepare_steps import (
 
 
 # -- driver -------------------------------------------------------------------------------------------
+def _parse_in_shards(
+    units: dict[str, list], shard_units: int, folder: Path, map_kwargs: dict[str, Any]
+) -> Any:
+    """Parse ``units`` ``shard_units`` at a time; each finished shard is saved under ``folder``
+    (written whole, then renamed) and reused by the next run, so a killed prepare resumes at the
+    first unfinished shard. Units are parsed one batch at a time either way, so the concatenated
+    shards equal the one-pass result (shard sizes that are multiples of the parse batch, 64, even
+    keep the batches identical)."""
+    from datasets import Dataset, concatenate_datasets, load_from_disk
+
+    folder.mkdir(parents=True, exist_ok=True)
+    n = len(next(iter(units.values())))
+    shards = []
+    for i, start in enumerate(range(0, n, shard_units)):
+        done = folder / f"shard-{i:05d}"
+        if not done.is_dir():
+            chunk = Dataset.from_dict({k: v[start : start + shard_units] for k, v in units.items()})
+            tmp = folder / f".shard-{i:05d}.partial"
+            shutil.rmtree(tmp, ignore_errors=True)
+            chunk.map(**map_kwargs, remove_columns=list(units)).save_to_disk(str(tmp))
+            os.replace(tmp, done)
+        shards.append(load_from_disk(str(done)))
+    return concatenate_datasets(shards)
+
+
 def _prepare_split(
     name: str, paths: list[Path], fmt: str, settings: PrepareSettings, tokenizer_dir: str,
-    bos_id: int, eos_id: int, num_proc: int, work: Path, shard_dir: Path, staged: Path,
+    bos_id: int, eos_id: int, num_proc: int, work: Path, extras: Path,
+    shards: tuple[Path, int] | None = None,
 ) -> tuple[Any, dict[str, int]]:
     from datasets import Dataset
 
@@ -95,24 +121,26 @@ def _prepare_split(
             # forked workers: one torch thread each, which also keeps them out of OpenMP's thread pool,
             # inherited from the parent and dead after fork (a parallel region there never returns)
             kwargs.setdefault("threads", 1)
-        fn_kwargs = {"parser": settings.parser, "parser_kwargs": kwargs}
-        if settings.tags == "prefix":  # one parse per word prefix: long, so resumable in shards
-            sents = _parse_prefix_shards(Dataset.from_dict(units), name, fn_kwargs, nproc, shard_dir)
+        parse = {
+            "function": _parse_batch,
+            "batched": True,
+            "batch_size": 64,
+            "num_proc": nproc,
+            "fn_kwargs": {"parser": settings.parser, "parser_kwargs": kwargs, "tags": settings.tags},
+            "desc": f"parse {name} ({settings.parser}{', prefixes' if settings.tags == 'prefix' else ''})",
+        }
+        if shards is not None:
+            sents = _parse_in_shards(units, shards[1], shards[0] / name, parse)
         else:
             sents = Dataset.from_dict(units).map(
-                _parse_batch,
-                batched=True,
-                batch_size=64,
-                num_proc=nproc,
+                **parse,
                 remove_columns=list(units),
-                fn_kwargs=fn_kwargs,
                 cache_file_name=str(work / f"{name}-parse.arrow"),
                 new_fingerprint=f"{name}-parse",
-                desc=f"parse {name} ({settings.parser})",
             )
     if settings.tags == "shuffled":
         if name == "train":  # the pool that test / BLiMP / SyntaxGym sentences draw their tags from
-            write_pool(staged / POOL_FILE, sents["terminals"], sents["nonterminals"])
+            write_pool(extras / POOL_FILE, sents["terminals"], sents["nonterminals"])
         sents = _shuffle_tags(sents)
     aligned = sents.map(
         _align_batch,
@@ -151,39 +179,7 @@ def _prepare_split(
     return packed, stats
 
 
-PREFIX_SHARD = 2048  # sentences per saved shard of prefix parses
-
-
-def _parse_prefix_shards(units: Any, name: str, fn_kwargs: dict[str, Any], nproc: int | None,
-                         shard_dir: Path) -> Any:
-    """Prefix parses of ``units`` (``tags="prefix"``), saved shard by shard under ``shard_dir``
-    (atomically), so that a killed preparation resumes at its first missing shard."""
-    from datasets import concatenate_datasets, load_from_disk
-
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    starts = range(0, len(units), PREFIX_SHARD)
-    parts = []
-    for k, start in enumerate(starts):
-        path = shard_dir / f"{name}-{k:05d}"
-        if not (path / "dataset_info.json").is_file():
-            t0 = time.time()
-            part = units.select(range(start, min(start + PREFIX_SHARD, len(units)))).map(
-                _parse_batch,
-                batched=True,
-                batch_size=64,
-                num_proc=nproc,
-                remove_columns=units.column_names,
-                fn_kwargs={**fn_kwargs, "tags": "prefix"},
-                desc=f"prefix-parse {name} shard {k + 1}/{len(starts)}",
-            )
-            tmp = shard_dir / f".{path.name}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            part.save_to_disk(str(tmp))
-            os.replace(tmp, path)
-            print(f"prepare: prefix parses of {name}: shard {k + 1}/{len(starts)} ({time.time() - t0:.0f} s)",
-                  flush=True)
-        parts.append(load_from_disk(str(path)))
-    return concatenate_datasets(parts)
+PREFIX_SHARD = 2048  # units per saved shard of prefix parses (tags="prefix") unless shard_units says
 
 
 def _shuffle_tags(sents: Any) -> Any:
@@ -208,6 +204,7 @@ def prepare(
     settings: PrepareSettings | None = None,
     num_proc: int = 1,
     force: bool = False,
+    shard_units: int | None = None,
 ) -> Path:
     """Build (or reuse) the prepared dataset of ``splits`` ({"train": [files], "validation": [...]}).
 
@@ -215,6 +212,11 @@ def prepare(
     (``~/.cache/structpe``). If the folder already holds a dataset with the same fingerprint it is
     reused without work; a folder with another fingerprint is rebuilt; a non-empty folder that is
     not a prepared dataset is refused.
+
+    ``num_proc`` processes parse and align (the result does not depend on it). ``shard_units``
+    makes the parse step resumable: units are parsed that many at a time and every finished shard is
+    kept in ``.<output name>.shards-<fingerprint>/`` beside the output until the dataset is written,
+    so a killed run (hours of parsing for a 10M-word corpus) restarts at its first unfinished shard.
     """
     settings = settings or PrepareSettings()
     settings.validate()
@@ -227,6 +229,8 @@ def prepare(
         for p in ps:
             if not p.is_file():
                 raise FileNotFoundError(f"split {k!r}: input file not found: {p}")
+    if shard_units is not None and shard_units < 1:
+        raise ValueError(f"shard_units must be >= 1, got {shard_units}")
     if settings.parser == "gold":
         for k, ps in paths.items():
             fmt = settings.input_format or guess_format(ps[0])
@@ -256,7 +260,9 @@ def prepare(
 
     t0 = time.time()
     out.parent.mkdir(parents=True, exist_ok=True)
-    shard_dir = out.parent / f".{out.name}-shards-{fp[:16]}"  # resumable prefix parses (tags="prefix")
+    shard_dir = out.parent / f".{out.name}.shards-{fp[:16]}"
+    if settings.tags == "prefix" and not shard_units:  # one parse per word prefix: always resumable
+        shard_units = PREFIX_SHARD
     with tempfile.TemporaryDirectory(prefix=".prepare-", dir=out.parent) as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
@@ -267,7 +273,8 @@ def prepare(
         for name, ps in paths.items():
             fmt = settings.input_format or guess_format(ps[0])
             built[name], stats[name] = _prepare_split(
-                name, ps, fmt, settings, tok_dir, bos_id, eos_id, num_proc, work, shard_dir, extras
+                name, ps, fmt, settings, tok_dir, bos_id, eos_id, num_proc, work, extras,
+                (shard_dir, shard_units) if shard_units else None,
             )
         DatasetDict(built).save_to_disk(str(staged))
         for f in extras.iterdir():

@@ -44,6 +44,8 @@ KNOWN_CORPORA = {
                                                                "test": "test"}),
     "gutenberg": ("corpus/gutenberg_nltk", "gutenberg.{split}.txt.gz", "text",
                   {"train": "train", "validation": "valid", "test": "test"}),
+    "gutenberg-pd-10m": ("corpus/gutenberg_pd_10m", "gutenberg_pd.{split}.txt.gz", "text",
+                         {"train": "train", "validation": "dev", "test": "test"}),
     "ud-ewt": ("ud/UD_English-EWT", "en_ewt-ud-{split}.conllu.gz", "conllu",
                {"train": "train", "validation": "dev", "test": "test"}),
 }
@@ -163,7 +165,8 @@ def fingerprint(splits: dict[str, list[Path]], tokenizer_dir: str | Path, settin
 
 def corpus_splits(name: str, data_dir: str | Path | None = None,
                   splits: Sequence[str] = ("train", "validation")) -> tuple[dict[str, list[Path]], str]:
-    """Files of a corpus of ``shared/data`` by name (``brown``, ``gutenberg``, ``ud-ewt``) and its format."""
+    """Files of a corpus of ``shared/data`` by name (``brown``, ``gutenberg``, ``gutenberg-pd-10m``,
+    ``ud-ewt``) and its format."""
     from structpe.data.paths import data_root
 
     if name not in KNOWN_CORPORA:

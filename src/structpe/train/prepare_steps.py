@@ -5,8 +5,10 @@ Pipeline, per split (each step a ``datasets`` map; steps 1-2 run on ``num_proc``
 1. parse    sentence units -> words + hexatags with the chosen parser: ``gold`` (CoNLL-U trees),
             ``spacy`` or ``hexatagger``. ``lines`` input (Brown) is pre-tokenized, one sentence per
             line, and is parsed as given (``parse_words``); ``text`` input (Gutenberg, any prose) is
-            split into paragraphs at blank lines and sentence-split + tokenized by the parser
-            (``parse_text``). Non-projective parses are lifted (arc lifting, counted in the metadata).
+            split into paragraphs at blank lines, each cut into sentences of words by
+            :func:`structpe.train.corpus.split_sentences` (one rule whatever the parser), which the
+            parser then parses (``parse_words``). Non-projective parses are lifted (arc lifting,
+            counted in the metadata).
 2. align    words -> subword ids with the run's tokenizer; each word's tags go on its *first*
             subword, every other position gets -100. Text form ``raw`` (the default of tokenizers
             trained by ``structpe tokenizer train``): the sentence is detokenized (``glass.``, ``"``;
@@ -37,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from structpe.train.corpus import detokenize_words, iter_units
+from structpe.train.corpus import detokenize_words, iter_units, split_sentences
 from structpe.train.prepare_deprels import WORD_COLUMNS, word_deprel_columns
 from structpe.train.prepare_settings import COLUMNS, IGNORE_INDEX
 
@@ -89,10 +91,11 @@ def _parse_batch(
         from structpe.syntax.tag_controls import PrefixParser
 
         p = PrefixParser(p)
-    # raw paragraphs: the parser sentence-splits and tokenizes; otherwise pre-tokenized sentences
-    # (Brown lines, or CoNLL-U words re-parsed by a predicted parser)
+    # raw paragraphs: cut into sentences of words by the corpus rule; otherwise pre-tokenized
+    # sentences (Brown lines, or CoNLL-U words re-parsed by a predicted parser)
     if "text" in batch:
-        return _sentence_columns(p.parse_text(batch["text"]))
+        words = [s for para in split_sentences(batch["text"]) for s in para]
+        return _sentence_columns(p.parse_words(words) if words else [])
     cols = _sentence_columns(p.parse_words(batch["words_in"]))
     if "raw_text" in batch:
         _keep_raw_text(batch, cols)
