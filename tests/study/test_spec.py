@@ -21,6 +21,10 @@ def test_shipped_spec_loads(profile: str) -> None:
         "attn_bias",
         "position_k2",
         "lis_tree",
+        "none_tagloss",
+        "none_wide",
+        "position_shuffled",
+        "position_causal",
     ]
     assert spec.seeds == [1, 2, 3] and spec.baseline == "none"
     assert spec.recipe_name("position_k2") == f"txl/position-{spec.recipe_profile}"

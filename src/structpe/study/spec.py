@@ -6,14 +6,21 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     description: free text
     baseline:    the recipe every claim is compared with unless it names another (``against``)
     seeds:       list of ints; every recipe runs once per seed
-    recipes:     {label: {recipe: <family>/<injection>, overrides: [key=value, ...]}}
-                 (the profile's ``recipe_profile`` is appended: ``txl/position`` -> ``txl/position-tiny``)
+    recipes:     {label: {recipe: <family>/<injection>, overrides: [key=value, ...],
+                          tags: parse | prefix | shuffled, seeds: [int, ...]}}
+                 (the profile's ``recipe_profile`` is appended: ``txl/position`` -> ``txl/position-tiny``;
+                 ``tags``: where the cell's hexatags come from, in training and evaluation
+                 (structpe.syntax.tag_controls; default the parse); ``seeds``: this recipe's seeds,
+                 replacing the spec's list; the baseline must have every seed of every recipe)
     dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len,
                   num_proc, shard_units}
     evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
                  null switches one off)
-    profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}}}
-                 a profile overrides dataset / evaluation fields and adds recipe overrides
+    profiles:    {name: {recipe_profile, overrides, recipe_overrides: {label: [key=value]},
+                         dataset: {...}, evaluations: {...}}}
+                 a profile overrides dataset / evaluation fields and adds recipe overrides (to
+                 every recipe, or with ``recipe_overrides`` to one, after the recipe's own: e.g.
+                 a width that matches another recipe's parameter count at that profile's size)
     claims:      [{id, claim, recipe, against, metrics, honest, show, better, paper: {...}}]
                  ``metrics`` decide the replication verdict (the paper's protocol), ``honest`` a
                  second verdict on leak-free likelihoods, ``show`` are reported beside them;
@@ -37,11 +44,12 @@ from typing import Any
 
 import yaml
 
+from structpe.syntax.tag_controls import TAG_SOURCES
 from structpe.train.recipe import CONFIG_ROOT, RecipeError, load_recipe
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
 LIKELIHOODS = ("conditional", "joint", "marginal")
-LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
+LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
 BETTER = ("higher", "lower")
 
 
@@ -115,6 +123,8 @@ class RecipeSpec:
     label: str
     recipe: str  # family/injection, without the profile suffix
     overrides: list[str] = field(default_factory=list)
+    tags: str = "parse"  # the tag source of training and evaluation (structpe.syntax.tag_controls)
+    seeds: list[int] | None = None  # None: the spec's seeds
 
 
 @dataclass
@@ -146,6 +156,7 @@ class StudySpec:
     evaluations: EvaluationsSpec
     claims: list[Claim]
     profile_overrides: list[str] = field(default_factory=list)
+    profile_recipe_overrides: dict[str, list[str]] = field(default_factory=dict)
     description: str = ""
     profile_description: str = ""
 
@@ -155,6 +166,19 @@ class StudySpec:
     def recipe_name(self, label: str) -> str:
         return f"{self.recipe(label).recipe}-{self.recipe_profile}"
 
+    def recipe_seeds(self, label: str) -> list[int]:
+        """The seeds this recipe runs (its own list, else the spec's)."""
+        own = self.recipe(label).seeds
+        return list(own) if own is not None else list(self.seeds)
+
+    def all_seeds(self) -> list[int]:
+        """Every seed some recipe runs, in first-seen order (the spec's list, then recipes' own)."""
+        out: list[int] = []
+        for s in [*self.seeds, *(s for r in self.recipes for s in self.recipe_seeds(r.label))]:
+            if s not in out:
+                out.append(s)
+        return out
+
     def reads_tags(self, label: str) -> bool:
         """Whether the recipe's model reads hexatags (injection other than ``none``): its joint and
         marginal perplexities are then bounds, not its exact p(x)."""
@@ -162,8 +186,13 @@ class StudySpec:
         return str(model.get("injection", "none")) != "none"
 
     def cell_overrides(self, label: str) -> list[str]:
-        """Profile overrides first, then the recipe's own (a recipe's setting wins)."""
-        return [*self.profile_overrides, *self.recipe(label).overrides]
+        """Profile overrides first, then the recipe's own (a recipe's setting wins), then the
+        profile's for this recipe."""
+        return [
+            *self.profile_overrides,
+            *self.recipe(label).overrides,
+            *self.profile_recipe_overrides.get(label, []),
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -180,8 +209,8 @@ TOP_KEYS = (
     "profiles",
     "claims",
 )
-PROFILE_KEYS = ("description", "recipe_profile", "overrides", "dataset", "evaluations")
-RECIPE_KEYS = ("recipe", "overrides")
+PROFILE_KEYS = ("description", "recipe_profile", "overrides", "recipe_overrides", "dataset", "evaluations")
+RECIPE_KEYS = ("recipe", "overrides", "tags", "seeds")
 CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper")
 EVAL_SPECS: dict[str, type] = {
     "ppl": PplSpec,
@@ -308,25 +337,40 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         if "full" not in evals.leakage.conditions:
             raise StudySpecError(f"{where}: evaluations.leakage.conditions must include 'full'")
 
-    seeds = raw.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
-        raise StudySpecError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise StudySpecError(f"{where}: seeds has duplicates: {seeds}")
+    seeds = _seed_list(raw.get("seeds"), f"{where}: seeds")
 
     recipes_raw = raw.get("recipes")
     if not isinstance(recipes_raw, dict) or not recipes_raw:
         raise StudySpecError(f"{where}: recipes must be a mapping label -> {{recipe: family/injection}}")
     recipe_profile = str(prof["recipe_profile"])
     profile_overrides = [str(o) for o in prof.get("overrides") or []]
+    per_recipe = prof.get("recipe_overrides") or {}
+    if not isinstance(per_recipe, dict):
+        raise StudySpecError(f"{where}: profiles.{profile}.recipe_overrides: expected label -> [key=value]")
+    unknown = [k for k in per_recipe if k not in (recipes_raw or {})]
+    if unknown:
+        raise StudySpecError(f"{where}: profiles.{profile}.recipe_overrides: unknown recipe(s) {unknown}")
+    profile_recipe_overrides = {str(k): [str(o) for o in v or []] for k, v in per_recipe.items()}
     recipes = []
     for label, r in recipes_raw.items():
         r = _check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
         if "recipe" not in r:
             raise StudySpecError(f"{where}: recipes.{label}: 'recipe' is required (e.g. txl/position)")
-        rs = RecipeSpec(str(label), str(r["recipe"]), [str(o) for o in r.get("overrides") or []])
+        tags = r.get("tags", "parse")
+        if tags not in TAG_SOURCES:
+            raise StudySpecError(
+                f"{where}: recipes.{label}.tags: unknown tag source {tags!r}; "
+                f"choose from {', '.join(TAG_SOURCES)}"
+            )
+        own_seeds = _seed_list(r["seeds"], f"{where}: recipes.{label}.seeds") if "seeds" in r else None
+        rs = RecipeSpec(
+            str(label), str(r["recipe"]), [str(o) for o in r.get("overrides") or []], str(tags), own_seeds
+        )
         try:  # every recipe and override must resolve before any cell runs
-            load_recipe(f"{rs.recipe}-{recipe_profile}", [*profile_overrides, *rs.overrides])
+            load_recipe(
+                f"{rs.recipe}-{recipe_profile}",
+                [*profile_overrides, *rs.overrides, *profile_recipe_overrides.get(rs.label, [])],
+            )
         except RecipeError as err:
             raise StudySpecError(f"{where}: recipes.{label}: {err}") from None
         recipes.append(rs)
@@ -336,6 +380,15 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         raise StudySpecError(
             f"{where}: baseline {baseline!r} is not one of the recipes ({', '.join(labels)})"
         )
+    base = next(r for r in recipes if r.label == baseline)
+    base_seeds = base.seeds if base.seeds is not None else seeds
+    for r in recipes:  # every cell is paired with (and audited against) the same seed's baseline
+        extra = [s for s in (r.seeds if r.seeds is not None else seeds) if s not in base_seeds]
+        if extra:
+            raise StudySpecError(
+                f"{where}: recipes.{r.label}.seeds: seeds {extra} have no baseline cell "
+                f"(the baseline {baseline!r} runs seeds {base_seeds})"
+            )
 
     claims = []
     for i, c in enumerate(raw.get("claims") or []):
@@ -381,9 +434,23 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         evaluations=evals,
         claims=claims,
         profile_overrides=profile_overrides,
+        profile_recipe_overrides=profile_recipe_overrides,
         description=str(raw.get("description") or ""),
         profile_description=str(prof.get("description") or "").strip(),
     )
+
+
+def _seed_list(seeds: Any, where: str) -> list[int]:
+    ok = (
+        isinstance(seeds, list)
+        and seeds
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    )
+    if not ok:
+        raise StudySpecError(f"{where} must be a non-empty list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise StudySpecError(f"{where} has duplicates: {seeds}")
+    return list(seeds)
 
 
 def _metric_planned(metric: str, evals: EvaluationsSpec) -> bool:
@@ -412,10 +479,14 @@ def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] |
         out.recipes = [r for r in spec.recipes if r.label in keep]
         out.claims = [c for c in spec.claims if c.recipe in keep and c.against in keep]
     if seeds:
-        unknown_s = [s for s in seeds if s not in spec.seeds]
+        every = spec.all_seeds()
+        unknown_s = [s for s in seeds if s not in every]
         if unknown_s:
-            raise StudySpecError(f"--seeds: {unknown_s} not in the spec's seeds {spec.seeds}")
+            raise StudySpecError(f"--seeds: {unknown_s} not in the spec's seeds {every}")
         out.seeds = [s for s in spec.seeds if s in seeds]
+        for r in out.recipes:
+            if r.seeds is not None:
+                r.seeds = [s for s in r.seeds if s in seeds]
     return out
 
 
