@@ -19,7 +19,8 @@ import platform
 import sys
 
 from structpe.errors import StructpeError
-from structpe.study.spec import StudySpecError, load_spec
+from structpe.study.spec import load_spec
+from structpe.study.spec_checks import StudySpecError
 from structpe.study.sweep import size_sweep
 
 

@@ -5,8 +5,8 @@
 
 One training step = what the ``Trainer`` does per step: forward under ``torch.autocast`` (bf16
 settings), backward, grad-norm clipping, AdamW. Inputs are random ids and tags of the packed
-length with an all-ones attention mask, or, with ``--real-batches``, the quickstart model steps
-through the first batches of ``--dataset`` (packed rows with their padding and tags). The two
+length with an all-ones attention mask, or, with ``--real-batches``, the quickstart (or ``tiny``)
+model steps through the first batches of ``--dataset`` (packed rows with their padding and tags). The two
 disagree for ``torch.compile``: on the quickstart's prepared Brown the compiled bf16 step was
 much slower than on random batches (docs/pretraining.md). The data path (reading prepared rows
 from Arrow and collating them) is timed per batch in the loss check.
@@ -20,7 +20,8 @@ the current defaults gained (ids are drawn below ``--vocab``, valid for both). E
 own model (same initial weights); the rounds are interleaved (round 1 of every setting, then round 2
 ...) so that load from the machine's other users hits all settings alike. Reported per setting:
 tokens/s from wall time (median over rounds) and the ratio to ``fp32`` at ``--threads``, measured in
-the same round; and the load average before and after.
+the same round; and the load average before and after. ``--clock process`` times this process's
+CPU time instead of the wall clock (on a machine shared with other jobs).
 
 Models: ``quickstart`` (the size ``structpe quickstart`` trains), ``tiny`` (the packaged
 ``txl/*-tiny`` recipe) and ``txl/position-small`` (batch 4 x 512 here: tokens/s barely depends on
@@ -144,7 +145,7 @@ def loadavg() -> list[float]:
 
 def throughput(name: str, injection: str, args: argparse.Namespace) -> dict[str, Any]:
     cfg, batch, seq = model_config(name, injection, args.vocab)
-    if args.real_batches and name == "quickstart":
+    if args.real_batches and name in ("quickstart", "tiny"):
         batches, vocab = real_batches(args.dataset, batch, args.warmup + args.steps)
         cfg = SiPEConfig(**{**cfg.to_dict(), "vocab_size": vocab})
     else:
@@ -159,15 +160,16 @@ def throughput(name: str, injection: str, args: argparse.Namespace) -> dict[str,
             r.step(batches[i % len(batches)])
         r.compile_s = round(time.perf_counter() - t0, 1)
         runners[s] = r
+    clock = time.process_time if args.clock == "process" else time.perf_counter
     times: dict[str, list[float]] = {s: [] for s in settings}
     ratios: dict[str, list[float]] = {s: [] for s in settings}
     for _ in range(args.rounds):
         this_round = {}
         for s, r in runners.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             for i in range(args.steps):
                 r.step(batches[(args.warmup + i) % len(batches)])
-            this_round[s] = (time.perf_counter() - t0) / args.steps
+            this_round[s] = (clock() - t0) / args.steps
             times[s].append(this_round[s])
         if "fp32" in this_round:
             for s in this_round:
@@ -302,7 +304,9 @@ def main() -> None:
     ap.add_argument("--dataset", help="prepared dataset for the loss check (default: UD EWT gold)")
     ap.add_argument("--work", help="folder for the on-the-fly dataset (default: a temporary folder)")
     ap.add_argument("--real-batches", action="store_true",
-                    help="time the quickstart model on --dataset's first batches instead of random ones")
+                    help="time quickstart / tiny on --dataset's first batches instead of random ones")
+    ap.add_argument("--clock", choices=["wall", "process"], default="wall",
+                    help="step time from the wall clock or this process's CPU time (a shared machine)")
     ap.add_argument("--skip", nargs="*", default=[], metavar="MODEL:SETTING",
                     help="settings not run for a model, e.g. position-small:bf16 (emulated bf16 is slow)")
     args = ap.parse_args()

@@ -36,6 +36,13 @@ def open_text(path: str | os.PathLike, what: str = "file") -> IO[str]:
     return p.open("r", encoding="utf-8")
 
 
+def stable_hash(obj: Any) -> str:
+    """sha256 of a JSON-able object with sorted keys (config hashes, cache keys)."""
+    import json
+
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """sha256 of a file's bytes, read in 1 MiB blocks (model cards, the prepare cache, data checks)."""
     digest = hashlib.sha256()

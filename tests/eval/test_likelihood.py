@@ -186,7 +186,7 @@ def test_baseline_conditional_is_its_plain_likelihood(tok, parses):
 
 @pytest.mark.parametrize("mode", ["conditional", "joint", "marginal"])
 @pytest.mark.parametrize(
-    ("injection", "append_eos"), [("input", False), ("input", True), ("position", False)]
+    ("injection", "append_eos"), [("input", False), ("input", True), ("position", False), ("lis_tree", True)]
 )
 def test_batched_equals_unbatched(tok, parses, mode, injection, append_eos):
     model = tiny_txl(tok, injection, seed=1)
@@ -435,7 +435,9 @@ def test_cli_likelihood_modes_and_leakage(tok, parses, tmp_path, capsys):
     assert set(res["variants"]) == {"full", "prefix"}
 
 
-@pytest.mark.parametrize("injection,append_eos", [("input", False), ("position+attn_bias", True)])
+@pytest.mark.parametrize(
+    "injection,append_eos", [("input", False), ("position+attn_bias", True), ("lis_tree", False)]
+)
 def test_cached_marginal_equals_the_uncached_beam(tok, parses, injection, append_eos, monkeypatch):
     """The key/value-cached beam gives the same bounds (k = 1, 10, 100), per-token scores and best
     sequence as re-running every prefix; a small row budget also splits the batch into groups."""

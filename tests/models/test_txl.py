@@ -15,6 +15,8 @@ from structpe.models import SiPEConfig, build_model, load
 from structpe.models.config import FAMILY_INJECTIONS
 from structpe.models.txl import TagGate, TransfoXLSiPEModel, rel_shift, sinusoid
 from structpe.modules.prior import TagIdError
+from structpe.modules.rotary import apply_rotary
+from structpe.modules.tree_address import tree_paths
 
 VARIANTS = FAMILY_INJECTIONS["txl"]
 PRIORED = [v for v in VARIANTS if v != "none"]
@@ -114,6 +116,10 @@ def reference_block(model, layer: int, x: torch.Tensor, ids, t, n, mask=None):
             else out.unsqueeze(-2).expand(*out.shape[:-1], H, d)
         )
 
+    theta = None  # lis_tree: word j's tree-address angles theta_j [B, L, H, d/2]
+    if model.tree_address is not None and model.tree_address.has_layer(layer):
+        w = model.tree_address.delta[str(layer)].weight
+        theta = (tree_paths(t, n, None, 2 + cfg.n_deprels).to(x.dtype) @ w.T).view(bsz, length, H, d // 2)
     e = per_head(model.prior_proj, prior)  # W_E^l prior  [B, L, H, d]
     kb = per_head(model.tag_key, prior)
     vb = per_head(model.tag_value, prior)
@@ -126,7 +132,10 @@ def reference_block(model, layer: int, x: torch.Tensor, ids, t, n, mask=None):
             off = min(i - j, cfg.clamp_len) if cfg.clamp_len > 0 else i - j
             r = torch.cat([torch.sin(off * f), torch.cos(off * f)])
             w_r_r = (att.r_net.weight @ r).view(H, d)
-            ac = ((q[:, i] + att.u) * k[:, j]).sum(-1)  # AC_ij   [B, H]
+            k_j = k[:, j]
+            if theta is not None:  # LIS Def. 4.6: <q_i + u, P(j->i) k_j>, P(j->i) = A(i)^-1 A(j)
+                k_j = apply_rotary(k_j, theta[:, j] - theta[:, i])
+            ac = ((q[:, i] + att.u) * k_j).sum(-1)  # AC_ij   [B, H]
             bd = ((q[:, i] + att.v) * w_r_r).sum(-1)  # BD_ij
             s = (ac + bd) / math.sqrt(d)
             if e is not None:
@@ -258,20 +267,20 @@ def test_zero_projection_gives_baseline_logits(injection, plain):
     base = tiny("none", dtype=torch.float32)
     model = tiny(injection, dtype=torch.float32, seed=5)
     missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
-    sipe_only = ("prior", "tag_key", "tag_value", "tag_heads")
+    sipe_only = ("prior", "tag_key", "tag_value", "tag_heads", "tree_address")
     assert not unexpected and all(k.startswith(sipe_only) for k in missing)
     with torch.no_grad():
-        for name in ("prior_proj", "tag_key", "tag_value"):
+        for name in ("prior_proj", "tag_key", "tag_value", "tree_address"):
             if getattr(model, name) is not None:
                 for p in getattr(model, name).parameters():
-                    p.zero_()  # W_E = 0, W^tag = 0
+                    p.zero_()  # W_E = 0, W^tag = 0, delta_l = 0 (every tree address zero)
         if model.config.uses_input_prior:
             for p in model.prior.parameters():
                 p.zero_()  # E_T = E_N = 0
         ids, t, n = batch()
         want = base(ids, terminal_ids=t, nonterminal_ids=n, output_attentions=plain).logits
         got = model(ids, terminal_ids=t, nonterminal_ids=n, output_attentions=plain).logits
-    if plain or injection in ("input", "position"):
+    if plain or injection in ("input", "position", "lis_tree"):
         assert torch.equal(got, want)
     else:
         # The fused path appends the tag-key dims to q/k, so SDPA runs at a larger head dim whose
@@ -321,7 +330,7 @@ def test_a_few_steps_lower_the_loss(injection):
     assert losses[-1] < 0.8 * losses[0], losses
 
 
-@pytest.mark.parametrize("injection", ["none", "position+attn_bias", "input"])
+@pytest.mark.parametrize("injection", ["none", "position+attn_bias", "input", "lis_tree"])
 def test_save_load_round_trip(tmp_path, injection):
     model = tiny(injection, dtype=torch.float32, projection="shared", n_deprels=3)
     ids, t, n = batch()

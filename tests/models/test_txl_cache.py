@@ -74,7 +74,7 @@ def test_stepwise_cached_decoding_equals_full_forward(injection, explicit):
                 torch.testing.assert_close(getattr(out, name), getattr(full, name)[:, a:b], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("injection", ["position", "input+attn_bias"])
+@pytest.mark.parametrize("injection", ["position", "input+attn_bias", "lis_tree"])
 def test_cache_with_padding_mask_and_clamped_offsets(injection):
     """attention_mask over cached + new keys, offsets past clamp_len, and untagged steps."""
     model = model_for(injection, clamp_len=4)
@@ -95,9 +95,11 @@ def test_cache_with_padding_mask_and_clamped_offsets(injection):
         torch.testing.assert_close(out.terminal_logits[:, 0], full.terminal_logits[:, j], atol=1e-5, rtol=0)
 
 
-def test_cache_batch_ops_move_the_tags_with_the_keys():
-    """reorder / select / repeat (beam search, copy-on-branch) keep each row's pair ids with its keys."""
-    model = model_for("position")
+@pytest.mark.parametrize("injection", ["position", "lis_tree"])
+def test_cache_batch_ops_move_the_tags_with_the_keys(injection):
+    """reorder / select / repeat (beam search, copy-on-branch) keep each row's pair ids (lis_tree:
+    its tags, which the next positions' tree addresses are read from) with its keys."""
+    model = model_for(injection)
     ids, t, n = random_tagged(random.Random(5), n_words=6)
     out = model(ids[:, :-1], terminal_ids=t[:, :-1], nonterminal_ids=n[:, :-1], use_cache=True)
     cache = out.cache
@@ -108,7 +110,8 @@ def test_cache_batch_ops_move_the_tags_with_the_keys():
     full = model(ids, terminal_ids=t, nonterminal_ids=n)
     torch.testing.assert_close(step.logits[:, 0], full.logits[:, -1], atol=1e-5, rtol=0)
     cache.crop(-2)
-    assert cache.get_seq_length() == ids.shape[1] - 2 and cache.pair_ids.shape[1] == ids.shape[1] - 2
+    kept = cache.pair_ids if injection == "position" else cache.tags
+    assert cache.get_seq_length() == ids.shape[1] - 2 and kept.shape[1] == ids.shape[1] - 2
 
 
 def test_buffered_keys_survive_growth_crop_and_row_views():

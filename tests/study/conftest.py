@@ -99,3 +99,8 @@ def tiny_spec(tmp_path: Path) -> Path:
     p = tmp_path / "tiny-study.yaml"
     p.write_text(SPEC)
     return p
+
+
+@pytest.fixture
+def tiny_spec_text() -> str:
+    return SPEC

@@ -10,7 +10,8 @@ import pytest
 
 from structpe.study import sweep
 from structpe.study.data import StudyData
-from structpe.study.spec import StudySpecError, load_spec
+from structpe.study.spec import load_spec
+from structpe.study.spec_checks import StudySpecError
 
 
 def test_size_overrides() -> None:

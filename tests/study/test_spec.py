@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from structpe.cli import main
-from structpe.study.spec import StudySpecError, load_spec, select
+from structpe.study.spec import load_spec, select
+from structpe.study.spec_checks import StudySpecError
 
 
 @pytest.mark.parametrize("profile", ["cpu-mini", "cpu-small", "smoke", "paper"])
@@ -20,6 +21,11 @@ def test_shipped_spec_loads(profile: str) -> None:
         "disentangled",
         "attn_bias",
         "position_k2",
+        "lis_tree",
+        "none_tagloss",
+        "none_wide",
+        "position_shuffled",
+        "position_causal",
     ]
     assert spec.seeds == [1, 2, 3] and spec.baseline == "none"
     assert spec.recipe_name("position_k2") == f"txl/position-{spec.recipe_profile}"

@@ -121,3 +121,15 @@ def test_deprel_model_refuses_data_without_deprels(wp_gold: Path, tmp_path: Path
     with pytest.raises(PreparedDataError, match="no deprel_ids"):
         pretrain("roberta/input_dr-tiny", [f"train.dataset={stripped}", f"train.output_dir={tmp_path / 'r'}",
                                            "model.max_position_embeddings=80", "train.seq_len=64"])
+
+
+@pytest.mark.parametrize("n_deprels", [0, N_DEPRELS], ids=["direction", "deprel"])
+def test_lis_tree_recipe_trains(n_deprels: int, gold_dataset: Path, tmp_path: Path) -> None:
+    """The LIS tree-address decoder through the Trainer, with arc directions or DEPREL ids as labels."""
+    small = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.d_ff=64", "train.seq_len=64",
+             "max_steps=2", "eval_every=2", "eval_batches=1", "batch_size=4", "warmup=1", "log_every=1",
+             "progress=false", f"model.n_deprels={n_deprels}"]
+    data = [f"train.dataset={gold_dataset}", f"train.output_dir={tmp_path / 'r'}"]
+    run = pretrain("txl/lis_tree-tiny", [*data, *small])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["final_eval"]["eval_terminal_loss"] > 0

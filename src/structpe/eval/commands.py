@@ -233,6 +233,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-length", type=int, help="skip sentences longer than this many tokens")
     p.set_defaults(func=cmd_ppl)
 
+    from structpe.eval.leakage import DEFAULT_VARIANTS
     from structpe.eval.leakage import VARIANTS as LEAKAGE_VARIANTS
 
     p = ev.add_parser("leakage", help="how much of a conditional-perplexity gain is future tag leakage")
@@ -242,7 +243,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--text", help="plain text, one sentence per line")
     p.add_argument("--limit", type=int, help="first N sentences")
     p.add_argument("--baseline", help="a model reading no tags, trained on the same data (reference p(x))")
-    p.add_argument("--variants", nargs="+", default=list(LEAKAGE_VARIANTS), choices=LEAKAGE_VARIANTS)
+    p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=LEAKAGE_VARIANTS)
     p.set_defaults(func=cmd_leakage)
 
     p = ev.add_parser("blimp", help="BLiMP minimal pairs: accuracy per paradigm, field, phenomenon, overall")

@@ -18,6 +18,10 @@ information, and sets the perplexities against the model's ``full`` condition an
                       which the model only ever saw on a sentence's last word.
 ``prefix_drop_last``  as ``prefix`` but the prefix's last word is untagged (its eos and its possibly
                       incomplete analysis removed; loses that word's causal information too).
+``causal``            word i carries the tags of word i in the parse of words 1..i
+                      (:class:`structpe.parser.tag_controls.PrefixParser`): causal over words, one
+                      forward per text. The tags the ``position_causal`` control is trained on, so
+                      for that model it is the matched, leak-free condition.
 
 Both causal conditions are leak-free ways of feeding the model parses, and the model was trained
 on leaky ones, so the gain they keep is a lower bound on what a leak-free conditioning keeps; the
@@ -39,10 +43,13 @@ from structpe.eval.scoring.likelihood import run_rows
 from structpe.eval.scoring.rows import Row
 from structpe.eval.scoring.scorer import CausalScorer
 from structpe.eval.scoring.types import Parser, uses_tags
+from structpe.parser.tag_controls import PrefixParser, parse_prefixes
 from structpe.syntax.alignment import align_tags_by_offsets, get_field
 from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
-VARIANTS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
+VARIANTS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
+# run unless asked otherwise; `causal` is asked for (it needs a parser that parses word lists)
+DEFAULT_VARIANTS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
 CAUSAL = ("prefix", "prefix_drop_last")
 
 
@@ -72,7 +79,7 @@ def leakage_audit(
     *,
     parses: list[Any] | None = None,
     baseline: Any | None = None,
-    variants: Sequence[str] = VARIANTS,
+    variants: Sequence[str] = DEFAULT_VARIANTS,
     batch_size: int = 32,
     per_token: bool = False,
 ) -> dict[str, Any]:
@@ -93,8 +100,10 @@ def leakage_audit(
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown audit variants {unknown}; choose from {VARIANTS}")
-    if any(v in CAUSAL for v in variants) and parser is None:
-        raise ValueError("the causal variants (prefix, prefix_drop_last) need a parser to parse each prefix")
+    if any(v in (*CAUSAL, "causal") for v in variants) and parser is None:
+        raise ValueError(
+            "the causal variants (prefix, prefix_drop_last, causal) need a parser to parse each prefix"
+        )
     if parses is None:
         if parser is None:
             raise ValueError("give parses or a parser for the full-text tags")
@@ -107,7 +116,9 @@ def leakage_audit(
 
     def full_rows(kind: str) -> list[Row]:
         rows = []
-        for e in enc:
+        # `causal`: the same texts and tokens, each word's tags from the parse of its word prefix
+        encoded = scorer.encode(texts, PrefixParser(parser).retag(parses)) if kind == "causal" else enc
+        for e in encoded:
             t, n = list(e.terminals), list(e.nonterminals)
             if kind == "untagged":
                 t, n = [IGNORE] * len(t), [IGNORE] * len(n)
@@ -128,7 +139,7 @@ def leakage_audit(
     if causal:
         # one parse per distinct prefix: the text up to the end of each token but the last
         prefixes = sorted({e.text[: e.offsets[j][1]] for e in enc for j in range(len(e.ids) - 1)})
-        parsed = dict(zip(prefixes, parse_texts(parser, prefixes) or [], strict=True))
+        parsed = parse_prefixes(parser, prefixes)
         rows: dict[str, list[Row]] = {v: [] for v in causal}
         for e in enc:
             for t in range(1, len(e.ids) + 1):  # predict token t (1-based) from tokens < t

@@ -26,8 +26,9 @@ INJECTIONS = (
     "attn_bias",
     "input+attn_bias",
     "position+attn_bias",
+    "lis_tree",  # not SiPE's: LIS tree addresses rotate q and k (docs/lis.md, "Dependency trees")
 )
-# which injection sites each family implements (SiPE §3.2-3.5)
+# which injection sites each family implements (SiPE §3.2-3.5; lis_tree: TXL only)
 FAMILY_INJECTIONS = {
     "txl": INJECTIONS,
     "roberta": ("none", "input"),
@@ -79,7 +80,9 @@ class SiPEConfig(PreTrainedConfig):
     """Architecture + SiPE settings. Family-specific fields are ignored by the other families.
 
     SiPE fields
-      injection          where the prior enters (see INJECTIONS)
+      injection          where the prior enters (see INJECTIONS); ``lis_tree`` (txl) has no prior
+                         vector: the parse read from the tags gives each word a LIS tree address
+                         that rotates q and k (docs/lis.md), labelled by DEPREL with n_deprels > 0
       fusion             input fusion for ``input`` (add | concat | alpha | residual; SiPE table 12)
       alpha_init         initial a of the ``alpha`` fusion a*x + (1-a)*prior (paper: 0.1 / 0.5 / 0.9)
       n_deprels          > 0 adds a DEPREL table E_D to the prior (the *_DR variants)
@@ -219,7 +222,16 @@ class SiPEConfig(PreTrainedConfig):
 
     @property
     def uses_prior(self) -> bool:
+        """The model reads the tags (and has tag heads); ``uses_hexatag_prior``: through a prior vector."""
         return self.injection != "none"
+
+    @property
+    def uses_hexatag_prior(self) -> bool:
+        return self.injection not in ("none", "lis_tree")
+
+    @property
+    def uses_tree_address(self) -> bool:
+        return self.injection == "lis_tree"
 
     @property
     def has_tag_heads(self) -> bool:
@@ -303,6 +315,10 @@ class SiPEConfig(PreTrainedConfig):
             need(
                 self.d_model % 2 == 0,
                 f"txl: the sinusoidal relative embedding needs an even d_model, got {self.d_model}",
+            )
+            need(
+                self.d_head % 2 == 0 or self.injection != "lis_tree",
+                f"txl: lis_tree rotates frequency pairs of each head; d_head must be even, got {self.d_head}",
             )
             need(
                 self.fusion == "add",

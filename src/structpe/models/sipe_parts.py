@@ -15,6 +15,7 @@ from structpe.models.config import SiPEConfig
 from structpe.modules.input_prior import InputPrior
 from structpe.modules.prior import HexatagPrior, TagHeads
 from structpe.modules.prior_projection import PriorProjection
+from structpe.modules.tree_address import TreeAddress
 from structpe.syntax.hexatags import IGNORE_INDEX
 
 
@@ -28,6 +29,18 @@ def prior_projection(config: SiPEConfig, d_out: int | None = None) -> PriorProje
         layers=[i for i in range(config.n_layers) if config.layer_gets_prior(i)],
         shared=config.projection == "shared",
         target=config.projection_target,
+        init_std=config.prior_proj_init_std,
+    )
+
+
+def tree_address(config: SiPEConfig) -> TreeAddress:
+    """lis_tree's per-layer label angles delta_l (2 arc directions + n_deprels labels) from the entry
+    layer on, near zero at init (``prior_proj_init_std``: training starts from plain relative attention)."""
+    return TreeAddress(
+        2 + config.n_deprels,
+        config.n_heads,
+        config.d_head,
+        layers=[i for i in range(config.n_layers) if config.layer_gets_prior(i)],
         init_std=config.prior_proj_init_std,
     )
 
@@ -68,6 +81,7 @@ def keep_mask(labels: torch.Tensor | None) -> torch.Tensor | None:
     """Positions whose prior survives: the MLM rule zeroes it where the token is masked."""
     return None if labels is None else labels == IGNORE_INDEX
 
+
 def check_tags(
     terminal_ids: torch.Tensor | None,
     nonterminal_ids: torch.Tensor | None,
@@ -86,6 +100,7 @@ def check_tags(
         raise ValueError(f"tag tensors must match input_ids {tuple(shape)}, got {bad}")
     return True
 
+
 def apply_input_prior(
     input_prior: InputPrior | None,
     x: torch.Tensor,
@@ -103,6 +118,7 @@ def apply_input_prior(
         return x, None
     return input_prior(x, terminal_ids, nonterminal_ids, deprel_ids, keep)
 
+
 def tag_pairs(
     prior: HexatagPrior | None,
     terminal_ids: torch.Tensor | None,
@@ -117,6 +133,7 @@ def tag_pairs(
     if prior is None or not check_tags(terminal_ids, nonterminal_ids):
         return None, None
     return prior.pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep), prior.pair_table()
+
 
 def layer_pair_projection(
     prior_proj: PriorProjection | None, table: torch.Tensor | None, layer: int

@@ -14,6 +14,8 @@ For a query i, key j and head n of layer l (SiPE eq. 3, 5-9; Dai et al. 2019):
     disentangled      logit = (AC + BD) / sqrt(d_head) + c                                      (eq. 7)
     attn_bias         logit += <q_i, [W_K^tag prior_j]_n> / sqrt(d_head),
                       z_i = sum_j a_ij (v_j + [W_V^tag prior_j]_n)                         (eq. 8-9)
+    lis_tree          AC_ij = <A(i) (q_i + u), A(j) k_j>, BD as in none      (LIS Def. 4.6; not SiPE)
+                      A(i): rotation by word i's tree address theta_i (modules/tree_address.py)
 
 (c, like the key bias, is "on the standard attention scale": it carries its own 1/sqrt(d_head).)
 
@@ -48,11 +50,13 @@ from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
 from structpe.models.outputs import SiPEOutput
-from structpe.models.sipe_parts import hexatag_prior, prior_projection
+from structpe.models.sipe_parts import hexatag_prior, prior_projection, tree_address
 from structpe.models.txl_cache import SiPECache
 from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.prior import TagHeads, add_causal_tag_loss, check_tag_ids, tagged_positions
 from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
+from structpe.modules.rotary import apply_rotary
+from structpe.modules.tree_address import tree_paths
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 
 
@@ -99,7 +103,8 @@ class LayerPrior:
 
 
 class RelPartialLearnableAttention(nn.Module):
-    """TXL relative multi-head attention (AC + BD) plus the SiPE score terms of one layer."""
+    """TXL relative multi-head attention (AC + BD) plus the SiPE score terms (or the LIS tree
+    rotation) of one layer."""
 
     def __init__(self, config: SiPEConfig):
         super().__init__()
@@ -122,11 +127,15 @@ class RelPartialLearnableAttention(nn.Module):
         output_attentions: bool = False,
         cache: SiPECache | None = None,
         layer_idx: int = 0,
+        address: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """h [B, L, D]; r [K, D] (offsets K-1..0) or, with a cache, (K, clamp_len);
-        allowed bool [B, 1, L, K] (causal & padding; None: every key); K = cached + new keys."""
+        allowed bool [B, 1, L, K] (causal & padding; None: every key); K = cached + new keys;
+        address [B, H, L, d_head/2]: the new positions' tree-address angles (lis_tree) or None."""
         bsz, length, _ = h.shape
         q, k, val = self.qkv(h).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        if address is not None:  # A(j) k_j, cached as rotated: a word's address never changes
+            k = apply_rotary(k, address)
         if cache is None:
             r_k = self.r_net(r).view(-1, self.n_heads, self.d_head)
         else:  # earlier keys and values as they were computed; W_R r_o per offset kept, not redone
@@ -141,6 +150,8 @@ class RelPartialLearnableAttention(nn.Module):
             if length > 1:
                 r_k = r_k.flip(0)  # offsets K-1 .. 0, as the uncached r
         q_u = q + self.u[:, None, :]
+        if address is not None:  # AC_ij = <A(i) (q_i + u), A(j) k_j> = <q_i + u, P(j->i) k_j>
+            q_u = apply_rotary(q_u, address)
         q_v = q + self.v[:, None, :]
         if cache is not None and length == 1:
             # a lone newest query needs no shift: its key j is at offset K-1-j, so the scores
@@ -291,12 +302,14 @@ class Block(nn.Module):
         output_attentions: bool = False,
         cache: SiPECache | None = None,
         layer_idx: int = 0,
+        address: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        args = (r, allowed, prior, output_attentions, cache, layer_idx, address)
         if self.pre_norm:
-            a, probs = self.attn(self.ln_attn(h), r, allowed, prior, output_attentions, cache, layer_idx)
+            a, probs = self.attn(self.ln_attn(h), *args)
             h = h + self.dropout(a)
             return h + self.dropout(self.ff(self.ln_ff(h))), probs
-        a, probs = self.attn(h, r, allowed, prior, output_attentions, cache, layer_idx)
+        a, probs = self.attn(h, *args)
         h = self.ln_attn(h + self.dropout(a))
         return self.ln_ff(h + self.dropout(self.ff(h))), probs
 
@@ -324,7 +337,8 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         # no tag heads for the plain `none` baseline (config.multitask_baseline keeps them)
         self.tag_heads = TagHeads(config.d_model) if config.has_tag_heads else None
         inj = config.injection
-        self.prior = hexatag_prior(config) if inj != "none" else None
+        self.prior = hexatag_prior(config) if config.uses_hexatag_prior else None
+        self.tree_address = tree_address(config) if config.uses_tree_address else None  # lis_tree
         score_side = config.uses_position_prior or inj == "disentangled"
         self.prior_proj = prior_projection(config) if score_side else None  # W_E^l
         self.tag_key = prior_projection(config) if config.uses_attn_bias else None  # W_K^tag
@@ -395,6 +409,45 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         layers = [LayerPrior(key_pairs, **proj) if proj is not None else None for proj in projected]
         return input_prior, layers
 
+    def layer_addresses(
+        self,
+        terminal_ids: torch.Tensor | None,
+        nonterminal_ids: torch.Tensor | None,
+        deprel_ids: torch.Tensor | None,
+        shape: torch.Size,
+        cache: SiPECache | None = None,
+    ) -> list[torch.Tensor | None]:
+        """lis_tree: each layer's tree-address angles for the new positions [B, H, L, d_head/2], read
+        from the tags of every position so far (cached ones too); None without tags (A = I)."""
+        no_address = [None] * self.config.n_layers
+        if self.tree_address is None:
+            return no_address
+        device = self.embed.weight.device
+        if terminal_ids is None:  # validated by layer_priors: neither tag tensor is given
+            if cache is None or cache.tags is None:
+                return no_address  # no parse given (and none cached): every address is zero
+            terminal_ids = torch.full(shape, IGNORE_INDEX, dtype=torch.long, device=device)
+        labelled = self.config.n_deprels > 0 and deprel_ids is not None
+        if labelled:
+            check_tag_ids("deprel_ids", deprel_ids, self.config.n_deprels)
+        none = torch.full_like(terminal_ids, IGNORE_INDEX)
+        tags = torch.stack(
+            [
+                terminal_ids,
+                nonterminal_ids if nonterminal_ids is not None else none,
+                deprel_ids.to(terminal_ids.device) if labelled else none,
+            ],
+            dim=-1,
+        ).to(device)
+        if cache is not None:
+            tags = cache.append_tags(tags, cache.get_seq_length())
+        paths = tree_paths(tags[..., 0], tags[..., 1], tags[..., 2], 2 + self.config.n_deprels)
+        paths = paths[:, -shape[1] :]  # the new positions
+        return [
+            self.tree_address(paths, i) if self.tree_address.has_layer(i) else None
+            for i in range(self.config.n_layers)
+        ]
+
     def _prior_tables(self) -> tuple[torch.Tensor, list[dict[str, torch.Tensor | None] | None]]:
         """The pair table [P, D] (row 0 = no tag) and, per layer, its projections (None: no prior)."""
         table = self.prior.pair_table()
@@ -455,6 +508,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         input_prior, priors = self.layer_priors(
             terminal_ids, nonterminal_ids, deprel_ids, input_ids.shape, device, cache
         )
+        addresses = self.layer_addresses(terminal_ids, nonterminal_ids, deprel_ids, input_ids.shape, cache)
 
         h = self.embed(input_ids)
         if input_prior is not None:
@@ -489,10 +543,10 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
             allowed = allowed & (mask[:, None, None, :] | own)
 
         hidden_states, attentions = [], []
-        for idx, (layer, prior) in enumerate(zip(self.layers, priors, strict=True)):
+        for idx, (layer, prior, address) in enumerate(zip(self.layers, priors, addresses, strict=True)):
             if output_hidden_states:
                 hidden_states.append(h)
-            h, probs = layer(h, r, allowed, prior, output_attentions, cache, idx)
+            h, probs = layer(h, r, allowed, prior, output_attentions, cache, idx, address)
             if output_attentions:
                 attentions.append(probs)
         if self.ln_f is not None:

@@ -12,6 +12,8 @@ from torch import nn
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from structpe.syntax.hexatags import IGNORE_INDEX
+
 
 class BufferedLayer(DynamicLayer):
     """A ``DynamicLayer`` whose keys / values are views into buffers with spare capacity.
@@ -85,14 +87,18 @@ class SiPECache(DynamicCache):
     ``DynamicLayer``), pair_j (``pair_ids`` [B, K], shared by all layers: c_ij, the attn-bias key
     and value terms, through the layer's pair tables, which are parameters), and its absolute
     position (BD through each new query's offset i - j). ``rel`` keeps W_R r_o per layer for the
-    offsets seen so far, so a step projects only its new offsets. Batch reordering (beam search,
-    the marginal beam's copy-on-branch) moves ``pair_ids`` with the keys; ``rel`` is batch-free.
+    offsets seen so far, so a step projects only its new offsets. ``lis_tree`` caches its keys
+    already rotated (a word's address is fixed when it is read) and keeps every position's tags
+    (``tags`` [B, K, 3]: terminal, non-terminal, DEPREL) to read the new positions' addresses. Batch
+    reordering (beam search, the marginal beam's copy-on-branch) moves ``pair_ids`` and ``tags``
+    with the keys; ``rel`` is batch-free.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.layer_class_to_replicate = BufferedLayer  # DynamicCache's layers, without the per-step copy
         self.pair_ids: torch.Tensor | None = None  # None: no position so far carries a tag
+        self.tags: torch.Tensor | None = None  # lis_tree: [B, K, 3], None until a position has tags
         self.rel: dict[int, torch.Tensor] = {}
         self.tables: tuple | None = None  # the prior's projected pair tables, see layer_tables
         self.head: tuple | None = None  # (the LM head weight, its [D, V] copy), see output_logits
@@ -102,6 +108,12 @@ class SiPECache(DynamicCache):
         old = self.pair_ids if self.pair_ids is not None else pair_ids.new_zeros(pair_ids.shape[0], past)
         self.pair_ids = torch.cat([old, pair_ids], dim=1)
         return self.pair_ids
+
+    def append_tags(self, tags: torch.Tensor, past: int) -> torch.Tensor:
+        """Add the new positions' tags [B, L, 3] after ``past`` cached ones (-100: none); return all."""
+        old = self.tags if self.tags is not None else tags.new_full((tags.shape[0], past, 3), IGNORE_INDEX)
+        self.tags = torch.cat([old, tags], dim=1)
+        return self.tags
 
     def layer_tables(self, compute):
         """The prior's pair table and per-layer projections, computed once per cache: within one
@@ -150,18 +162,26 @@ class SiPECache(DynamicCache):
         super().reorder_cache(beam_idx)
         if self.pair_ids is not None:
             self.pair_ids = self.pair_ids.index_select(0, beam_idx.to(self.pair_ids.device))
+        if self.tags is not None:
+            self.tags = self.tags.index_select(0, beam_idx.to(self.tags.device))
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         super().batch_select_indices(indices)
         if self.pair_ids is not None:
             self.pair_ids = self.pair_ids[indices]
+        if self.tags is not None:
+            self.tags = self.tags[indices]
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         super().batch_repeat_interleave(repeats)
         if self.pair_ids is not None:
             self.pair_ids = self.pair_ids.repeat_interleave(repeats, dim=0)
+        if self.tags is not None:
+            self.tags = self.tags.repeat_interleave(repeats, dim=0)
 
     def crop(self, tokens_to_remove: int) -> None:
         super().crop(tokens_to_remove)
         if self.pair_ids is not None:
             self.pair_ids = self.pair_ids[:, : self.get_seq_length()]
+        if self.tags is not None:
+            self.tags = self.tags[:, : self.get_seq_length()]

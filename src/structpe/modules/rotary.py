@@ -43,5 +43,5 @@ def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"angles have {angles.shape[-1]} pairs but x has dim {x.shape[-1]}")
     cos = torch.cat((angles.cos(), angles.cos()), dim=-1)
     sin = torch.cat((angles.sin(), angles.sin()), dim=-1)
-    xf = x.float()
+    xf = x.float() if x.element_size() < 4 else x  # float64 stays float64
     return (xf * cos + rotate_half(xf) * sin).to(x.dtype)

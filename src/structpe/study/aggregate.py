@@ -306,7 +306,7 @@ def aggregate(cells: Sequence[dict[str, Any]], spec: StudySpec) -> dict[str, Any
         "alpha": ALPHA,
         "holm_family": family,
         "cells_finished": len(cells),
-        "cells_planned": len(spec.recipes) * len(spec.seeds),
+        "cells_planned": sum(len(spec.recipe_seeds(r.label)) for r in spec.recipes),
         "recipes": recipes,
         "vs_baseline": vs_baseline,
         "claims": claims,

@@ -70,6 +70,6 @@ def await_baseline(out: Path, spec: StudySpec, seed: int, log: Callable[[str], N
 
 
 def cells(spec: StudySpec) -> list[tuple[str, int]]:
-    """(recipe label, seed) in run order: seed-major, baseline first."""
+    """(recipe label, seed) in run order: seed-major, baseline first; each recipe at its own seeds."""
     order = [spec.baseline, *[r.label for r in spec.recipes if r.label != spec.baseline]]
-    return [(label, seed) for seed in spec.seeds for label in order]
+    return [(label, seed) for seed in spec.all_seeds() for label in order if seed in spec.recipe_seeds(label)]

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from structpe.study.spec import StudySpecError
+from structpe.study.spec_checks import StudySpecError
 
 RUN_HELP = """Run every (recipe, seed) cell of a study spec, resumably, then write study.md / study.json.
 
@@ -39,7 +39,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         for label, seed in cells(spec):
             overrides = " ".join(spec.cell_overrides(label))
-            print(f"{label}/seed-{seed}: {spec.recipe_name(label)} {overrides}")
+            tags = spec.recipe(label).tags
+            print(
+                f"{label}/seed-{seed}: {spec.recipe_name(label)} {overrides}"
+                + (f" (tags: {tags})" if tags != "parse" else "")
+            )
         return 0
     parts = ["structpe", "study", "run", args.spec, "--profile", spec.profile, "--output", str(out)]
     if args.recipes:

@@ -5,18 +5,33 @@ data here. Every step is the library call ``structpe tokenizer train`` and ``str
 use (``corpus_splits``, ``train_tokenizer``, ``prepare``), so a change to that data path (e.g. the
 text form Brown is trained on) reaches the studies without edits here. All steps are cached by
 content: a second run of the same spec reuses the prepared folders.
+
+The tag controls (recipes with ``tags: prefix`` or ``tags: shuffled``; structpe.parser.tag_controls)
+train on their own variant of the train/validation data, prepared once per study beside the
+parse's (``train-<tags>``, ``validation-<tags>``, ``merged-<tags>``) by the same ``prepare`` call
+with ``PrepareSettings.tags`` set: atomic like every prepared folder, and the long prefix parses
+are saved in shards as they finish, so a killed preparation resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.io import atomic_write_text
-from structpe.study.spec import DatasetSpec, stable_hash
+from structpe.io import atomic_write_text, stable_hash
+from structpe.study.spec import DatasetSpec
+
+
+@dataclass
+class TagVariant:
+    """The training data of one tag control (``prefix`` / ``shuffled``)."""
+
+    dataset_dir: Path
+    train_fingerprint: str
+    pool_file: Path | None = None  # shuffled: the training parses test sentences draw from
 
 
 @dataclass
@@ -26,6 +41,15 @@ class StudyData:
     fingerprint: str  # prepared data + test sentences
     test_sentences: list[Any]  # TaggedSentence, parsed once with the study's parser
     train_fingerprint: str  # the prepared train/validation data alone (owns the trained models)
+    variants: dict[str, TagVariant] = field(default_factory=dict)  # tag source -> its training data
+
+    def training(self, tags: str) -> TagVariant:
+        """The training data of a recipe whose tags come from ``tags`` (``parse``: the study's)."""
+        if tags == "parse":
+            return TagVariant(self.dataset_dir, self.train_fingerprint)
+        if tags not in self.variants:
+            raise KeyError(f"the study data has no {tags!r} tag variant (prepared: {sorted(self.variants)})")
+        return self.variants[tags]
 
 
 def read_test_units(path: Path, fmt: str, limit: int) -> list[str]:
@@ -102,9 +126,12 @@ def prepare_study_data(
     *,
     parser: Any,
     progress: bool = True,
+    tag_sources: tuple[str, ...] = (),
 ) -> StudyData:
-    """Prepare (or reuse) the tokenizer, the train/validation data and the test sentences."""
+    """Prepare (or reuse) the tokenizer, the train/validation data and the test sentences, and the
+    training data of each tag control in ``tag_sources`` (module docstring)."""
     from structpe.data.paths import data_root
+    from structpe.parser.tag_controls import POOL_FILE
     from structpe.train.prepare import load_prepared, prepare
     from structpe.train.prepare_settings import PrepareSettings, corpus_splits
     from structpe.train.tokenizer import train_tokenizer
@@ -122,8 +149,8 @@ def prepare_study_data(
             show_progress=progress,
         )
 
-    def settings(n: int) -> PrepareSettings:
-        return PrepareSettings(parser=ds.parser, input_format=fmt, seq_len=ds.seq_len, max_units=n)
+    def settings(n: int, tags: str = "parse") -> PrepareSettings:
+        return PrepareSettings(parser=ds.parser, input_format=fmt, seq_len=ds.seq_len, max_units=n, tags=tags)
 
     run = {"num_proc": ds.num_proc, "shard_units": ds.shard_units}  # how, not what: same output
     train = prepare(
@@ -142,4 +169,24 @@ def prepare_study_data(
     test = parse_units(parser, units, fmt, ds.test_sentences)
     test_key = stable_hash([[t.to_dict(), (t.meta or {}).get("text")] for t in test])  # + the scored text
     fingerprint = stable_hash([meta["fingerprint"], test_key])
-    return StudyData(tok_dir, merged, fingerprint, test, train_fingerprint=meta["fingerprint"])
+    variants = {}
+    for tags in tag_sources:
+        vtrain = prepare(
+            {"train": splits["train"]},
+            tok_dir,
+            out / f"train-{tags}",
+            settings=settings(ds.train_sentences, tags),
+        )
+        vvalid = prepare(
+            {"validation": splits["validation"]},
+            tok_dir,
+            out / f"validation-{tags}",
+            settings=settings(ds.valid_sentences, tags),
+        )
+        vmerged = merge_prepared(vtrain, vvalid, out / f"merged-{tags}")
+        _, vmeta = load_prepared(vmerged)
+        pool = vtrain / POOL_FILE
+        variants[tags] = TagVariant(vmerged, vmeta["fingerprint"], pool if pool.is_file() else None)
+    return StudyData(
+        tok_dir, merged, fingerprint, test, train_fingerprint=meta["fingerprint"], variants=variants
+    )

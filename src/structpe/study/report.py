@@ -7,9 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from structpe.eval.syntaxgym.evaluate import suite_names
 from structpe.io import atomic_write_text, write_json_atomic
 from structpe.study.aggregate import aggregate, load_cell_metrics
-from structpe.study.spec import LIKELIHOODS, StudySpec, suite_names
+from structpe.study.spec import LIKELIHOODS, StudySpec
 from structpe.study.wording import (
     COLUMNS,
     _across,
@@ -162,7 +163,8 @@ def render(
         lines += [spec.description.strip(), ""]
     lines += [
         f"- Cells finished: {agg['cells_finished']} of {agg['cells_planned']} "
-        f"({len(spec.recipes)} recipes x seeds {spec.seeds}); baseline `{spec.baseline}`.",
+        f"({', '.join(f'{r.label} x {len(spec.recipe_seeds(r.label))}' for r in spec.recipes)} "
+        f"seeds); baseline `{spec.baseline}`.",
         f"- Profile `{spec.profile}`: {spec.profile_description or '-'}",
         f"- Recipes at profile `{spec.profile}` (recipe profile `{spec.recipe_profile}`, overrides "
         f"`{' '.join(spec.profile_overrides) or '-'}`); data: {spec.dataset.corpus}, parser "
@@ -312,7 +314,9 @@ def render(
         "leak-free tags, 0 = none, < 0 = causal tags make the model worse than the baseline by that "
         "many full-parse gains (undefined when the full parse gains nothing). The causal conditions "
         "feed tag contexts a model trained on whole-sentence parses never saw, so a low share says "
-        "the gain needs non-causal tags, not only that it is leakage.",
+        "the gain needs non-causal tags, not only that it is leakage. `causal` gives each word the "
+        "tags of its word-prefix parse: the tags `position_causal` is trained on, so that row "
+        "compares the leak-free model on its own tags with the baseline.",
         "",
     ]
     leak_ns = sorted(

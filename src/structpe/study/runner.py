@@ -39,11 +39,12 @@ from typing import Any
 
 from filelock import FileLock
 
-from structpe.io import write_json_atomic
+from structpe.eval.syntaxgym.evaluate import suite_names
+from structpe.io import stable_hash, write_json_atomic
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.cells import CELL_FILE, METRICS_FILE, StudyError, await_baseline, cell_dir, cells, claim
 from structpe.study.data import StudyData
-from structpe.study.spec import StudySpec, stable_hash, suite_names
+from structpe.study.spec import StudySpec
 
 # The dataset fields that shape a trained model. The test set is an evaluation setting: changing
 # how test sentences are drawn re-runs evaluations, never training.
@@ -61,25 +62,35 @@ TRAIN_DATA_FIELDS = (
 def train_config(spec: StudySpec, label: str, seed: int, data_fingerprint: str) -> dict[str, Any]:
     """What determines a cell's trained model (its hash owns the cell folder).
 
-    ``data_fingerprint`` is the prepared training data's (:attr:`StudyData.train_fingerprint`).
+    ``data_fingerprint`` is the prepared training data's (:attr:`StudyData.train_fingerprint`, or
+    the tag variant's for a tag control). A recipe's tag source enters only when it is not the
+    parse, so the recipes trained before the controls existed keep their hashes.
     """
     dataset = dataclasses.asdict(spec.dataset)
-    return {
+    config = {
         "recipe": spec.recipe_name(label),
         "overrides": spec.cell_overrides(label),
         "seed": seed,
         "data_fingerprint": data_fingerprint,
         "dataset": {k: dataset[k] for k in TRAIN_DATA_FIELDS},
     }
+    if spec.recipe(label).tags != "parse":
+        config["tags"] = spec.recipe(label).tags
+    return config
+
+
+def cell_train_hash(spec: StudySpec, label: str, seed: int, data: StudyData) -> str:
+    """The training hash of a cell, on its own training data (the parse's or its tag variant's)."""
+    fp = data.training(spec.recipe(label).tags).train_fingerprint
+    return stable_hash(train_config(spec, label, seed, fp))
 
 
 def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[str, str]:
     """One cache key per evaluation: the model's training hash, the test sentences and that
     evaluation's settings (and, for the leakage audit, the same seed's baseline model's hash)."""
     ev = spec.evaluations
-    own_train = stable_hash(train_config(spec, label, seed, data.train_fingerprint))
-    own = stable_hash([own_train, data.fingerprint])
-    base = stable_hash(train_config(spec, spec.baseline, seed, data.train_fingerprint))
+    own = stable_hash([cell_train_hash(spec, label, seed, data), data.fingerprint])
+    base = cell_train_hash(spec, spec.baseline, seed, data)
     k = ev.ppl.k if ev.ppl is not None else None
     keys = {}
     for name in ("ppl", "blimp", "syntaxgym"):
@@ -148,12 +159,15 @@ def run_cell(
     from structpe.eval.scoring.types import model_kind, uses_tags
     from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym
     from structpe.models import load
+    from structpe.parser.tag_controls import tag_parser
     from structpe.train.pretrain import final_model_dir, pretrain
     from structpe.train.tokenizer import load_tokenizer
     from structpe.train.trainer import read_metrics, val_lm_loss
 
     d = cell_dir(out, label, seed)
-    config = train_config(spec, label, seed, data.train_fingerprint)
+    tags = spec.recipe(label).tags
+    training = data.training(tags)
+    config = train_config(spec, label, seed, training.train_fingerprint)
     train_hash = stable_hash(config)
     keys = eval_keys(spec, label, seed, data)
     config_hash = stable_hash([train_hash, keys])
@@ -177,7 +191,7 @@ def run_cell(
     else:
         overrides = [
             *spec.cell_overrides(label),
-            f"train.dataset={data.dataset_dir}",
+            f"train.dataset={training.dataset_dir}",
             f"train.output_dir={run_dir}",
             f"train.seed={seed}",
             f"train.progress={str(progress).lower()}",
@@ -195,6 +209,9 @@ def run_cell(
     causal = model_kind(model) == "causal"
     ev = spec.evaluations
     evals = d / "evals"
+    # a tag control reads its own tags everywhere it is evaluated (the leakage audit keeps the parse)
+    cell_parser = tag_parser(tags, parser, training.pool_file)
+    test_sentences = data.test_sentences if tags == "parse" else cell_parser.retag(data.test_sentences)
 
     def run(name: str, compute: Callable[[], dict[str, float]], prefix: str) -> None:
         s, w = _cached_eval(evals, name, keys[name], compute, log)
@@ -222,7 +239,7 @@ def run_cell(
             *(["marginal"] if "marginal" in ev.ppl.likelihoods and causal else []),
         ]
         for mode in ppl_modes:
-            sents = data.test_sentences[: ev.ppl.marginal_sentences if mode == "marginal" else n]
+            sents = test_sentences[: ev.ppl.marginal_sentences if mode == "marginal" else n]
             run(
                 f"ppl-{mode}",
                 lambda s=sents, m=mode: ppl_scores(
@@ -240,7 +257,7 @@ def run_cell(
                     evaluate_blimp(
                         model,
                         tokenizer,
-                        parser,
+                        cell_parser,
                         Path(_data_root(data_dir)) / "blimp",
                         paradigms,
                         limit=ev.blimp.limit,
@@ -260,7 +277,7 @@ def run_cell(
                 f"syntaxgym-{mode}",
                 lambda m=mode: sg_scores(
                     evaluate_syntaxgym(
-                        model, tokenizer, parser, root, suites, likelihood=m, k=_k(ev), progress=progress
+                        model, tokenizer, cell_parser, root, suites, likelihood=m, k=_k(ev), progress=progress
                     )
                 ),
                 f"syntaxgym.{mode}",
@@ -341,7 +358,15 @@ def run_study(
         from structpe.study.data import prepare_study_data
 
         with FileLock(out / "data.lock"):  # parallel workers: the first prepares, the others reuse it
-            data = prepare_study_data(spec.dataset, out / "data", data_dir, parser=parser, progress=progress)
+            tag_sources = tuple(sorted({r.tags for r in spec.recipes} - {"parse"}))
+            data = prepare_study_data(
+                spec.dataset,
+                out / "data",
+                data_dir,
+                parser=parser,
+                progress=progress,
+                tag_sources=tag_sources,
+            )
     if command is None and (out / "spec.json").is_file():  # a resume without a command keeps the first
         command = json.loads((out / "spec.json").read_text()).get("command")
     write_json_atomic(
@@ -350,7 +375,7 @@ def run_study(
             "source": spec.source,
             "profile": spec.profile,
             "recipes": [r.label for r in spec.recipes],
-            "seeds": spec.seeds,
+            "seeds": spec.all_seeds(),
             "command": command,
             "data_fingerprint": data.fingerprint,
             "spec": spec.to_dict(),

@@ -6,15 +6,23 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     description: free text
     baseline:    the recipe every claim is compared with unless it names another (``against``)
     seeds:       list of ints; every recipe runs once per seed
-    recipes:     {label: {recipe: <family>/<injection>, overrides: [key=value, ...]}}
-                 (the profile's ``recipe_profile`` is appended: ``txl/position`` -> ``txl/position-tiny``)
+    recipes:     {label: {recipe: <family>/<injection>, overrides: [key=value, ...],
+                          tags: parse | prefix | shuffled, seeds: [int, ...]}}
+                 (the profile's ``recipe_profile`` is appended: ``txl/position`` -> ``txl/position-tiny``;
+                 ``tags``: where the cell's hexatags come from, in training and evaluation
+                 (structpe.parser.tag_controls; default the parse); ``seeds``: this recipe's seeds,
+                 replacing the spec's list; the baseline must have every seed of every recipe)
     dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len,
                   num_proc, shard_units}
     evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
                  null switches one off)
-    profiles:    {name: {recipe_profile, overrides, dataset: {...}, evaluations: {...}, recipes, seeds}}
-                 a profile overrides dataset / evaluation fields and adds recipe overrides; its
-                 ``recipes`` (labels) and ``seeds`` restrict / replace the study's
+    profiles:    {name: {recipe_profile, overrides, recipe_overrides: {label: [key=value]},
+                         dataset: {...}, evaluations: {...}, recipes: [label], seeds: [int]}}
+                 a profile overrides dataset / evaluation fields and adds recipe overrides (to
+                 every recipe, or with ``recipe_overrides`` to one, after the recipe's own: e.g.
+                 a width that matches another recipe's parameter count at that profile's size);
+                 its ``recipes`` run some of the study's recipes and its ``seeds`` replace every
+                 seed list (the spec's and the recipes' own)
     claims:      [{id, claim, recipe, against, metrics, honest, show, better, paper: {...}}]
                  ``metrics`` decide the replication verdict (the paper's protocol), ``honest`` a
                  second verdict on leak-free likelihoods, ``show`` are reported beside them;
@@ -28,10 +36,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
-import hashlib
-import json
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,17 +43,22 @@ from typing import Any
 import yaml
 
 from structpe.errors import RecipeError
+from structpe.parser.tag_controls import TAG_SOURCES
+from structpe.study.spec_checks import (
+    StudySpecError,
+    _build,
+    _check_choices,
+    _check_keys,
+    _merge,
+    _seed_list,
+)
 from structpe.train.recipe import CONFIG_ROOT, load_recipe
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
 LIKELIHOODS = ("conditional", "joint", "marginal")
-LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
+LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
 FULL_PARSES = ("test", "text")
 BETTER = ("higher", "lower")
-
-
-class StudySpecError(ValueError):
-    """A study spec is invalid; the message names the file and the key."""
 
 
 @dataclass
@@ -122,6 +131,8 @@ class RecipeSpec:
     label: str
     recipe: str  # family/injection, without the profile suffix
     overrides: list[str] = field(default_factory=list)
+    tags: str = "parse"  # the tag source of training and evaluation (structpe.parser.tag_controls)
+    seeds: list[int] | None = None  # None: the spec's seeds
 
 
 @dataclass
@@ -153,6 +164,7 @@ class StudySpec:
     evaluations: EvaluationsSpec
     claims: list[Claim]
     profile_overrides: list[str] = field(default_factory=list)
+    profile_recipe_overrides: dict[str, list[str]] = field(default_factory=dict)
     description: str = ""
     profile_description: str = ""
 
@@ -162,6 +174,19 @@ class StudySpec:
     def recipe_name(self, label: str) -> str:
         return f"{self.recipe(label).recipe}-{self.recipe_profile}"
 
+    def recipe_seeds(self, label: str) -> list[int]:
+        """The seeds this recipe runs (its own list, else the spec's)."""
+        own = self.recipe(label).seeds
+        return list(own) if own is not None else list(self.seeds)
+
+    def all_seeds(self) -> list[int]:
+        """Every seed some recipe runs, in first-seen order (the spec's list, then recipes' own)."""
+        out: list[int] = []
+        for s in [*self.seeds, *(s for r in self.recipes for s in self.recipe_seeds(r.label))]:
+            if s not in out:
+                out.append(s)
+        return out
+
     def reads_tags(self, label: str) -> bool:
         """Whether the recipe's model reads hexatags (injection other than ``none``): its joint and
         marginal perplexities are then bounds, not its exact p(x)."""
@@ -169,8 +194,13 @@ class StudySpec:
         return str(model.get("injection", "none")) != "none"
 
     def cell_overrides(self, label: str) -> list[str]:
-        """Profile overrides first, then the recipe's own (a recipe's setting wins)."""
-        return [*self.profile_overrides, *self.recipe(label).overrides]
+        """Profile overrides first, then the recipe's own (a recipe's setting wins), then the
+        profile's for this recipe."""
+        return [
+            *self.profile_overrides,
+            *self.recipe(label).overrides,
+            *self.profile_recipe_overrides.get(label, []),
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -187,8 +217,17 @@ TOP_KEYS = (
     "profiles",
     "claims",
 )
-PROFILE_KEYS = ("description", "recipe_profile", "overrides", "dataset", "evaluations", "recipes", "seeds")
-RECIPE_KEYS = ("recipe", "overrides")
+PROFILE_KEYS = (
+    "description",
+    "recipe_profile",
+    "overrides",
+    "recipe_overrides",
+    "dataset",
+    "evaluations",
+    "recipes",
+    "seeds",
+)
+RECIPE_KEYS = ("recipe", "overrides", "tags", "seeds")
 CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper")
 EVAL_SPECS: dict[str, type] = {
     "ppl": PplSpec,
@@ -196,63 +235,6 @@ EVAL_SPECS: dict[str, type] = {
     "blimp": BlimpSpec,
     "syntaxgym": SyntaxGymSpec,
 }
-
-
-def _check_keys(d: Any, valid: tuple[str, ...] | list[str], where: str) -> dict[str, Any]:
-    if d is None:
-        return {}
-    if not isinstance(d, dict):
-        raise StudySpecError(f"{where}: expected a mapping, got {type(d).__name__}")
-    for key in d:
-        if key not in valid:
-            close = difflib.get_close_matches(str(key), list(valid), n=2)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise StudySpecError(f"{where}: unknown key {key!r}.{hint} Valid keys: {', '.join(valid)}")
-    return d
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    """Whether a YAML value has the type a spec field declares (int, str, list, or unions of them)."""
-    args = typing.get_args(hint)
-    if args and typing.get_origin(hint) is not list:  # a union such as `int | None`
-        return any(_fits(value, a) for a in args)
-    if hint is type(None):
-        return value is None
-    base = typing.get_origin(hint) or hint
-    if base is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, base)
-
-
-def _type_name(hint: Any) -> str:
-    base = typing.get_origin(hint) or hint
-    return "null" if base is type(None) else getattr(base, "__name__", str(base))
-
-
-def _build(cls: type, raw: Any, where: str) -> Any:
-    """A dataclass from a mapping, with every key and value type checked."""
-    hints = typing.get_type_hints(cls)
-    raw = _check_keys(raw, list(hints), where)
-    for key, value in raw.items():
-        if not _fits(value, hints[key]):
-            want = " or ".join(_type_name(a) for a in (typing.get_args(hints[key]) or (hints[key],)))
-            raise StudySpecError(f"{where}.{key}: expected {want}, got {value!r}")
-    return cls(**raw)
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in extra.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _check_choices(values: list[str], choices: tuple[str, ...], where: str) -> None:
-    if not isinstance(values, list) or not values:
-        raise StudySpecError(f"{where}: expected a non-empty list from {', '.join(choices)}")
-    bad = [v for v in values if v not in choices]
-    if bad:
-        raise StudySpecError(f"{where}: unknown value(s) {bad}; choose from {', '.join(choices)}")
 
 
 def resolve_spec_path(spec: str | Path) -> Path:
@@ -316,11 +298,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
             raise StudySpecError(f"{where}: evaluations.leakage.conditions must include 'full'")
         _check_choices([evals.leakage.full_parse], FULL_PARSES, f"{where}: evaluations.leakage.full_parse")
 
-    seeds = prof.get("seeds", raw.get("seeds"))
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
-        raise StudySpecError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise StudySpecError(f"{where}: seeds has duplicates: {seeds}")
+    seeds = _seed_list(prof.get("seeds", raw.get("seeds")), f"{where}: seeds")
 
     recipes_raw = raw.get("recipes")
     if not isinstance(recipes_raw, dict) or not recipes_raw:
@@ -330,14 +308,35 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         recipes_raw = {label: r for label, r in recipes_raw.items() if label in prof["recipes"]}
     recipe_profile = str(prof["recipe_profile"])
     profile_overrides = [str(o) for o in prof.get("overrides") or []]
+    per_recipe = prof.get("recipe_overrides") or {}
+    if not isinstance(per_recipe, dict):
+        raise StudySpecError(f"{where}: profiles.{profile}.recipe_overrides: expected label -> [key=value]")
+    unknown = [k for k in per_recipe if k not in (recipes_raw or {})]
+    if unknown:
+        raise StudySpecError(f"{where}: profiles.{profile}.recipe_overrides: unknown recipe(s) {unknown}")
+    profile_recipe_overrides = {str(k): [str(o) for o in v or []] for k, v in per_recipe.items()}
     recipes = []
     for label, r in recipes_raw.items():
         r = _check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
         if "recipe" not in r:
             raise StudySpecError(f"{where}: recipes.{label}: 'recipe' is required (e.g. txl/position)")
-        rs = RecipeSpec(str(label), str(r["recipe"]), [str(o) for o in r.get("overrides") or []])
+        tags = r.get("tags", "parse")
+        if tags not in TAG_SOURCES:
+            raise StudySpecError(
+                f"{where}: recipes.{label}.tags: unknown tag source {tags!r}; "
+                f"choose from {', '.join(TAG_SOURCES)}"
+            )
+        own_seeds = _seed_list(r["seeds"], f"{where}: recipes.{label}.seeds") if "seeds" in r else None
+        if "seeds" in prof:  # the profile's seeds are every recipe's
+            own_seeds = None
+        rs = RecipeSpec(
+            str(label), str(r["recipe"]), [str(o) for o in r.get("overrides") or []], str(tags), own_seeds
+        )
         try:  # every recipe and override must resolve before any cell runs
-            load_recipe(f"{rs.recipe}-{recipe_profile}", [*profile_overrides, *rs.overrides])
+            load_recipe(
+                f"{rs.recipe}-{recipe_profile}",
+                [*profile_overrides, *rs.overrides, *profile_recipe_overrides.get(rs.label, [])],
+            )
         except RecipeError as err:
             raise StudySpecError(f"{where}: recipes.{label}: {err}") from None
         recipes.append(rs)
@@ -347,6 +346,15 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         raise StudySpecError(
             f"{where}: baseline {baseline!r} is not one of the recipes ({', '.join(labels)})"
         )
+    base = next(r for r in recipes if r.label == baseline)
+    base_seeds = base.seeds if base.seeds is not None else seeds
+    for r in recipes:  # every cell is paired with (and audited against) the same seed's baseline
+        extra = [s for s in (r.seeds if r.seeds is not None else seeds) if s not in base_seeds]
+        if extra:
+            raise StudySpecError(
+                f"{where}: recipes.{r.label}.seeds: seeds {extra} have no baseline cell "
+                f"(the baseline {baseline!r} runs seeds {base_seeds})"
+            )
 
     claims = []
     for i, c in enumerate(raw.get("claims") or []):
@@ -394,6 +402,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         evaluations=evals,
         claims=claims,
         profile_overrides=profile_overrides,
+        profile_recipe_overrides=profile_recipe_overrides,
         description=str(raw.get("description") or ""),
         profile_description=str(prof.get("description") or "").strip(),
     )
@@ -425,22 +434,12 @@ def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] |
         out.recipes = [r for r in spec.recipes if r.label in keep]
         out.claims = [c for c in spec.claims if c.recipe in keep and c.against in keep]
     if seeds:
-        unknown_s = [s for s in seeds if s not in spec.seeds]
+        every = spec.all_seeds()
+        unknown_s = [s for s in seeds if s not in every]
         if unknown_s:
-            raise StudySpecError(f"--seeds: {unknown_s} not in the spec's seeds {spec.seeds}")
+            raise StudySpecError(f"--seeds: {unknown_s} not in the spec's seeds {every}")
         out.seeds = [s for s in spec.seeds if s in seeds]
+        for r in out.recipes:
+            if r.seeds is not None:
+                r.seeds = [s for s in r.seeds if s in seeds]
     return out
-
-
-def suite_names(suites: str | list[str], root: Path) -> list[str] | None:
-    """A spec's SyntaxGym suites: ``paper31``, ``all`` (None: every stored suite) or a list."""
-    if suites == "paper31":
-        from structpe.eval.syntaxgym.evaluate import paper_suites
-
-        return paper_suites(root)
-    return None if suites == "all" else list(suites)
-
-
-def stable_hash(obj: Any) -> str:
-    """sha256 of a JSON-able object with sorted keys (config hashes, cache keys)."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from structpe.study.spec import RecipeSpec, StudySpec, StudySpecError
+from structpe.study.spec import RecipeSpec, StudySpec
+from structpe.study.spec_checks import StudySpecError
 
 SIZE = re.compile(r"^(\d+)x(\d+)$")
 

@@ -14,6 +14,7 @@ from typing import Any
 from structpe.errors import StructpeError, check_choice, check_positive
 from structpe.io import refuse_overwrite_input
 from structpe.parser.base import QUANTIZE_HELP, QUANTIZE_MODES
+from structpe.parser.tag_controls import TAG_SOURCES
 
 
 def register(subparsers: Any) -> None:
@@ -77,6 +78,9 @@ def register(subparsers: Any) -> None:
     pp.add_argument("--nonprojective", choices=("lift", "skip", "error"), default="lift")
     pp.add_argument("--text-form", choices=("raw", "tokenized"),
                     help="text the model is trained on (default: the form the tokenizer was trained on)")
+    pp.add_argument("--tags", choices=TAG_SOURCES, default="parse",
+                    help="tag source: the parse (default), word-prefix parses (causal over words) or "
+                         "the parse of another sentence of the same length (structpe.parser.tag_controls)")
     pp.add_argument("--num-proc", type=int, default=1, help="processes for parsing and tokenizing")
     pp.add_argument("--shard-units", type=int, default=None,
                     help="parse N units at a time, keeping finished shards: a killed run resumes there")
@@ -166,6 +170,7 @@ def _prepare(args: argparse.Namespace) -> int:
     settings = PrepareSettings(
         parser=args.parser, parser_kwargs=kwargs, input_format=fmt, seq_len=args.seq_len, bos=args.bos,
         max_units=args.max_sentences, nonprojective=args.nonprojective, text_form=args.text_form,
+        tags=args.tags,
     )
     try:
         out = prepare(splits, args.tokenizer, args.output, settings=settings, num_proc=args.num_proc,

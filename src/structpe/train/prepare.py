@@ -25,13 +25,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from structpe.errors import PreparedDataError
+from structpe.parser.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
 from structpe.train.corpus import guess_format, iter_units, text_form_record
-from structpe.train.prepare_deprels import attach_deprel_ids, inventory_metadata
+from structpe.train.prepare_deprels import WORD_COLUMNS, attach_deprel_ids, inventory_metadata
 from structpe.train.prepare_settings import (
     COLUMNS,
     FORMAT_VERSION,
@@ -40,6 +41,7 @@ from structpe.train.prepare_settings import (
     fingerprint,
     parser_identity,
     resolve_text_form,
+    settings_record,
     tokenizer_hash,
 )
 from structpe.train.prepare_steps import (
@@ -81,7 +83,8 @@ def _parse_in_shards(
 
 def _prepare_split(
     name: str, paths: list[Path], fmt: str, settings: PrepareSettings, tokenizer_dir: str,
-    bos_id: int, eos_id: int, num_proc: int, work: Path, shards: tuple[Path, int] | None = None,
+    bos_id: int, eos_id: int, num_proc: int, work: Path, extras: Path,
+    shards: tuple[Path, int] | None = None,
 ) -> tuple[Any, dict[str, int]]:
     from datasets import Dataset
 
@@ -117,8 +120,8 @@ def _prepare_split(
             "batched": True,
             "batch_size": 64,
             "num_proc": nproc,
-            "fn_kwargs": {"parser": settings.parser, "parser_kwargs": kwargs},
-            "desc": f"parse {name} ({settings.parser})",
+            "fn_kwargs": {"parser": settings.parser, "parser_kwargs": kwargs, "tags": settings.tags},
+            "desc": f"parse {name} ({settings.parser}{', prefixes' if settings.tags == 'prefix' else ''})",
         }
         if shards is not None:
             sents = _parse_in_shards(units, shards[1], shards[0] / name, parse)
@@ -129,6 +132,10 @@ def _prepare_split(
                 cache_file_name=str(work / f"{name}-parse.arrow"),
                 new_fingerprint=f"{name}-parse",
             )
+    if settings.tags == "shuffled":
+        if name == "train":  # the pool that test / BLiMP / SyntaxGym sentences draw their tags from
+            write_pool(extras / POOL_FILE, sents["terminals"], sents["nonterminals"])
+        sents = _shuffle_tags(sents)
     aligned = sents.map(
         _align_batch,
         batched=True,
@@ -164,6 +171,19 @@ def _prepare_split(
         **deprel_stats,
     }
     return packed, stats
+
+
+PREFIX_SHARD = 2048  # units per saved shard of prefix parses (tags="prefix") unless shard_units says
+
+
+def _shuffle_tags(sents: Any) -> Any:
+    """Every sentence takes the parse (tags and labels) of another of its word count
+    (:func:`structpe.parser.tag_controls.shuffle_within_lengths`); words and text stay."""
+    donor = shuffle_within_lengths([len(w) for w in sents["words"]])
+    for col in ("terminals", "nonterminals", *WORD_COLUMNS):
+        values = sents[col]
+        sents = sents.remove_columns(col).add_column(col, [values[d] for d in donor])
+    return sents
 
 
 def default_cache_dir() -> Path:
@@ -235,22 +255,28 @@ def prepare(
     t0 = time.time()
     out.parent.mkdir(parents=True, exist_ok=True)
     shard_dir = out.parent / f".{out.name}.shards-{fp[:16]}"
+    if settings.tags == "prefix" and not shard_units:  # one parse per word prefix: always resumable
+        shard_units = PREFIX_SHARD
     with tempfile.TemporaryDirectory(prefix=".prepare-", dir=out.parent) as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
+        staged = Path(tmp) / "dataset"
+        extras = Path(tmp) / "extras"  # files saved beside the dataset (the shuffled tags' pool)
+        extras.mkdir()
         built, stats = {}, {}
         for name, ps in paths.items():
             fmt = settings.input_format or guess_format(ps[0])
             built[name], stats[name] = _prepare_split(
-                name, ps, fmt, settings, tok_dir, bos_id, eos_id, num_proc, work,
+                name, ps, fmt, settings, tok_dir, bos_id, eos_id, num_proc, work, extras,
                 (shard_dir, shard_units) if shard_units else None,
             )
-        staged = Path(tmp) / "dataset"
         DatasetDict(built).save_to_disk(str(staged))
+        for f in extras.iterdir():
+            os.replace(f, staged / f.name)
         meta = {
             "fingerprint": fp,
             "format_version": FORMAT_VERSION,
-            "settings": asdict(settings),
+            "settings": settings_record(settings),
             "parser_identity": parser_identity(settings),  # spaCy version or the tagger's file hashes
             "text_form": text_form_record(settings.text_form or "tokenized"),
             "inputs": {k: [str(p.resolve()) for p in v] for k, v in paths.items()},

@@ -64,6 +64,7 @@ class PrepareSettings:
     max_units: int | None = None
     nonprojective: str = "lift"
     text_form: str | None = None  # raw | tokenized; None: the tokenizer's form (resolve_text_form)
+    tags: str = "parse"  # parse | prefix | shuffled: the study's tag controls (parser/tag_controls.py)
 
     def validate(self) -> None:
         if self.parser not in PARSERS:
@@ -80,6 +81,21 @@ class PrepareSettings:
             raise ValueError("max_units must be >= 1")
         if self.text_form is not None and self.text_form not in TEXT_FORMS:
             raise ValueError(f"text_form must be one of {TEXT_FORMS}, got {self.text_form!r}")
+        from structpe.parser.tag_controls import TAG_SOURCES
+
+        if self.tags not in TAG_SOURCES:
+            raise ValueError(f"tags must be one of {TAG_SOURCES}, got {self.tags!r}")
+        if self.tags == "prefix" and self.parser == "gold":
+            raise ValueError("tags='prefix' parses word prefixes: use parser spacy or hexatagger, not gold")
+
+
+def settings_record(settings: PrepareSettings) -> dict[str, Any]:
+    """The settings as recorded and fingerprinted: ``tags`` only when it is not the parse, so data
+    prepared before the tag controls existed keeps its fingerprint and metadata."""
+    record = asdict(settings)
+    if record["tags"] == "parse":
+        del record["tags"]
+    return record
 
 
 def resolve_text_form(settings: PrepareSettings, tokenizer: Any) -> str:
@@ -133,7 +149,7 @@ def fingerprint(splits: dict[str, list[Path]], tokenizer_dir: str | Path, settin
         "format_version": FORMAT_VERSION,
         "splits": {k: [sha256_file(p) for p in v] for k, v in sorted(splits.items())},
         "tokenizer": tokenizer_hash(tokenizer_dir),
-        "settings": asdict(settings),
+        "settings": settings_record(settings),
         "parser": parser_identity(settings),
         "text_form": text_form_record(settings.text_form or "tokenized"),
     }

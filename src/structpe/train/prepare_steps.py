@@ -81,9 +81,17 @@ def _sentence_columns(sentences: Iterable[Any]) -> dict[str, list]:
     return out
 
 
-def _parse_batch(batch: dict[str, list], parser: str, parser_kwargs: dict[str, Any]) -> dict:
-    """Parse a batch of units; the number of output rows (sentences) may differ from the input."""
+def _parse_batch(
+    batch: dict[str, list], parser: str, parser_kwargs: dict[str, Any], tags: str = "parse"
+) -> dict:
+    """Parse a batch of units; the number of output rows (sentences) may differ from the input.
+    ``tags="prefix"``: every word's tags come from the parse of its sentence's prefix
+    (:class:`structpe.parser.tag_controls.PrefixParser`)."""
     p = _get_parser(parser, parser_kwargs)
+    if tags == "prefix":
+        from structpe.parser.tag_controls import PrefixParser
+
+        p = PrefixParser(p)
     # raw paragraphs: cut into sentences of words by the corpus rule; otherwise pre-tokenized
     # sentences (Brown lines, or CoNLL-U words re-parsed by a predicted parser)
     if "text" in batch:

@@ -47,6 +47,14 @@ def paper_suites(data_dir: str | Path | None) -> list[str]:
     names = (p.name.removesuffix(".json") for p in suites_dir(data_dir).glob("*.json"))
     return sorted(n for n in names if not EXCLUDE_RE.match(n))
 
+
+def suite_names(suites: str | list[str], data_dir: str | Path | None) -> list[str] | None:
+    """Suites named as a study spec names them: ``paper31``, ``all`` (None: every stored suite) or a
+    list."""
+    if suites == "paper31":
+        return paper_suites(data_dir)
+    return None if suites == "all" else list(suites)
+
 CIRCUITS: dict[str, list[str]] = {
     "Agreement": ["number"],
     "Licensing": ["npi", "reflexive"],

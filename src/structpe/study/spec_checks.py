@@ -1,0 +1,86 @@
+"""How a study spec's YAML is checked: every key against the valid ones (with a close-match hint),
+every value against its field's type, choices and seed lists; one line naming the file and the key
+for each mistake (``structpe.study.spec.load_spec`` reads the spec with these)."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import typing
+from typing import Any
+
+from structpe.errors import StructpeError
+
+
+class StudySpecError(StructpeError):
+    """A study spec is invalid; the message names the file and the key."""
+
+
+def _check_keys(d: Any, valid: tuple[str, ...] | list[str], where: str) -> dict[str, Any]:
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise StudySpecError(f"{where}: expected a mapping, got {type(d).__name__}")
+    for key in d:
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), list(valid), n=2)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise StudySpecError(f"{where}: unknown key {key!r}.{hint} Valid keys: {', '.join(valid)}")
+    return d
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a YAML value has the type a spec field declares (int, str, list, or unions of them)."""
+    args = typing.get_args(hint)
+    if args and typing.get_origin(hint) is not list:  # a union such as `int | None`
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    base = typing.get_origin(hint) or hint
+    if base is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, base)
+
+
+def _type_name(hint: Any) -> str:
+    base = typing.get_origin(hint) or hint
+    return "null" if base is type(None) else getattr(base, "__name__", str(base))
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    """A dataclass from a mapping, with every key and value type checked."""
+    hints = typing.get_type_hints(cls)
+    raw = _check_keys(raw, list(hints), where)
+    for key, value in raw.items():
+        if not _fits(value, hints[key]):
+            want = " or ".join(_type_name(a) for a in (typing.get_args(hints[key]) or (hints[key],)))
+            raise StudySpecError(f"{where}.{key}: expected {want}, got {value!r}")
+    return cls(**raw)
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _check_choices(values: list[str], choices: tuple[str, ...], where: str) -> None:
+    if not isinstance(values, list) or not values:
+        raise StudySpecError(f"{where}: expected a non-empty list from {', '.join(choices)}")
+    bad = [v for v in values if v not in choices]
+    if bad:
+        raise StudySpecError(f"{where}: unknown value(s) {bad}; choose from {', '.join(choices)}")
+
+
+def _seed_list(seeds: Any, where: str) -> list[int]:
+    ok = (
+        isinstance(seeds, list)
+        and seeds
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    )
+    if not ok:
+        raise StudySpecError(f"{where} must be a non-empty list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise StudySpecError(f"{where} has duplicates: {seeds}")
+    return list(seeds)
