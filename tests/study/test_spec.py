@@ -187,3 +187,22 @@ def test_text_test_sentences_are_cut_and_scored_as_trained() -> None:
         ['"', "Who", "is", "there", "?", '"'],
     ]
     assert [s.meta["text"] for s in sents] == ["The dog barked at me.", "It ran away!", '"Who is there?"']
+
+
+def test_a_profile_runs_some_recipes_at_its_own_seeds(tiny_spec: Path) -> None:
+    """A profile's ``recipes`` keep those recipes (and the claims about them only); its ``seeds``
+    replace the spec's; bad values name the key."""
+    text = tiny_spec.read_text()
+    tiny = "    recipe_profile: tiny\n"
+    p = _edit(tiny_spec, tiny, tiny + "    recipes: [none]\n    seeds: [7]\n")
+    spec = load_spec(p, "test")
+    assert [r.label for r in spec.recipes] == ["none"] and spec.seeds == [7] and spec.claims == []
+    assert load_spec(tiny_spec, "test").seeds == [1, 2] and "recipes: [none]" not in text
+    bad = _edit(tiny_spec, "    recipe_profile: tiny\n", "    recipe_profile: tiny\n    recipes: [nothing]\n")
+    with pytest.raises(StudySpecError, match=r"profiles.test.recipes: unknown value"):
+        load_spec(bad, "test")
+    bad = _edit(
+        tiny_spec, "  ppl: {likelihoods", "  leakage: {sentences: 4, full_parse: whole}\n  ppl: {likelihoods"
+    )
+    with pytest.raises(StudySpecError, match=r"evaluations.leakage.full_parse: unknown value"):
+        load_spec(bad, "test")
