@@ -114,4 +114,5 @@ def test_quickstart_is_the_study_profile_at_one_seed():
     # the other profiles are untouched by it: every recipe of the spec, with its own seeds
     cpu_mini = load_spec("sipe-txl", "cpu-mini")
     assert len(cpu_mini.recipes) > 2 and cpu_mini.seeds == [1, 2, 3]
-    assert cpu_mini.recipe_seeds("none") == [1, 2, 3, 4, 5] and cpu_mini.recipe_seeds("position_k2") == [1, 2, 3]
+    assert cpu_mini.recipe_seeds("none") == [1, 2, 3, 4, 5]
+    assert cpu_mini.recipe_seeds("position_k2") == [1, 2, 3]
