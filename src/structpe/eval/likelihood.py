@@ -18,32 +18,38 @@ prediction. The two modes here make the tags pay for themselves (docs/design.md 
     its *first token*, so per-token scores still sum to the total and SyntaxGym regions stay
     meaningful (a region pays for the tags of the words that start in it).
 
-``marginal``  a lower bound on p(x) = sum_T p(x, T): log-sum-exp of p(x, T) over the k tag
-    sequences kept by a left-to-right beam over well-formed hexatag prefixes. The beam ranks a
-    prefix by its exact joint prefix score log p(x_<=pos_i, T_<=i); every beam step runs the model
-    on each kept prefix (the beams of all sentences of a batch in one forward) to get the
-    next-tag distribution and the log-probs of the tokens that the new tags condition. Prefixes
-    that cannot finish as a well-formed sequence (docs/design.md §1 stack depth, same rules and depth cap
-    as ``hexatags.constrained_decode``) are never proposed.
+``marginal``  a lower bound on p(x) = sum_T p(x, T): log-sum-exp of p(x, T) over the tag sequences
+    kept by a left-to-right beam over well-formed hexatag prefixes — a *prefix marginal*. The beam
+    ranks a prefix by its exact joint prefix score log p(x_<=pos_i, T_<=i); its moves
+    (``prefix_pairs``) never look ahead: no move depends on how many words follow, and the tree
+    stays open until the text ends. At the last word the beam also takes the closing moves (eos,
+    depth 1), and the sentence bound sums those closed sequences and the parser's own parse when
+    the beam did not find it (distinct sequences: still a lower bound, never below the parse's
+    joint). Every beam step runs the model on each kept prefix (the beams of all sentences of a
+    batch in one forward) to get the next-tag distribution and the log-probs of the tokens that
+    the new tags condition.
 
     Beams are *nested*: the width-w beam is the width-(w-1) beam plus the best remaining child of
     the width-w beam's parents. So one run at width k gives the bound for every w <= k, the width-w
     result does not depend on k, and the bound never decreases as w grows (a plain top-k beam can
     lose mass when widened). Width 1 is greedy decoding under the joint.
 
-    Per-token marginal scores are differences of prefix bounds, log p^(x_<=t) - log p^(x_<t) with
-    log p^(x_<=t) the log-sum-exp of the beam's prefix joints at t (word-synchronous beam surprisal,
-    as for RNNGs and Transformer Grammars); they telescope to the sentence bound. Beam pruning and
-    tag mass at word i land on word i's first token, as in ``joint``.
+    Per-token marginal scores are differences of *open* prefix bounds, log p^(x_<=t) - log p^(x_<t)
+    with log p^(x_<=t) the log-sum-exp of the open beam's prefix joints at t (word-synchronous beam
+    surprisal, as for RNNGs and Transformer Grammars); the open bound at t depends on x_<=t and
+    the word starts up to t alone. ``TokenScores.close_logprob`` takes their sum to the sentence
+    bound. Beam pruning and tag mass at word i land on word i's first token, as in ``joint``.
+    ``prefix_bounds`` gives the bound of a text's prefix at any character cut as a function of
+    that prefix alone (its own tokens and word segmentation): SyntaxGym's leak-free regions.
 
 Models that read no tags (injection ``none``, Hugging Face LMs) give their plain p(x) in every
 mode: the tags do not enter their likelihood, so there is nothing to pay for or marginalise.
 
 Word positions are those of the parse given to the scorer (a word's first subword), exactly as in
-``conditional``; only ``marginal`` ignores the parse's tag values. The positions themselves are a
-function of the text; when the parser splits a whitespace word (clitics, punctuation), whether a
-token starts a word can depend on later characters, a leak of at most one bit per such token that
-no mode here removes (docs/likelihoods.md).
+``conditional``; only ``marginal`` ignores the parse's tag values (except to add the parse to the
+final sum). The positions are a function of the whole text; ``prefix_bounds`` re-segments every
+prefix from its own text, so the prefix bounds it returns carry no such dependence
+(docs/likelihoods.md).
 
 The row records (``structpe.eval.likelihood_rows``) and the well-formed prefixes with the beam's
 state (``structpe.eval.likelihood_prefixes``) live in sibling modules; this one holds the model

@@ -326,7 +326,8 @@ def describe_scoring(scorer: CausalScorer | MaskedScorer) -> str:
     if scorer.tagged and scorer.likelihood == "marginal":
         return (
             f"marginal log-likelihood lower bound on p(x): log-sum-exp of p(x, T) over the k = {scorer.k} "
-            "best well-formed tag sequences (nested beam), BOS-conditioned"
+            "best well-formed tag sequences of a prefix beam that never looks ahead, plus the parser's "
+            "parse; regions from prefix bounds, BOS-conditioned"
         )
     if scorer.tagged:
         return "conditional log-likelihood p(x | T(x)): conditioned on one fixed parse, BOS-conditioned"
