@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from structpe.choices import STRATEGIES
 from structpe.errors import StructpeError
-from structpe.generation import STRATEGIES
 from structpe.io import atomic_write_text
 from structpe.syntax.commands import CONLLU_SUFFIXES
 

@@ -13,14 +13,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
+from structpe.choices import PLL_METRICS
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
-from structpe.eval.scoring import PLL_METRICS, CausalScorer, ScoringSpec, uses_tags
 from structpe.io import split_lines
 
-# the causal scorer's registry: modes added there (joint, marginal) appear here too
-LIKELIHOOD_CHOICES = tuple(CausalScorer.LIKELIHOODS)
+if TYPE_CHECKING:  # torch-heavy: imported where a command runs, so `structpe --help` stays fast
+    from structpe.eval.scoring import ScoringSpec
 
 
 # ----------------------------------------------------------------------------------------------
@@ -93,6 +94,8 @@ def read_lines(path: str | Path) -> list[str]:
 
 def make_parser(name: str | None, model: Any, parser_model: str | None = None) -> Any:
     """``--parser`` (default: spacy when the model reads tags, none otherwise)."""
+    from structpe.eval.scoring import uses_tags
+
     if name is None:
         name = "spacy" if uses_tags(model) else "none"
     if name == "none":
@@ -153,6 +156,8 @@ def _print_table(paths: dict[str, Path]) -> None:
 
 def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
     """An evaluation command's scoring options as one ScoringSpec (``extra``: command-specific fields)."""
+    from structpe.eval.scoring import ScoringSpec
+
     return ScoringSpec(
         kind=args.kind,
         likelihood=args.likelihood,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from structpe.choices import LEAKAGE_VARIANTS
 from structpe.eval.command_common import (
     LIKELIHOOD_CHOICES,
     _area,
@@ -233,8 +234,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--append-eos", action="store_true", help="also score an end-of-sentence token")
     p.add_argument("--max-length", type=int, help="skip sentences longer than this many tokens")
     p.set_defaults(func=cmd_ppl)
-
-    from structpe.eval.leakage import VARIANTS as LEAKAGE_VARIANTS
 
     p = ev.add_parser("leakage", help="how much of a conditional-perplexity gain is future tag leakage")
     _common(p)

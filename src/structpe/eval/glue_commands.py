@@ -21,7 +21,6 @@ from structpe.eval.command_common import (
     find_tokenizer_dir,
     make_parser,
 )
-from structpe.eval.scoring import uses_tags
 
 
 def cmd_glue(args: argparse.Namespace) -> int:
@@ -101,6 +100,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
 def _glue_parser(args: argparse.Namespace, model: Any, model_path: Path) -> tuple[Any, dict[str, str]]:
     """The parser for GLUE tags: ``--parser``, else the one that prepared the pre-training data."""
     from structpe.eval.glue import recorded_parser
+    from structpe.eval.scoring import uses_tags
 
     if args.parser is not None or not uses_tags(model):
         parser = make_parser(args.parser, model, args.parser_model)
@@ -122,7 +122,7 @@ def _glue_parser(args: argparse.Namespace, model: Any, model_path: Path) -> tupl
 
 
 def _glue_args(p: argparse.ArgumentParser) -> None:
-    from structpe.eval.glue import FINETUNE_TASKS
+    from structpe.eval.glue_tasks import FINETUNE_TASKS  # not eval.glue: that imports torch
 
     _common(p)
     p.add_argument(

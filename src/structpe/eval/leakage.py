@@ -34,6 +34,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from structpe.choices import LEAKAGE_VARIANTS
 from structpe.eval.likelihood import Row, run_rows
 from structpe.eval.scoring import (
     IGNORE,
@@ -45,7 +46,7 @@ from structpe.eval.scoring import (
     uses_tags,
 )
 
-VARIANTS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
+VARIANTS = LEAKAGE_VARIANTS
 CAUSAL = ("prefix", "prefix_drop_last")
 
 
