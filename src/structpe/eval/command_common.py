@@ -150,6 +150,35 @@ def _print_table(paths: dict[str, Path]) -> None:
     print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
 
 
+# options that narrow what an evaluation covers: recorded under provenance "limits"
+LIMIT_OPTIONS = (
+    "limit", "max_items", "max_length", "max_train", "max_eval", "paradigms", "fields", "phenomena", "suites",
+    "tasks", "epochs", "protocol",
+)
+
+
+def eval_provenance(
+    args: argparse.Namespace, started: float, parser: Any = None, data: list = (), **extra: Any
+) -> dict:
+    """The provenance block of an evaluation command's JSON (see ``structpe.provenance``); ``extra``
+    overrides or adds fields (``model=`` for a command without ``--model``)."""
+    from structpe.provenance import provenance
+
+    likelihood = getattr(args, "likelihood", None)
+    fields: dict[str, Any] = {"model": getattr(args, "model", None), **extra}
+    return provenance(
+        started=started,
+        data=data,
+        parser=getattr(parser, "name", None),
+        parser_model=getattr(args, "parser_model", None),
+        likelihood=likelihood,
+        k=args.k if likelihood == "marginal" else None,
+        limits={k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None},
+        seed=getattr(args, "seeds", None),
+        **fields,
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # argument checks: before any model is loaded, so a typo costs nothing
 
