@@ -166,15 +166,20 @@ def eval_provenance(
 
     likelihood = getattr(args, "likelihood", None)
     fields: dict[str, Any] = {"model": getattr(args, "model", None), **extra}
+    # the name the user chose (--parser), else the one make_parser picked by default
+    parser_name = None
+    if parser is not None:
+        parser_name = getattr(args, "parser", None) or getattr(parser, "name", None)
     return provenance(
         started=started,
         data=data,
-        parser=getattr(parser, "name", None),
+        parser=parser_name,
         parser_model=getattr(args, "parser_model", None),
         likelihood=likelihood,
         k=args.k if likelihood == "marginal" else None,
         limits={k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None},
         seed=getattr(args, "seeds", None),
+        argv=getattr(args, "argv", None),
         **fields,
     )
 
