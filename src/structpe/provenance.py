@@ -110,6 +110,17 @@ def data_records(paths: Iterable[str | Path | None]) -> list[dict[str, Any]]:
     return out
 
 
+def prepared_data_files(dataset_dir: str | Path) -> list[Path]:
+    """A prepared dataset's record (``structpe_prepare.json``) and the corpus files it was built from."""
+    import json
+
+    from structpe.train.prepare import METADATA_FILE
+
+    meta_file = Path(dataset_dir) / METADATA_FILE
+    inputs = json.loads(meta_file.read_text()).get("inputs", {}) if meta_file.is_file() else {}
+    return [meta_file, *(Path(p) for paths in inputs.values() for p in paths)]
+
+
 def parser_record(name: str | None, model: str | None = None) -> dict[str, Any] | None:
     """The parser's name and identity (spaCy model + versions, or the hexatagger's file hashes)."""
     if name is None or name == "none":
@@ -124,9 +135,19 @@ def parser_record(name: str | None, model: str | None = None) -> dict[str, Any] 
     }
 
 
+_command: list[str] | None = None
+
+
+def record_command(argv: list[str]) -> None:
+    """Set the command line results report (``structpe.cli.main`` calls it: ``main(argv)`` may run
+    in-process, where ``sys.argv`` is someone else's)."""
+    global _command
+    _command = list(argv)
+
+
 def command_line(argv: list[str] | None = None) -> str:
     """The command as typed: the program's name (not its install path) and its arguments."""
-    argv = list(sys.argv if argv is None else argv)
+    argv = list(argv if argv is not None else _command if _command is not None else sys.argv)
     if argv:
         argv[0] = Path(argv[0]).name
     return shlex.join(argv)

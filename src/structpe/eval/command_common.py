@@ -179,7 +179,6 @@ def eval_provenance(
         k=args.k if likelihood == "marginal" else None,
         limits={k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None},
         seed=getattr(args, "seeds", None),
-        argv=getattr(args, "argv", None),
         **fields,
     )
 

@@ -42,7 +42,7 @@ from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
 from structpe.io import write_json_atomic  # write_json_atomic: also imported from here
-from structpe.provenance import provenance
+from structpe.provenance import prepared_data_files, provenance
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec, stable_hash
@@ -382,7 +382,7 @@ def run_cell(
         "provenance": provenance(
             started=started,
             model=_final_model_dir(run_dir),
-            data=_data_files(data.dataset_dir),
+            data=prepared_data_files(data.dataset_dir),
             parser=getattr(parser, "name", None),
             likelihood=None,
             k=_k(ev),
@@ -393,15 +393,6 @@ def run_cell(
     write_json_atomic(metrics_path, metrics)
     log(f"done ({wall['total']:.0f} s of training + evaluation)")
     return metrics_path
-
-
-def _data_files(dataset_dir: Path) -> list[Path]:
-    """The prepared dataset's record and the corpus files it was built from (for the provenance)."""
-    from structpe.train.prepare import METADATA_FILE
-
-    meta_file = Path(dataset_dir) / METADATA_FILE
-    inputs = json.loads(meta_file.read_text()).get("inputs", {}) if meta_file.is_file() else {}
-    return [meta_file, *(Path(p) for paths in inputs.values() for p in paths)]
 
 
 def _k(ev: Any) -> int:
