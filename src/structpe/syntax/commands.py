@@ -34,6 +34,16 @@ from structpe.syntax.tagged import TaggedSentence
 from structpe.syntax.trees import NonProjectiveError
 
 CONLLU_SUFFIXES = (".conllu", ".conllu.gz", ".conll", ".conll.gz", ".conllx", ".conllx.gz")
+OUTPUT_FORMATS = ("jsonl", "conllu")  # what `tag` and `generate` write
+
+
+def sentence_writer(output_format: str) -> Any:
+    """``(sentence, running number) -> text`` of one sentence in ``--output-format``."""
+    if output_format == "conllu":
+        from structpe.syntax.conllu_write import to_conllu_sentence
+
+        return lambda sent, number: to_conllu_sentence(sent, str(number))
+    return lambda sent, number: sent.to_json() + "\n"
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +58,12 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument("input", help="input file (plain or .gz), or - for stdin")
-    p.add_argument("-o", "--output", default="-", help="output JSON-lines file (default: stdout)")
+    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+    p.add_argument(
+        "--output-format", choices=OUTPUT_FORMATS, default="jsonl",
+        help="jsonl: one JSON object per sentence (default); conllu: CoNLL-U with the hexatags in MISC "
+        "(structpe.syntax.conllu_write)",
+    )
     p.add_argument(
         "--input-format", choices=("auto", "text", "conllu"), default="auto",
         help="auto: by extension (.conllu[.gz] -> conllu), stdin by content (default: auto)",
@@ -194,12 +209,12 @@ def _run_tag(args: argparse.Namespace) -> int:
         with sink as out:
             if single:
                 results = (_run_chunk(fmt, c) for c in chunks)
-                written = _write(results, chunks, out, bar, stats)
+                written = _write(results, chunks, out, bar, stats, args.output_format)
             else:
                 with ProcessPoolExecutor(args.workers, initializer=_init_worker,
                                          initargs=(parser_name, kwargs)) as pool:
                     results = pool.map(_run_chunk, [fmt] * len(chunks), chunks)
-                    written = _write(results, chunks, out, bar, stats)
+                    written = _write(results, chunks, out, bar, stats, args.output_format)
             out.flush()
     except BrokenProcessPool as err:
         raise StructpeError(f"a --workers process died ({err}); try fewer --workers") from None
@@ -220,13 +235,15 @@ def _run_tag(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(results: Any, chunks: list[list[Any]], out: Any, bar: Any, stats: ParseStats) -> int:
+def _write(
+    results: Any, chunks: list[list[Any]], out: Any, bar: Any, stats: ParseStats, output_format: str = "jsonl"
+) -> int:
     written = 0
+    render = sentence_writer(output_format)
     for chunk, (tagged, delta) in zip(chunks, results, strict=True):
         for sent in tagged:
-            out.write(sent.to_json())
-            out.write("\n")
-        written += len(tagged)
+            written += 1
+            out.write(render(sent, written))
         stats.add(ParseStats(**delta))
         bar.update(len(chunk))
     return written
