@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from structpe import text_formats
 from structpe.choices import LEAKAGE_VARIANTS
 from structpe.eval.command_common import (
     LIKELIHOOD_CHOICES,
@@ -41,10 +42,14 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     check_args(args)
     # tagged input is read (and checked) before the model loads: a bad line costs nothing
     sents = ppl.read_tagged_jsonl(args.data, args.limit) if args.data else []
+    if args.text:
+        fmt = text_formats.resolve("eval ppl", args.input_format, args.text, ("raw-lines", "raw-text"))
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     if args.text:
+        from structpe.syntax.commands import _text_items
+
         parser = make_parser(args.parser or "spacy", model, args.parser_model)
-        lines = [ln.strip() for ln in read_lines(args.text) if ln.strip()]
+        lines = [text for _, text in _text_items(fmt, read_lines(args.text), args.text)]
         if args.limit:
             lines = lines[: args.limit]
         from structpe.eval.scoring import parse_texts
@@ -263,6 +268,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", help="tagged JSON lines (from `structpe tag`)")
     src.add_argument("--text", help="plain text, one sentence per line (tagged with --parser, default spacy)")
+    p.add_argument(
+        "--input-format", choices=text_formats.INPUT_FORMATS,
+        help="of --text: raw-lines (one text per line, the default) or raw-text (paragraphs at blank "
+        "lines); the names tag and prepare use (docs/data.md)",
+    )
     p.add_argument("--limit", type=int, help="first N sentences")
     p.add_argument("--append-eos", action="store_true", help="also score an end-of-sentence token")
     p.add_argument("--max-length", type=int, help="skip sentences longer than this many tokens")
