@@ -46,10 +46,10 @@ def cmd_ppl(args: argparse.Namespace) -> int:
         fmt = text_formats.resolve("eval ppl", args.input_format, args.text, ("raw-lines", "raw-text"))
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     if args.text:
-        from structpe.syntax.commands import _text_items
+        from structpe.syntax.commands import text_items
 
         parser = make_parser(args.parser or "spacy", model, args.parser_model)
-        lines = [text for _, text in _text_items(fmt, read_lines(args.text), args.text)]
+        lines = [text for _, text in text_items(fmt, read_lines(args.text), args.text)]
         if args.limit:
             lines = lines[: args.limit]
         from structpe.eval.scoring import parse_texts

@@ -46,7 +46,6 @@ from structpe.eval.scoring import (
     uses_tags,
 )
 
-VARIANTS = LEAKAGE_VARIANTS
 CAUSAL = ("prefix", "prefix_drop_last")
 
 
@@ -76,7 +75,7 @@ def leakage_audit(
     *,
     parses: list[Any] | None = None,
     baseline: Any | None = None,
-    variants: Sequence[str] = VARIANTS,
+    variants: Sequence[str] = LEAKAGE_VARIANTS,
     batch_size: int = 32,
     per_token: bool = False,
 ) -> dict[str, Any]:
@@ -94,9 +93,9 @@ def leakage_audit(
         raise ValueError("no texts to audit")
     if not uses_tags(model):
         raise ValueError("the leakage audit needs a model that reads tags (injection other than 'none')")
-    unknown = [v for v in variants if v not in VARIANTS]
+    unknown = [v for v in variants if v not in LEAKAGE_VARIANTS]
     if unknown:
-        raise ValueError(f"unknown audit variants {unknown}; choose from {VARIANTS}")
+        raise ValueError(f"unknown audit variants {unknown}; choose from {LEAKAGE_VARIANTS}")
     if any(v in CAUSAL for v in variants) and parser is None:
         raise ValueError("the causal variants (prefix, prefix_drop_last) need a parser to parse each prefix")
     if parses is None:

@@ -158,7 +158,7 @@ def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
 
         with open_text(args.input) as fh, reading(args.input):
             lines = split_lines(fh.read())
-    return fmt, _text_items(fmt, lines, name), name
+    return fmt, text_items(fmt, lines, name), name
 
 
 WORD_FORMATS = ("tokenized-lines", "jsonl")  # parsed from given words (parse_words), not raw text
@@ -171,7 +171,7 @@ def _input_format(value: str, path: str, head: str | None = None) -> str:
     return text_formats.resolve("tag", value, None if path == "-" else path, text_formats.INPUT_FORMATS)
 
 
-def _text_items(fmt: str, lines: list[str], name: str) -> list[tuple[str, Any]]:
+def text_items(fmt: str, lines: list[str], name: str) -> list[tuple[str, Any]]:
     """(id, text) for raw input, (id, words) for tokenized lines and tagged JSON lines."""
     numbered = [(str(i), line) for i, line in enumerate(lines, 1) if line.strip()]
     if fmt == "raw-lines":
