@@ -125,6 +125,14 @@ def test_eval_ppl_cli(saved, tmp_path):
     res = json.loads((out / "ppl.json").read_text())
     assert res["n_words"] == 6 and res["n_tokens"] == 7 and res["token_ppl"] > 1
     assert res["provenance"]["data"] == [{"path": str(data.resolve()), "sha256": sha256_file(data)}]
+    # --text in the shared input vocabulary: raw-text joins the lines of a paragraph
+    prose = tmp_path / "prose.txt"
+    prose.write_text("the dogs\nrun .\n\ncat sleep\n")
+    args = ["eval", "ppl", "--model", str(saved / "txl"), "--text", str(prose), "--parser", "chain-test"]
+    assert main([*args, "--input-format", "raw-text", "--out", str(tmp_path / "p1")]) == 0
+    assert json.loads((tmp_path / "p1" / "ppl.json").read_text())["n_sentences"] == 2
+    assert main([*args, "--out", str(tmp_path / "p2")]) == 0  # .txt: raw-lines, three texts
+    assert json.loads((tmp_path / "p2" / "ppl.json").read_text())["n_sentences"] == 3
 
 
 @pytest.mark.data
