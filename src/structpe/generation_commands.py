@@ -23,7 +23,7 @@ from structpe.syntax.commands import CONLLU_SUFFIXES, OUTPUT_FORMATS, sentence_w
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "generate",
-        help="generate text with its dependency tree (JSON lines out)",
+        help="generate text with its dependency tree (JSON lines or CoNLL-U out)",
         description=(
             "Generate sentences and their trees with a SiPE Transformer-XL decoder: tokens from the LM "
             "head, each new word's hexatags from the causal tag head under the well-formedness rules. "

@@ -51,7 +51,7 @@ def sentence_writer(output_format: str) -> Any:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "tag",
-        help="hexatag text or CoNLL-U (JSON lines out)",
+        help="hexatag text or CoNLL-U (JSON lines or CoNLL-U out)",
         description=(
             "Parse (or read) dependency trees and write their hexatags as JSON lines: one object per "
             "sentence with words, heads (of the tree actually tagged), terminals, nonterminals, "
