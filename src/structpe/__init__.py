@@ -13,6 +13,11 @@ The rotary and prior building blocks both lines rely on live in ``structpe.modul
 
 __version__ = "0.1.0"
 
+from structpe.hf_auto import install as _install_auto_classes  # noqa: E402  (cheap: imports no torch)
+
+# transformers' Auto classes learn structpe's config and models once transformers loads them
+_install_auto_classes()
+
 
 def __getattr__(name: str):
     """``structpe.generate`` (joint text + tree generation), imported on first use (torch is heavy)."""

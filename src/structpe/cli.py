@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = (["--debug"] if "--debug" in argv else []) + [a for a in argv if a != "--debug"]
     parser = build_parser()
     args = parser.parse_args(argv)
+    from structpe.provenance import record_command
+
+    record_command(["structpe", *argv])  # the command as typed, for the results' provenance
     try:
         rc = args.func(args)
         sys.stdout.flush()

@@ -28,14 +28,13 @@ from typing import Any
 
 import torch
 
+from structpe.choices import STRATEGIES  # named there so the CLI reads them without torch
 from structpe.eval.likelihood import allowed_pairs
 from structpe.eval.scoring import align_tags_by_offsets, model_device
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, IGNORE_INDEX, NR_L, NR_R, TL, decode
 from structpe.syntax.tagged import TaggedSentence
 
 __all__ = ["STRATEGIES", "generate"]
-
-STRATEGIES = ("sample", "greedy", "beam")
 
 
 class _Vocab:

@@ -133,6 +133,7 @@ def leakage_verdict(
 def run_quickstart(cfg: QuickstartConfig) -> Path:
     """Run every stage and return the report folder. Re-running reuses the data and finished runs."""
     from structpe.models import load
+    from structpe.provenance import model_record, prepared_data_files, provenance
     from structpe.syntax.parsers import get_parser
     from structpe.train.tokenizer import load_tokenizer
     from structpe.train.trainer import read_metrics
@@ -185,6 +186,18 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
                 timings[f"leakage_{variant}_s"] = time.time() - t
     timings["total_s"] = time.time() - t_all
     results["timings"] = timings
+    variants = results["variants"]
+    results["provenance"] = provenance(
+        started=t_all,
+        data=prepared_data_files(data.dataset),
+        parser=cfg.parser,
+        likelihood=None,
+        likelihoods=list(cfg.likelihoods),
+        limits={"blimp_paradigms": list(cfg.blimp_paradigms), "blimp_limit": cfg.blimp_limit,
+                "syntaxgym_suites": cfg.syntaxgym_suites, "test_sentences": len(data.test_sentences)},
+        seed=cfg.seed,
+        models={v: model_record(_final_model_dir(Path(e["run_dir"]))) for v, e in variants.items()},
+    )
     _write_report(out, cfg, results)
     print(f"\nquickstart: report written to {out / 'report.md'} ({timings['total_s'] / 60:.1f} min)")
     return out

@@ -16,6 +16,7 @@ from transformers import TrainerCallback
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
 from structpe.study.aggregate import VERDICTS
+from structpe.provenance import sha256_file
 from structpe.study.data import StudyData
 from structpe.study.runner import (
     StudyError,
@@ -63,6 +64,10 @@ def test_study_runs_resumes_and_skips(
     s = m["scores"]
     assert s["ppl.joint.word_ppl"] > 1.0 and s["ppl.conditional.word_ppl"] > 1.0 and "val_lm_loss" in s
     assert {"train", "ppl-conditional", "ppl-joint", "total"} <= set(m["wall_s"])
+    prov = m["provenance"]  # reporting only: no hash covers it
+    final = cell_dir(out, "position", 2) / "run" / "final"
+    assert prov["seed"] == 2 and prov["model"]["weights_sha256"] == sha256_file(final / "model.safetensors")
+    assert prov["data"][0]["path"].endswith("structpe_prepare.json") and prov["wall_s"] > 0
     base = json.loads((first / "metrics.json").read_text())["scores"]
     # the baseline reads no tags: its p(x) is filed under every mode, computed once
     assert base["ppl.joint.word_ppl"] == base["ppl.conditional.word_ppl"]

@@ -13,10 +13,9 @@ from typing import Any
 
 import torch
 
+from structpe.choices import PLL_METRICS
 from structpe.eval.scorer_types import IGNORE, Parser, TokenScores, forward_logits, model_device, uses_tags
 from structpe.eval.scoring_inputs import _progress, align_tags_by_offsets, batched, parse_texts
-
-PLL_METRICS = ("original", "within_word_l2r")
 
 
 class MaskedScorer:

@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from structpe import choices
 from structpe.eval.likelihood import joint_scores, marginal_scores
 from structpe.eval.masked_scorer import PLL_METRICS, MaskedScorer
 from structpe.eval.scorer_types import (
@@ -249,6 +250,7 @@ class CausalScorer:
         "joint": _joint,
         "marginal": _marginal,
     }
+    assert tuple(LIKELIHOODS) == choices.LIKELIHOODS, "structpe.choices names the modes the CLI offers"
 
 
 @dataclass(frozen=True)

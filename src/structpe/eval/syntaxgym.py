@@ -24,6 +24,7 @@ The formula parser lives in ``syntaxgym_formula`` and the suite loading in ``syn
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -301,12 +302,17 @@ def evaluate_syntaxgym(
 def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows for the Markdown table: one per suite, then circuits and the SG score."""
     rows = []
+    chance = result.get("chance")
     for s, d in result["suites"].items() if "suites" in result else []:
         rows.append(
             {"suite": s, "circuit": d["circuit"] or "-", "items": d["n_items"], "accuracy": d["accuracy"]}
         )
+        if chance:
+            rows[-1]["chance"] = chance["suite_accuracy"].get(s, math.nan)
     for c, v in result["circuits"].items():
         rows.append({"suite": f"**{c}**", "circuit": "circuit mean", "items": "", "accuracy": v})
+        if chance:
+            rows[-1]["chance"] = chance["circuits"].get(c, math.nan)
     rows.append(
         {
             "suite": "**SG score**",
@@ -315,7 +321,29 @@ def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], lis
             "accuracy": result["sg_score"],
         }
     )
-    return rows, ["suite", "circuit", "items", "accuracy"]
+    if chance:
+        rows[-1]["chance"] = chance["sg_score"]
+    return rows, ["suite", "circuit", "items", "accuracy", *(["chance"] if chance else [])]
+
+
+def chance_row(
+    data_dir: str | Path | None,
+    suites: Sequence[str],
+    protocol: str = "prediction0",
+    max_items: int | None = None,
+) -> dict[str, Any]:
+    """The chance row of an evaluation: :func:`chance_scores` on the same suites and items (seed 0)."""
+    loaded = [
+        dataclasses.replace(s, items=s.items[:max_items] if max_items else s.items)
+        for s in load_suites(data_dir, suites)
+    ]
+    sg = chance_scores(loaded, protocol=protocol)
+    return {
+        "sg_score": sg["sg_score"],
+        "suite_accuracy": sg["suite_accuracy"],
+        "circuits": sg["circuits"],
+        "method": f"{sg['distribution']}, {sg['draws_per_item']} draws per item, seed {sg['seed']}",
+    }
 
 
 # The formula and suite names are re-exported: ``structpe.eval.syntaxgym`` keeps its import path.

@@ -42,6 +42,7 @@ from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
 from structpe.io import write_json_atomic  # write_json_atomic: also imported from here
+from structpe.provenance import prepared_data_files, provenance
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec, stable_hash
@@ -241,6 +242,7 @@ def run_cell(
     from structpe.train.tokenizer import load_tokenizer
     from structpe.train.trainer import read_metrics
 
+    started = time.time()
     d = cell_dir(out, label, seed)
     tags = spec.recipe(label).tags
     training = data.training(tags)
@@ -407,6 +409,17 @@ def run_cell(
         "train": {k: summary.get(k) for k in ("steps", "parameters", "resumed_from", "train_wall_s")},
         "wall_s": {k: round(v, 1) for k, v in wall.items()},
         "scores": scores,
+        # reporting only: neither hash covers it (training and evaluation keys are computed above)
+        "provenance": provenance(
+            started=started,
+            model=_final_model_dir(run_dir),
+            data=prepared_data_files(data.dataset_dir),
+            parser=getattr(parser, "name", None),
+            likelihood=None,
+            k=_k(ev),
+            limits={"test_sentences": len(data.test_sentences)},
+            seed=seed,
+        ),
     }
     write_json_atomic(metrics_path, metrics)
     log(f"done ({wall['total']:.0f} s of training + evaluation)")
