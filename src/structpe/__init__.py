@@ -15,4 +15,8 @@ docs/design.md has the plan): ``data``, ``errors``, ``io``, ``hardware`` -> ``sy
 -> ``study`` -> ``quickstart``; ``cli`` registers each area's commands.
 """
 
-__version__ = "0.1.0"
+from structpe.hf_auto import install as _install_auto_classes  # noqa: E402  (cheap: imports no torch)
+from structpe.version import __version__  # noqa: F401  (structpe.__version__)
+
+# transformers' Auto classes learn structpe's config and models once transformers loads them
+_install_auto_classes()

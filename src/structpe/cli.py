@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="structpe",
         description="Structure-informed positional encodings: SiPE (hexatag priors) and LIS.",
     )
-    from structpe import __version__
+    from structpe.version import __version__
 
     parser.add_argument("--version", action="version", version=f"structpe {__version__}")
     parser.add_argument(
@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = (["--debug"] if "--debug" in argv else []) + [a for a in argv if a != "--debug"]
     parser = build_parser()
     args = parser.parse_args(argv)
+    from structpe.provenance import record_command
+
+    record_command(["structpe", *argv])  # the command as typed, for the results' provenance
     try:
         rc = args.func(args)
         sys.stdout.flush()

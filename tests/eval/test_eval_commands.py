@@ -10,6 +10,7 @@ from eval_toys import WORDS, ChainParser, ObjectParser, make_tokenizer
 from transformers import BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel
 
 from structpe.cli import main
+from structpe.io import sha256_file
 from structpe.models import SiPEConfig, build_model
 from structpe.parser.registry import register_parser
 
@@ -75,6 +76,17 @@ def test_eval_blimp_and_syntaxgym_cli(saved, shared_data, tmp_path, capsys):
     res = json.loads((out / "blimp.json").read_text())
     assert res["n_pairs"] == 3 and res["scoring"].startswith("conditional")
     assert (out / "blimp.md").read_text().startswith("# BLiMP") and (out / "blimp_paradigms.png").is_file()
+    assert res["chance"] == 0.5
+    assert "| chance | one of two sentences | 0.5000 |" in (out / "blimp.md").read_text()
+    prov = res["provenance"]
+    assert prov["command"].startswith("structpe eval blimp --model")
+    assert prov["parser"]["name"] == "chain-test"
+    assert prov["model"]["weights_sha256"] == sha256_file(saved / "txl" / "model.safetensors")
+    blimp_file = shared_data / "blimp" / "causative.jsonl.gz"
+    assert prov["data"] == [{"path": str(blimp_file.resolve()), "sha256": sha256_file(blimp_file)}]
+    assert prov["likelihood"] == "conditional" and prov["k"] is None
+    assert prov["limits"] == {"limit": 3, "paradigms": ["causative"]} and prov["wall_s"] > 0
+    assert prov["structpe_version"] and prov["hardware"]["cpu"] and "git_revision" in prov
     out = tmp_path / "sg"
     rc = main(
         [
@@ -96,6 +108,12 @@ def test_eval_blimp_and_syntaxgym_cli(saved, shared_data, tmp_path, capsys):
     res = json.loads((out / "syntaxgym.json").read_text())
     assert res["n_suites"] == 1 and res["suites"]["number_src"]["n_items"] == 2
     assert "not the paper's SG score" in (out / "syntaxgym.md").read_text()
+    # the chance row: the same suite and items under random surprisals (SyntaxGym chance is not 0.5)
+    assert 0 < res["chance"]["sg_score"] < 1 and set(res["chance"]["suite_accuracy"]) == {"number_src"}
+    assert "| chance |" in (out / "syntaxgym.md").read_text()
+    prov = res["provenance"]
+    assert prov["limits"] == {"max_items": 2, "suites": ["number_src"], "protocol": "prediction0"}
+    assert prov["parser"] is None and prov["data"][0]["path"].endswith("number_src.json")
 
 
 def test_eval_ppl_cli(saved, tmp_path):
@@ -106,6 +124,15 @@ def test_eval_ppl_cli(saved, tmp_path):
     assert main(["eval", "ppl", "--model", str(saved / "txl"), "--data", str(data), "--out", str(out)]) == 0
     res = json.loads((out / "ppl.json").read_text())
     assert res["n_words"] == 6 and res["n_tokens"] == 7 and res["token_ppl"] > 1
+    assert res["provenance"]["data"] == [{"path": str(data.resolve()), "sha256": sha256_file(data)}]
+    # --text in the shared input vocabulary: raw-text joins the lines of a paragraph
+    prose = tmp_path / "prose.txt"
+    prose.write_text("the dogs\nrun .\n\ncat sleep\n")
+    args = ["eval", "ppl", "--model", str(saved / "txl"), "--text", str(prose), "--parser", "chain-test"]
+    assert main([*args, "--input-format", "raw-text", "--out", str(tmp_path / "p1")]) == 0
+    assert json.loads((tmp_path / "p1" / "ppl.json").read_text())["n_sentences"] == 2
+    assert main([*args, "--out", str(tmp_path / "p2")]) == 0  # .txt: raw-lines, three texts
+    assert json.loads((tmp_path / "p2" / "ppl.json").read_text())["n_sentences"] == 3
 
 
 @pytest.mark.data
@@ -140,6 +167,7 @@ def test_finetune_glue_cli(saved, shared_data, tmp_path):
     res = json.loads((out / "glue.json").read_text())
     assert set(res["tasks"]) == {"cola", "sst2", "mrpc", "rte", "stsb"} and -1 <= res["macro"] <= 1
     assert res["macro_sd"] is not None and res["parser"]["name"] == "none"  # the HF model reads no tags
+    assert res["provenance"]["seed"] == [0, 1] and len(res["provenance"]["data"]) == 5
     table = (out / "glue.md").read_text()
     assert "best epoch" in table and "last epoch" in table and "**macro**" in table
 

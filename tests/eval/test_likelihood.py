@@ -18,6 +18,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from structpe.eval.scoring import likelihood as lk
+from structpe.eval.scoring.prefix_marginal import prefix_bounds
+from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.eval.scoring.scorer import CausalScorer
 from structpe.models import SiPEConfig, build_model
 from structpe.modules.prior import causal_tag_targets
@@ -57,7 +59,7 @@ def random_parse(text: str, rng: random.Random) -> TaggedSentence:
     words = text.split()
     terms, nts, depth = [], [], 0
     for i in range(1, len(words) + 1):
-        t, nt, depth = rng.choice(lk.allowed_pairs(depth, i, len(words)))
+        t, nt, depth = rng.choice(allowed_pairs(depth, i, len(words)))
         terms.append(t)
         nts.append(nt)
     return TaggedSentence(words, decode(terms, nts), terms, nts)
@@ -201,7 +203,7 @@ def test_batched_equals_unbatched(tok, parses, mode, injection, append_eos):
             assert a.meta["best_terminals"] == b.meta["best_terminals"]
 
 
-def test_marginal_k1_is_the_joint_of_its_best_sequence(tok, parses):
+def test_marginal_k1_is_the_best_sequence_plus_the_parse(tok, parses):
     model = tiny_txl(tok, "input", seed=2)
     marg = score(model, tok, parses, "marginal", k=1)
     best = [
@@ -214,12 +216,18 @@ def test_marginal_k1_is_the_joint_of_its_best_sequence(tok, parses):
         for p, m in zip(parses, marg, strict=True)
     ]
     joint = score(model, tok, best, "joint")
-    for m, j in zip(marg, joint, strict=True):
-        assert m.meta["n_sequences"] == 1
-        assert m.total == pytest.approx(j.total, abs=1e-4)
-        assert m.total == pytest.approx(m.meta["best_joint"], abs=1e-4)
-        # with one hypothesis the per-token bound differences are the joint's own per-token scores
-        assert m.logprobs == pytest.approx(j.logprobs, abs=1e-4)
+    gold = score(model, tok, parses, "joint")
+    for m, j, g in zip(marg, joint, gold, strict=True):
+        assert m.meta["n_sequences"] <= 1
+        assert m.meta["best_joint"] == pytest.approx(j.total, abs=1e-4)
+        assert m.meta["parse_joint"] == pytest.approx(g.total, abs=1e-5)
+        # the width-1 sum: the closed greedy sequence and the parser's parse, unless they are one
+        parts = [j.total] if m.meta["parse_in_beam"] else [j.total, g.total]
+        assert m.total == pytest.approx(lk._lse(parts), abs=1e-4)
+        assert m.total >= g.total - 1e-6  # never looser than the parse's joint
+        # per-token scores telescope to the open bound; the closing takes them to the total
+        assert sum(m.logprobs) == pytest.approx(m.meta["open_bound"], abs=1e-5)
+        assert sum(m.logprobs) + m.close_logprob == pytest.approx(m.total, abs=1e-9)
 
 
 def test_marginal_never_decreases_with_k_and_is_nested(tok, parses):
@@ -230,19 +238,34 @@ def test_marginal_never_decreases_with_k_and_is_nested(tok, parses):
     for i in range(len(parses)):
         totals = [runs[k][i].total for k in widths]
         assert all(b >= a - 1e-6 for a, b in zip(totals, totals[1:], strict=False)), totals
+        opens = [sum(runs[k][i].logprobs) for k in widths]  # the open prefix bound is nested too
+        assert all(b >= a - 1e-6 for a, b in zip(opens, opens[1:], strict=False)), opens
         big = runs[30][i]
-        # per-token scores telescope to the sentence bound
-        assert sum(big.logprobs) == pytest.approx(big.meta["bound_by_k"]["30"], abs=1e-5)
+        assert big.total == pytest.approx(big.meta["bound_by_k"]["30"], abs=1e-9)
         # the width-w bound of a wider run is the width-w run's own bound
         for w in (1, 10):
             assert big.meta["bound_by_k"][str(w)] == pytest.approx(runs[w][i].total, abs=1e-4)
-        # a lower bound on log p(x) that is at least the joint of the best sequence it found
+        # a lower bound on log p(x): at least the best sequence it found and the parse's joint
         assert big.total <= 1e-6
         assert big.total >= big.meta["best_joint"] - 1e-6
-    # short sentences are searched exhaustively at width 30: the bound is >= the gold parse's joint
-    for i, p in enumerate(parses):
-        if len(p.words) <= 3:
-            assert runs[30][i].total >= joint_gold[i].total - 1e-5
+        for k in widths:
+            assert runs[k][i].total >= joint_gold[i].total - 1e-5
+
+
+def _open_sequences(n: int) -> list[list[tuple[int, int]]]:
+    """Every tag sequence of n words the prefix beam may hold: open moves, or closed at word n."""
+    out = []
+
+    def walk(prefix, depth, close):
+        if len(prefix) == n:
+            out.append(prefix)
+            return
+        last = len(prefix) + 1 == n
+        for t, nt, d in lk.prefix_pairs(depth, close and last):
+            walk([*prefix, (t, nt)], d, close)
+
+    walk([], 0, False)
+    return out
 
 
 def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
@@ -257,7 +280,7 @@ def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
         if i > len(words):
             seqs.append(prefix)
             return
-        for t, nt, d in lk.allowed_pairs(depth, i, len(words)):
+        for t, nt, d in allowed_pairs(depth, i, len(words)):
             walk([*prefix, (t, nt)], d)
 
     walk([], 0)
@@ -269,9 +292,40 @@ def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
     ]
     joints = score(model, tok, parses, "joint")
     exact = lk._lse([j.total for j in joints])
-    marg = score(model, tok, [parses[0]], "marginal", k=len(seqs))[0]
-    assert marg.meta["n_sequences"] == len(seqs)
+    k = len(_open_sequences(len(words) - 1)) * 6  # every open prefix of the first n-1 words is kept
+    marg = score(model, tok, [parses[0]], "marginal", k=k)[0]
+    assert marg.meta["n_sequences"] == len(seqs) and marg.meta["parse_in_beam"]
     assert marg.total == pytest.approx(exact, abs=1e-4)
+
+
+def test_prefix_bound_is_the_exact_prefix_marginal(tok):
+    """(b) of the prefix marginal: with k >= the number of open tag sequences of a prefix, its
+    bound equals log sum_T p(prefix, T) over every such T, enumerated by brute force; the bound at
+    a cut of a longer text is the same number (it reads nothing after the cut)."""
+    model = tiny_txl(tok, "input", seed=7)
+    prefix, text = "the lazy dog", "the lazy dog sleeps near the river"
+    words = prefix.split()
+    seqs = _open_sequences(len(words))
+    assert len(seqs) > 20
+    # open sequences do not decode to a tree: SimpleNamespace carries the fields the scorer reads
+    tagged = [
+        SimpleNamespace(words=words, terminals=[a for a, _ in q], nonterminals=[b for _, b in q])
+        for q in seqs
+    ]
+    exact = lk._lse([j.total for j in score(model, tok, tagged, "joint")])
+    sc = CausalScorer(model, tok, HashParser(), likelihood="marginal", k=len(seqs), batch_size=4)
+    alone = sc.score([prefix])[0]
+    assert sum(alone.logprobs) == pytest.approx(exact, abs=1e-4)
+    assert alone.meta["open_bound"] == pytest.approx(exact, abs=1e-4)
+    full, bounds = prefix_bounds(
+        sc, [text, prefix], [[len("the lazy"), len(prefix), len(text)], [len(prefix)]]
+    )
+    assert bounds[0][1] == pytest.approx(exact, abs=1e-4)
+    assert bounds[1][0] == pytest.approx(exact, abs=1e-4)
+    assert bounds[0][2] == pytest.approx(sum(full[0].logprobs), abs=1e-9)
+    # a smaller beam is a lower bound on the same prefix marginal
+    small = CausalScorer(model, tok, HashParser(), likelihood="marginal", k=3).score([prefix])[0]
+    assert sum(small.logprobs) <= exact + 1e-6
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
@@ -283,7 +337,7 @@ def test_allowed_moves_generate_exactly_the_well_formed_sequences(n):
         if i > n:
             found.add(tuple(prefix))
             return
-        for t, nt, d in lk.allowed_pairs(depth, i, n):
+        for t, nt, d in allowed_pairs(depth, i, n):
             walk([*prefix, (t, nt)], d)
 
     walk([], 0)
@@ -300,40 +354,25 @@ def test_beam_only_proposes_well_formed_sequences(tok, parses, monkeypatch):
     proposed = []
     real = lk._select
 
-    def spy(parents, word, n_words, k, max_depth):
-        chosen = real(parents, word, n_words, k, max_depth)
-        proposed.extend((h.terminals, h.nonterminals, n_words) for h in chosen)
+    def spy(parents, close, k, max_depth):
+        chosen = real(parents, close, k, max_depth)
+        proposed.extend((h.terminals, h.nonterminals, close) for h in chosen)
         return chosen
 
     monkeypatch.setattr(lk, "_select", spy)
     score(tiny_txl(tok, "input", seed=5), tok, parses, "marginal", k=20)
-    complete = [(t, n) for t, n, total in proposed if len(t) == total]
-    assert complete and all(is_well_formed(t, n) for t, n in complete)
-    for t, n, total in proposed:  # every prefix can still be finished
-        assert any(
-            is_well_formed(t + list(a for a, _ in rest), n + list(b for _, b in rest))
-            for rest in _completions(len(t), total, t, n)
-        )
-
-
-def _completions(done: int, total: int, terms: list[int], nts: list[int]):
-    depth = 0
-    for t, nt in zip(terms, nts, strict=True):
-        depth += (t == 0) - (nt in (2, 3))
-    out = []
-
-    def walk(prefix, d):
-        i = done + len(prefix) + 1
-        if i > total:
-            out.append(prefix)
-            return
-        if out:
-            return
-        for t, nt, nd in lk.allowed_pairs(d, i, total):
-            walk([*prefix, (t, nt)], nd)
-
-    walk([], depth)
-    return out
+    closed = [(t, n) for t, n, close in proposed if close]
+    assert closed and all(is_well_formed(t, n) for t, n in closed)
+    for t, n, close in proposed:
+        if close:
+            continue
+        # an open prefix is well formed up to here and never ends the tree: tr + nr back to depth
+        # 1, then tr + eos, finishes it
+        assert 4 not in n
+        depth = sum((a == 0) - (b in (2, 3)) for a, b in zip(t, n, strict=True))
+        assert depth >= 1
+        rest = [(1, 2)] * (depth - 1) + [(1, 4)]
+        assert is_well_formed(t + [a for a, _ in rest], n + [b for _, b in rest])
 
 
 def test_bad_k_and_reports_name_the_mode(tok):
@@ -453,3 +492,5 @@ def test_cached_marginal_equals_the_uncached_beam(tok, parses, injection, append
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
             assert a.meta["best_terminals"] == b.meta["best_terminals"]
             assert a.meta["n_sequences"] == b.meta["n_sequences"]
+            assert a.total == pytest.approx(b.total, abs=1e-4)
+            assert a.close_logprob == pytest.approx(b.close_logprob, abs=1e-4)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+import xml.etree.ElementTree as ET
 
+import conllu as conllu_lib
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -13,6 +15,7 @@ from transformers import PreTrainedTokenizerFast
 from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.generation.decoding import generate
 from structpe.models import SiPEConfig, build_model
+from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.hexatags import decode, encode, is_well_formed
 from structpe.syntax.tagged import TaggedSentence
 
@@ -163,8 +166,22 @@ def test_generate_command(tok, model, tmp_path, capsys):
     assert len(rows) == 3
     for r in rows:
         assert decode(r["terminals"], r["nonterminals"]) == r["heads"] and len(r["words"]) <= 7
-    svg = (tmp_path / "tree.svg").read_text()
-    assert svg.startswith("<svg") and svg.count("displacy-arc") == len(rows[0]["words"]) - 1
+    svg = (tmp_path / "tree.svg").read_text()  # every sentence drawn, stacked in one SVG
+    assert svg.startswith("<svg") and svg.count('class="displacy"') == 3
+    assert svg.count("displacy-arc") == sum(len(r["words"]) - 1 for r in rows)
+    ET.fromstring(svg)  # well-formed XML
+    # the same sentences as CoNLL-U: read back by the conllu package and by structpe's reader
+    out_conllu = tmp_path / "gen.conllu"
+    args = ["generate", "--model", str(tmp_path / "m"), "-n", "3", "--max-words", "7", "--top-p", "0.9"]
+    assert main([*args, "--output-format", "conllu", "-o", str(out_conllu)]) == 0
+    parsed = conllu_lib.parse(out_conllu.read_text())
+    ours = list(read_conllu(out_conllu))
+    assert [s.metadata["sent_id"] for s in parsed] == ["1", "2", "3"]
+    for r, sent, mine in zip(rows, parsed, ours, strict=True):
+        assert [t["form"] for t in sent] == r["words"] == mine.words and mine.heads == r["heads"]
+        assert [t["misc"]["Hexatag"] for t in sent] == r["terminals"]
+        assert [t["misc"]["HexatagNT"] for t in sent] == r["nonterminals"]
+        assert sent.metadata["text"] == r["meta"]["text"]
     conllu = tmp_path / "t.conllu"
     conllu.write_text(
         "# sent_id = a\n1\tthe\t_\tDET\t_\t_\t2\tdet\t_\t_\n2\tdog\t_\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"

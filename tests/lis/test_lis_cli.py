@@ -7,6 +7,7 @@ import pytest
 import torch
 import yaml
 
+from structpe.io import sha256_file
 from structpe.lis.commands import load_profile, register
 
 
@@ -94,6 +95,8 @@ def test_kg_end_to_end(tmp_path):
     assert args.func(args) == 0
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert set(res["models"]) == {"B", "Bl", "J"}
+    assert res["provenance"]["seed"] == res["config"]["seed"]
+    assert res["provenance"]["data_generated"].startswith("synthetic")
     assert (tmp_path / "out" / "hit5.png").is_file() and (tmp_path / "out" / "results.md").is_file()
     assert (tmp_path / "out" / "checkpoints" / "J" / "model.safetensors").is_file()
 
@@ -129,6 +132,8 @@ def test_shakespeare_end_to_end(tmp_path, shared_data):
     assert args.func(args) == 0
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert set(res["models"]) == {"lis", "rope", "alibi", "random"}
+    corpus = shared_data / "tinyshakespeare" / "input.txt"
+    assert res["provenance"]["data"] == [{"path": str(corpus.resolve()), "sha256": sha256_file(corpus)}]
     assert all(set(r["ppl"]) == {"64", "128"} for r in res["models"].values())
     for name in ("lis", "random"):  # the dilution diagnostic: one mass per layer and context
         mass = res["models"][name]["own_line_mass"]

@@ -58,6 +58,10 @@ def test_quickstart_smoke(shared_data, tmp_path):
     chance = report["chance"]
     assert chance["blimp"] == 0.5 and set(chance["syntaxgym_suites"]) == {"number_prep"}
     assert 0.0 <= chance["syntaxgym"] <= 1.0
+    prov = report["provenance"]
+    assert prov["command"].startswith("structpe quickstart") and prov["parser"]["name"] == "spacy"
+    assert set(prov["models"]) == {"none", "position"} and prov["models"]["none"]["weights_sha256"]
+    assert prov["data"][0]["path"].endswith("structpe_prepare.json") and prov["wall_s"] > 0
     assert "leakage audit" in report["variants"]["position"]["leakage"]["verdict"]
     assert report["timings"]["total_s"] > 0
     assert report["variants"]["none"]["eval"]["conditional"]["syntaxgym"] >= 0.0

@@ -15,6 +15,7 @@ from transformers import TrainerCallback
 
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
+from structpe.io import sha256_file
 from structpe.study.aggregate import VERDICTS
 from structpe.study.cell_scores import leakage_summary
 from structpe.study.cells import StudyError, await_baseline, cell_dir, claim
@@ -56,6 +57,10 @@ def test_study_runs_resumes_and_skips(
     s = m["scores"]
     assert s["ppl.joint.word_ppl"] > 1.0 and s["ppl.conditional.word_ppl"] > 1.0 and "val_lm_loss" in s
     assert {"train", "ppl-conditional", "ppl-joint", "total"} <= set(m["wall_s"])
+    prov = m["provenance"]  # reporting only: no hash covers it
+    final = cell_dir(out, "position", 2) / "run" / "final"
+    assert prov["seed"] == 2 and prov["model"]["weights_sha256"] == sha256_file(final / "model.safetensors")
+    assert prov["data"][0]["path"].endswith("structpe_prepare.json") and prov["wall_s"] > 0
     base = json.loads((first / "metrics.json").read_text())["scores"]
     # the baseline reads no tags: its p(x) is filed under every mode, computed once
     assert base["ppl.joint.word_ppl"] == base["ppl.conditional.word_ppl"]
@@ -216,7 +221,7 @@ def test_a_killed_workers_claim_is_released(tmp_path: Path) -> None:
 
 
 def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
-    """Raising the marginal's k (e.g. once a faster beam lands) re-runs the marginal, nothing else."""
+    """Raising a benchmark's marginal k re-runs that benchmark's marginal, nothing else."""
     from structpe.study.spec import BlimpSpec
 
     spec = load_spec(tiny_spec, "test")
@@ -226,9 +231,37 @@ def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     before = eval_keys(spec, "position", 1, data)
     spec.evaluations.ppl.k = spec.evaluations.ppl.k * 10
     after = eval_keys(spec, "position", 1, data)
-    assert after["blimp-conditional"] == before["blimp-conditional"]
-    assert after["blimp-marginal"] != before["blimp-marginal"]
     assert after["ppl-marginal"] != before["ppl-marginal"]
+    assert after["ppl-conditional"] == before["ppl-conditional"]
+    assert after["blimp-marginal"] == before["blimp-marginal"]  # BLiMP's beam has its own k
+    spec.evaluations.blimp.k = 3
+    again = eval_keys(spec, "position", 1, data)
+    assert again["blimp-marginal"] != after["blimp-marginal"]
+    assert again["blimp-conditional"] == before["blimp-conditional"]
+    assert again["ppl-marginal"] == after["ppl-marginal"]
+
+
+def test_every_ppl_mode_on_the_same_sentences_with_the_marginal_ladder(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path
+) -> None:
+    """Conditional, joint and marginal perplexity of a cell share their sentences; the marginal is
+    also reported at k = 1 and 10 (ppl.marginal = the largest k); a model that reads no tags has its
+    plain p(x) under every one of these names."""
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1]
+    spec.evaluations.ppl.likelihoods = ["conditional", "joint", "marginal"]
+    spec.evaluations.ppl.k = 12
+    out = tmp_path / "study"
+    run_study(spec, out, data=tiny_data, report=False)
+    s = json.loads((cell_dir(out, "position", 1) / "metrics.json").read_text())["scores"]
+    names = ("conditional", "joint", "marginal", "marginal_k1", "marginal_k10")
+    assert {s[f"ppl.{m}.n_sentences"] for m in names} == {12.0}
+    assert "ppl.marginal_k100.word_ppl" not in s and "ppl.marginal.k1.word_ppl" not in s
+    # wider beams never lower the bound; the marginal sum holds the parse, so it beats the joint
+    assert s["ppl.marginal_k1.word_ppl"] >= s["ppl.marginal_k10.word_ppl"] >= s["ppl.marginal.word_ppl"]
+    assert s["ppl.marginal_k1.word_ppl"] <= s["ppl.joint.word_ppl"] * (1 + 1e-9)
+    base = json.loads((cell_dir(out, "none", 1) / "metrics.json").read_text())["scores"]
+    assert {base[f"ppl.{m}.word_ppl"] for m in names} == {base["ppl.conditional.word_ppl"]}
 
 
 def test_a_new_test_set_re_evaluates_but_never_retrains(tiny_spec: Path) -> None:

@@ -99,6 +99,21 @@ def _edit(tiny_spec: Path, old: str, new: str) -> Path:
     return _write(tiny_spec.parent, text.replace(old, new))
 
 
+@pytest.mark.parametrize(("k", "ok"), [(10, True), (100, True), (4, False)])
+def test_a_claim_may_read_the_marginal_at_a_width_of_the_ladder(tiny_spec: Path, k: int, ok: bool) -> None:
+    edited = _edit(
+        tiny_spec,
+        "likelihoods: [conditional, joint], sentences: 12}",
+        f"likelihoods: [conditional, joint, marginal], sentences: 12, k: {k}}}",
+    )
+    edited = _edit(edited, "[ppl.joint.word_ppl]", "[ppl.marginal_k10.word_ppl]")
+    if ok:
+        assert load_spec(edited, "test").claims[0].metrics == ["ppl.marginal_k10.word_ppl"]
+    else:
+        with pytest.raises(StudySpecError, match="not produced"):
+            load_spec(edited, "test")
+
+
 @pytest.mark.parametrize(
     ("old", "new", "expect"),
     [
@@ -115,6 +130,8 @@ def _edit(tiny_spec: Path, old: str, new: str) -> Path:
             "    honest: [blimp.marginal.overall]\n",
             "metric 'blimp.marginal.overall' is not produced by this spec's evaluations",
         ),
+        ("[ppl.joint.word_ppl]", "[ppl.marginal_k10.word_ppl]", "not produced by this spec's evaluations"),
+        ("sentences: 12}", "sentences: 12, k: 0}", "evaluations.ppl.k must be an integer >= 1, got 0"),
         ("seeds: [1, 2]", "seeds: [1, 1]", "seeds has duplicates"),
         ("baseline: none", "baseline: nothing", "baseline 'nothing' is not one of the recipes"),
         ("better: lower", "better: smaller", "better must be one of"),

@@ -42,6 +42,9 @@ class BlimpPair:
     phenomenon: str
 
 
+CHANCE = 0.5  # two sentences per pair, one of them preferred: every BLiMP result's chance row
+
+
 def blimp_dir(data_dir: str | Path | None = None) -> Path:
     from structpe.data.paths import data_root
 
@@ -223,4 +226,5 @@ def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], lis
     rows += [{"group": "field", "name": k, "accuracy": v} for k, v in result["per_field"].items()]
     rows += [{"group": "phenomenon", "name": k, "accuracy": v} for k, v in result["per_phenomenon"].items()]
     rows.append({"group": "overall", "name": f"{result['n_pairs']} pairs", "accuracy": result["overall"]})
+    rows.append({"group": "chance", "name": "one of two sentences", "accuracy": CHANCE})
     return rows, ["group", "name", "accuracy"]

@@ -13,16 +13,17 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
+from structpe.choices import PLL_METRICS
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
-from structpe.eval.scoring.masked import PLL_METRICS
-from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec
+from structpe.eval.scoring.scorer import ScoringSpec
 from structpe.eval.scoring.types import uses_tags
 from structpe.io import split_lines
 
-# the causal scorer's registry: modes added there (joint, marginal) appear here too
-LIKELIHOOD_CHOICES = tuple(CausalScorer.LIKELIHOODS)
+if TYPE_CHECKING:  # torch-heavy: imported where a command runs, so `structpe --help` stays fast
+    from structpe.eval.scoring.scorer import ScoringSpec
 
 
 # ----------------------------------------------------------------------------------------------
@@ -95,6 +96,7 @@ def read_lines(path: str | Path) -> list[str]:
 
 def make_parser(name: str | None, model: Any, parser_model: str | None = None) -> Any:
     """``--parser`` (default: spacy when the model reads tags, none otherwise)."""
+
     if name is None:
         name = "spacy" if uses_tags(model) else "none"
     if name == "none":
@@ -149,12 +151,47 @@ def _print_table(paths: dict[str, Path]) -> None:
     print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
 
 
+# options that narrow what an evaluation covers: recorded under provenance "limits"
+LIMIT_OPTIONS = (
+    "limit", "max_items", "max_length", "max_train", "max_eval", "paradigms", "fields", "phenomena", "suites",
+    "tasks", "epochs", "protocol",
+)
+
+
+def eval_provenance(
+    args: argparse.Namespace, started: float, parser: Any = None, data: list = (), **extra: Any
+) -> dict:
+    """The provenance block of an evaluation command's JSON (see ``structpe.provenance``); ``extra``
+    overrides or adds fields (``model=`` for a command without ``--model``)."""
+    from structpe.provenance import provenance
+    from structpe.train.prepare_settings import parser_record
+
+    likelihood = getattr(args, "likelihood", None)
+    fields: dict[str, Any] = {"model": getattr(args, "model", None), **extra}
+    # the name the user chose (--parser), else the one make_parser picked by default
+    parser_name = None
+    if parser is not None:
+        parser_name = getattr(args, "parser", None) or getattr(parser, "name", None)
+    return provenance(
+        started=started,
+        data=data,
+        parser=parser_record(parser_name, getattr(args, "parser_model", None)),
+        likelihood=likelihood,
+        k=args.k if likelihood == "marginal" else None,
+        limits={k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None},
+        seed=getattr(args, "seeds", None),
+        **fields,
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # argument checks: before any model is loaded, so a typo costs nothing
 
 
 def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
     """An evaluation command's scoring options as one ScoringSpec (``extra``: command-specific fields)."""
+    from structpe.eval.scoring.scorer import ScoringSpec
+
     return ScoringSpec(
         kind=args.kind,
         likelihood=args.likelihood,

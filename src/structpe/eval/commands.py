@@ -9,7 +9,10 @@ argument checks live in ``structpe.eval.command_common`` and the GLUE commands i
 from __future__ import annotations
 
 import argparse
+import time
 
+from structpe import text_formats
+from structpe.choices import LEAKAGE_DEFAULT, LEAKAGE_VARIANTS
 from structpe.eval.command_common import (
     _area,
     _check_names,
@@ -18,6 +21,7 @@ from structpe.eval.command_common import (
     _print_table,
     _scoring_args,
     check_args,
+    eval_provenance,
     load_model_and_tokenizer,
     make_parser,
     read_lines,
@@ -32,13 +36,18 @@ from structpe.eval.glue.commands import _glue_args
 def cmd_ppl(args: argparse.Namespace) -> int:
     from structpe.eval import ppl, report
 
+    started = time.time()
     check_args(args)
     # tagged input is read (and checked) before the model loads: a bad line costs nothing
     sents = ppl.read_tagged_jsonl(args.data, args.limit) if args.data else []
+    if args.text:
+        fmt = text_formats.resolve("eval ppl", args.input_format, args.text, ("raw-lines", "raw-text"))
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     if args.text:
+        from structpe.parser.tag_commands import text_items
+
         parser = make_parser(args.parser or "spacy", model, args.parser_model)
-        lines = [ln.strip() for ln in read_lines(args.text) if ln.strip()]
+        lines = [text for _, text in text_items(fmt, read_lines(args.text), args.text)]
         if args.limit:
             lines = lines[: args.limit]
         from structpe.eval.scoring.inputs import parse_texts
@@ -53,13 +62,17 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}"]
     if res["pseudo_perplexity"]:
         notes.append("masked LM: these are pseudo-perplexities (PLL), not comparable with causal perplexity")
-    _print_table(report.write_report(out, "ppl", res, rows, cols, title="Perplexity", notes=notes))
+    prov = eval_provenance(args, started, parser if args.text else None, [args.data or args.text])
+    _print_table(
+        report.write_report(out, "ppl", res, rows, cols, title="Perplexity", notes=notes, provenance=prov)
+    )
     return 0
 
 
 def cmd_blimp(args: argparse.Namespace) -> int:
     from structpe.eval import blimp, report
 
+    started = time.time()
     check_args(args)
     _check_names("--paradigms", args.paradigms, blimp.list_paradigms(args.data_dir))
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
@@ -77,6 +90,7 @@ def cmd_blimp(args: argparse.Namespace) -> int:
         keep_pairs=args.keep_pairs,
     )
     res["model"] = args.model
+    res["chance"] = blimp.CHANCE
     rows, cols = blimp.format_results(res)
     out = _out_dir(args, "blimp")
     plots = [
@@ -84,13 +98,20 @@ def cmd_blimp(args: argparse.Namespace) -> int:
             out / "blimp_paradigms.png",
             list(res["per_paradigm"]),
             {"accuracy": list(res["per_paradigm"].values())},
-            title=f"BLiMP accuracy per paradigm (overall {res['overall']:.3f})",
+            title=f"BLiMP accuracy per paradigm (overall {res['overall']:.3f}; dashed: chance "
+            f"{blimp.CHANCE})",
             ylabel="accuracy",
-            hline=0.5,
+            hline=blimp.CHANCE,
         )
     ]
     notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}", f"pairs: {res['n_pairs']}"]
-    _print_table(report.write_report(out, "blimp", res, rows, cols, title="BLiMP", notes=notes, plots=plots))
+    files = [blimp.blimp_dir(args.data_dir) / f"{p}.jsonl.gz" for p in res["per_paradigm"]]
+    prov = eval_provenance(args, started, parser, files)
+    _print_table(
+        report.write_report(
+            out, "blimp", res, rows, cols, title="BLiMP", notes=notes, plots=plots, provenance=prov
+        )
+    )
     return 0
 
 
@@ -98,6 +119,7 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
     from structpe.eval import report
     from structpe.eval.syntaxgym import evaluate as syntaxgym
 
+    started = time.time()
     check_args(args)
     suites = sorted(p.stem for p in syntaxgym.suites_dir(args.data_dir).glob("*.json"))
     _check_names("--suites", args.suites, suites)
@@ -114,14 +136,20 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
         max_items=args.max_items,
     )
     res["model"] = args.model
+    names = list(res["suite_accuracy"])
+    res["chance"] = syntaxgym.chance_row(args.data_dir, names, args.protocol, args.max_items)
     rows, cols = syntaxgym.format_results(res)
     out = _out_dir(args, "syntaxgym")
     plots = [
         report.bar_plot(
             out / "syntaxgym_suites.png",
-            list(res["suite_accuracy"]),
-            {"accuracy": list(res["suite_accuracy"].values())},
-            title=f"SyntaxGym suite accuracy (SG score {res['sg_score']:.3f}, {res['n_suites']} suites)",
+            names,
+            {
+                "model": list(res["suite_accuracy"].values()),
+                "chance": [res["chance"]["suite_accuracy"][s] for s in names],
+            },
+            title=f"SyntaxGym suite accuracy (SG score {res['sg_score']:.3f}, chance "
+            f"{res['chance']['sg_score']:.3f}, {res['n_suites']} suites)",
             ylabel="accuracy",
         )
     ]
@@ -132,8 +160,10 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
     ]
     if not res["complete_31"]:
         notes.append(f"only {res['n_suites']} of the paper's 31 suites were run: not the paper's SG score")
+    files = [syntaxgym.suites_dir(args.data_dir) / f"{s}.json" for s in res["suite_accuracy"]]
     paths = report.write_report(
-        out, "syntaxgym", res, rows, cols, title="SyntaxGym", notes=notes, plots=plots
+        out, "syntaxgym", res, rows, cols, title="SyntaxGym", notes=notes, plots=plots,
+        provenance=eval_provenance(args, started, parser, files),
     )
     _print_table(paths)
     return 0
@@ -141,7 +171,10 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
 
 def cmd_attention(args: argparse.Namespace) -> int:
     from structpe.eval import attention, report
+    from structpe.eval.blimp import blimp_dir
+    from structpe.provenance import model_record
 
+    started = time.time()
     check_args(args)
     base, tok = load_model_and_tokenizer(args.base, args.tokenizer, device=args.device, eager_attention=True)
     sipe, sipe_tok = load_model_and_tokenizer(
@@ -178,6 +211,10 @@ def cmd_attention(args: argparse.Namespace) -> int:
         title="Verb/object attention (BLiMP causative)",
         notes=notes,
         plots=plots,
+        provenance=eval_provenance(
+            args, started, parser, [blimp_dir(args.data_dir) / "causative.jsonl.gz"],
+            model=args.sipe, base_model=model_record(args.base),
+        ),
     )
     _print_table(paths)
     return 0
@@ -191,6 +228,7 @@ def cmd_leakage(args: argparse.Namespace) -> int:
     """The leakage audit: how much of the conditional-perplexity gain needs future tag information."""
     from structpe.eval import leakage, ppl, report
 
+    started = time.time()
     check_args(args)
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, device=args.device)
     parser = make_parser(args.parser or "spacy", model, args.parser_model)
@@ -210,8 +248,9 @@ def cmd_leakage(args: argparse.Namespace) -> int:
     if "leaked_share_upper" in res:
         notes.append(f"at most {100 * res['leaked_share_upper']:.1f}% of the full-parse gain is leakage")
     title = "Leakage audit (conditional perplexity under tag conditions)"
+    prov = eval_provenance(args, started, parser, [args.data or args.text])
     paths = report.write_report(
-        _out_dir(args, "leakage"), "leakage", res, rows, cols, title=title, notes=notes
+        _out_dir(args, "leakage"), "leakage", res, rows, cols, title=title, notes=notes, provenance=prov
     )
     _print_table(paths)
     return 0
@@ -228,13 +267,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", help="tagged JSON lines (from `structpe tag`)")
     src.add_argument("--text", help="plain text, one sentence per line (tagged with --parser, default spacy)")
+    p.add_argument(
+        "--input-format", choices=text_formats.INPUT_FORMATS,
+        help="of --text: raw-lines (one text per line, the default) or raw-text (paragraphs at blank "
+        "lines); the names tag and prepare use (docs/data.md)",
+    )
     p.add_argument("--limit", type=int, help="first N sentences")
     p.add_argument("--append-eos", action="store_true", help="also score an end-of-sentence token")
     p.add_argument("--max-length", type=int, help="skip sentences longer than this many tokens")
     p.set_defaults(func=cmd_ppl)
-
-    from structpe.eval.leakage import DEFAULT_VARIANTS
-    from structpe.eval.leakage import VARIANTS as LEAKAGE_VARIANTS
 
     p = ev.add_parser("leakage", help="how much of a conditional-perplexity gain is future tag leakage")
     _common(p)
@@ -243,7 +284,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--text", help="plain text, one sentence per line")
     p.add_argument("--limit", type=int, help="first N sentences")
     p.add_argument("--baseline", help="a model reading no tags, trained on the same data (reference p(x))")
-    p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=LEAKAGE_VARIANTS)
+    p.add_argument("--variants", nargs="+", default=list(LEAKAGE_DEFAULT), choices=LEAKAGE_VARIANTS)
     p.set_defaults(func=cmd_leakage)
 
     p = ev.add_parser("blimp", help="BLiMP minimal pairs: accuracy per paradigm, field, phenomenon, overall")

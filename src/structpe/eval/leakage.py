@@ -38,18 +38,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from structpe.choices import LEAKAGE_DEFAULT, LEAKAGE_VARIANTS
 from structpe.eval.scoring.inputs import parse_texts
-from structpe.eval.scoring.likelihood import run_rows
-from structpe.eval.scoring.rows import Row
+from structpe.eval.scoring.rows import Row, run_rows
 from structpe.eval.scoring.scorer import CausalScorer
 from structpe.eval.scoring.types import Parser, uses_tags
 from structpe.parser.tag_controls import PrefixParser, parse_prefixes
 from structpe.syntax.alignment import align_tags_by_offsets, get_field
 from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
-VARIANTS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
-# run unless asked otherwise; `causal` is asked for (it needs a parser that parses word lists)
-DEFAULT_VARIANTS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
 CAUSAL = ("prefix", "prefix_drop_last")
 
 
@@ -79,7 +76,7 @@ def leakage_audit(
     *,
     parses: list[Any] | None = None,
     baseline: Any | None = None,
-    variants: Sequence[str] = DEFAULT_VARIANTS,
+    variants: Sequence[str] = LEAKAGE_DEFAULT,
     batch_size: int = 32,
     per_token: bool = False,
 ) -> dict[str, Any]:
@@ -97,9 +94,9 @@ def leakage_audit(
         raise ValueError("no texts to audit")
     if not uses_tags(model):
         raise ValueError("the leakage audit needs a model that reads tags (injection other than 'none')")
-    unknown = [v for v in variants if v not in VARIANTS]
+    unknown = [v for v in variants if v not in LEAKAGE_VARIANTS]
     if unknown:
-        raise ValueError(f"unknown audit variants {unknown}; choose from {VARIANTS}")
+        raise ValueError(f"unknown audit variants {unknown}; choose from {LEAKAGE_VARIANTS}")
     if any(v in (*CAUSAL, "causal") for v in variants) and parser is None:
         raise ValueError(
             "the causal variants (prefix, prefix_drop_last, causal) need a parser to parse each prefix"

@@ -72,6 +72,9 @@ def evaluate_ppl(
 ) -> dict[str, Any]:
     """Token- and word-level perplexity of ``sentences`` (tagged) under ``model``.
 
+    A tagged decoder's ``marginal`` also reports ``by_k``: the perplexity of the sentence bound at
+    each beam width of ``MARGINAL_LADDER`` up to k (``nll_sum``, ``token_ppl``, ``word_ppl``).
+
     How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
     ``append_eos=`` ...), which override the spec. Sentences longer than its ``max_length`` tokens
     are skipped and counted (``skipped``).
@@ -103,7 +106,7 @@ def evaluate_ppl(
     if n_tokens == 0:
         raise ValueError("every sentence was skipped (max_length too small?)")
     pseudo = isinstance(scorer, MaskedScorer)
-    return {
+    result: dict[str, Any] = {
         "benchmark": "ppl",
         "scoring": describe_scoring(scorer),
         "likelihood": scorer.likelihood,
@@ -118,6 +121,20 @@ def evaluate_ppl(
         "bits_per_token": -total_lp / n_tokens / math.log(2),
         "unaligned_words": sum(s.unaligned_words for s in scores),
         "append_eos": append_eos,
+    }
+    if scorer.likelihood == "marginal" and scorer.tagged:  # the bound at every width of the ladder
+        widths = scores[0].meta["bound_by_k"] if scores else {}
+        result["by_k"] = {
+            w: _ppl(sum(sc.meta["bound_by_k"][w] for sc in scores), n_tokens, n_words) for w in widths
+        }
+    return result
+
+
+def _ppl(total_lp: float, n_tokens: int, n_words: int) -> dict[str, float]:
+    return {
+        "nll_sum": -total_lp,
+        "token_ppl": math.exp(-total_lp / n_tokens),
+        "word_ppl": math.exp(-total_lp / n_words),
     }
 
 

@@ -63,15 +63,21 @@ def write_report(
     title: str,
     notes: Sequence[str] = (),
     plots: Sequence[Path] = (),
+    provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """Write ``<name>.json`` (full result + run metadata) and ``<name>.md`` (notes + table + plots)."""
+    """Write ``<name>.json`` (full result + run metadata) and ``<name>.md`` (notes + table + plots).
+
+    ``provenance``: the block of :func:`structpe.provenance.provenance` (version, command, model and
+    data hashes, parser, scoring settings, hardware, wall time), stored under ``provenance``.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     meta = {
         "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(),
     }
-    jpath = write_json(out / f"{name}.json", {**result, "_meta": meta})
+    extra = {"provenance": dict(provenance)} if provenance is not None else {}
+    jpath = write_json(out / f"{name}.json", {**result, **extra, "_meta": meta})
     lines = [f"# {title}", ""]
     lines += [f"- {n}" for n in notes]
     if notes:

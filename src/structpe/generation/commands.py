@@ -14,16 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from structpe.choices import STRATEGIES
 from structpe.errors import StructpeError
-from structpe.generation.decoding import STRATEGIES
 from structpe.io import atomic_write_text
-from structpe.parser.tag_commands import CONLLU_SUFFIXES
+from structpe.parser.tag_commands import CONLLU_SUFFIXES, OUTPUT_FORMATS, sentence_writer
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "generate",
-        help="generate text with its dependency tree (JSON lines out)",
+        help="generate text with its dependency tree (JSON lines or CoNLL-U out)",
         description=(
             "Generate sentences and their trees with a SiPE Transformer-XL decoder: tokens from the LM "
             "head, each new word's hexatags from the causal tag head under the well-formedness rules. "
@@ -56,8 +56,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-words", type=int, default=30, help="longest sentence in words (default 30)")
     p.add_argument("--max-tokens-per-word", type=int, default=8, help="longest word in tokens (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("-o", "--output", default="-", help="output JSON-lines file (default: stdout)")
-    p.add_argument("--svg", help="also draw the first sentence's tree with spaCy's displaCy (SVG file)")
+    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+    p.add_argument(
+        "--output-format", choices=OUTPUT_FORMATS, default="jsonl",
+        help="jsonl: one JSON object per sentence (default); conllu: CoNLL-U, hexatags in MISC",
+    )
+    p.add_argument("--svg", help="also draw every sentence's tree with spaCy's displaCy (one SVG file)")
     p.add_argument("--device", default="cpu")
     p.set_defaults(func=run_generate)
 
@@ -136,19 +140,36 @@ def _run(args: argparse.Namespace) -> int:
         parser=parser,
         prompt_parse=prompt_parse,
     )
-    lines, first = [], None
+    render = sentence_writer(args.output_format)
+    lines, sentences = [], []
     for i, tree in enumerate(trees):
         for s in generate(model, tok, args.prompt, tags=tree, seed=args.seed + i, **kw):
             if tree is not None and tree.sent_id is not None:
                 s.sent_id = f"{tree.sent_id}-generated"
-            lines.append(s.to_json() + "\n")
-            first = first or s
+            sentences.append(s)
+            lines.append(render(s, len(sentences)))
     _write(args.output, "".join(lines))
     if args.svg:
-        _write(args.svg, tree_svg(first))
+        _write(args.svg, trees_svg(sentences))
     dest = "stdout" if args.output == "-" else args.output
     print(f"structpe generate: wrote {len(lines)} sentences to {dest}", file=sys.stderr)
     return 0
+
+
+def trees_svg(sentences: list[Any]) -> str:
+    """Every sentence's tree (:func:`tree_svg`) stacked top to bottom in one SVG document."""
+    import re
+
+    parts, y, width = [], 0, 0
+    for sent in sentences:
+        svg = tree_svg(sent)
+        w, h = (float(re.search(rf'{k}="([0-9.]+)"', svg).group(1)) for k in ("width", "height"))
+        parts.append(f'<g transform="translate(0,{y:g})">{svg}</g>')
+        y, width = y + h, max(width, w)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{y:g}" '
+        f'viewBox="0 0 {width:g} {y:g}">' + "".join(parts) + "</svg>\n"
+    )
 
 
 def tree_svg(sent: Any) -> str:

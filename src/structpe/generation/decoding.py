@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from structpe.choices import STRATEGIES  # named there so the CLI reads them without torch
 from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.eval.scoring.types import model_device
 from structpe.syntax.alignment import align_tags_by_offsets
@@ -35,8 +36,6 @@ from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, IGNORE_INDEX, NR_L,
 from structpe.syntax.tagged import TaggedSentence
 
 __all__ = ["STRATEGIES", "generate"]
-
-STRATEGIES = ("sample", "greedy", "beam")
 
 
 class _Vocab:

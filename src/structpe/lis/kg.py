@@ -47,6 +47,7 @@ from structpe.lis.kg_encode import SETTINGS, Distractors, Example, Vocab, collat
 from structpe.lis.kg_report import markdown_tables, plot
 from structpe.lis.lisformer import LISformer, LISformerConfig
 from structpe.lis.training import SITTING_KEYS, Bf16Option, configure_optimizer, train_steps
+from structpe.provenance import provenance
 
 MODELS = {
     "B": "serialized (role tokens, RoPE)",
@@ -171,6 +172,7 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
         torch.set_num_threads(cfg.threads)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
     data = generate(cfg.variant, cfg.n_train_names, cfg.n_test_names, cfg.seed)
     vocab = Vocab(data)
     sets = eval_sets(data, cfg)
@@ -221,7 +223,8 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
         results["models"][kind] = res
         if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / kind)
-        atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+        prov = provenance(started=started, seed=cfg.seed, data_generated=f"synthetic, seed {cfg.seed}")
+        atomic_write_text(out / "results.json", json.dumps({**results, "provenance": prov}, indent=2))
     atomic_write_text(out / "results.md", markdown_tables(results))
     plot(results, out / "hit5.png")
     return results

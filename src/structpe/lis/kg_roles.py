@@ -37,6 +37,7 @@ from structpe.lis.kg_roles_data import (
 )
 from structpe.lis.lisformer import LISformer, LISformerConfig
 from structpe.lis.training import SITTING_KEYS, Bf16Option
+from structpe.provenance import provenance
 
 SETTINGS = ("transfer", "kg2text", "bidirectional")
 
@@ -191,7 +192,8 @@ def run(cfg: RoleKGConfig, out: str | Path, eval_only: bool = False) -> dict:
                 model, eval_examples(kind, cfg, vocab, key, items), vocab.pad, cfg.eval_batch
             )
         results["models"][kind] = rec
-        atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+        prov = provenance(started=t0, seed=cfg.seed, data_generated=f"synthetic, seed {cfg.seed}")
+        atomic_write_text(out / "results.json", json.dumps({**results, "provenance": prov}, indent=2))
     atomic_write_text(out / "results.md", markdown_table(results))
     return results
 

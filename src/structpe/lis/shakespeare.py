@@ -32,6 +32,7 @@ from structpe.lis.training import (
     merge_results,
     train_steps,
 )
+from structpe.provenance import provenance
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",
@@ -247,7 +248,14 @@ def run(
         torch.set_num_threads(cfg.threads)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
     data = CharData(load_corpus(data_dir), cfg.n_chars, cfg.train_frac)
+
+    def record() -> str:  # results.json with the provenance of this sitting
+        corpus = data_root(data_dir, sub="tinyshakespeare") / "input.txt"
+        prov = provenance(started=started, data=[corpus], seed=cfg.seed, limits={"n_chars": cfg.n_chars})
+        return json.dumps({**results, "provenance": prov}, indent=2)
+
     # models an earlier sitting finished are kept (same configuration only; how a sitting runs may change)
     kept = earlier_results(out / "results.json", cfg.__dict__, ignore=SITTING_KEYS)
     results: dict = {"config": cfg.__dict__, "models": kept}
@@ -283,7 +291,7 @@ def run(
                 losses, train_s = train_model(model, data, cfg, name, partial if resumable else None)
             except Unfinished as stop:
                 results["unfinished"] = str(stop)
-                atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+                atomic_write_text(out / "results.json", record())
                 break
         if eval_only:
             train_s = time.time() - t0
@@ -313,7 +321,7 @@ def run(
             model.save_pretrained(out / "checkpoints" / name)
         if partial.is_dir():
             shutil.rmtree(partial)
-        atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+        atomic_write_text(out / "results.json", record())
     if not results["models"]:
         return results
     atomic_write_text(out / "results.md", markdown_table(results))

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from structpe.errors import StructpeError
 from structpe.io import atomic_write_text, config_differences, earlier_results
 from structpe.lis.lisformer import LISformer, TokenStructure
+from structpe.provenance import provenance
 
 # inputs [B, L], targets [B, L] and, for the KG diagnostics, the explicit structure of the batch
 Batch = tuple[torch.Tensor, torch.Tensor, TokenStructure | None]
@@ -146,6 +147,7 @@ def merge_results(
     )
     merged["models"] = {**kept, **merged["models"]}
     out.mkdir(parents=True, exist_ok=True)
+    merged["provenance"] = provenance()  # of the merge; each run's own is in its folder
     atomic_write_text(out / "results.json", json.dumps(merged, indent=2))
     atomic_write_text(out / "results.md", render(merged))
     if draw is not None:

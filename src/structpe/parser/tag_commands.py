@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import sys
 import time
@@ -18,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from structpe import text_formats
 from structpe.errors import StructpeError, check_positive, reading
 from structpe.io import atomic_open, refuse_overwrite_input, split_lines
 from structpe.parser.base import (
@@ -33,12 +35,22 @@ from structpe.syntax.tagged import TaggedSentence
 from structpe.syntax.trees import NonProjectiveError
 
 CONLLU_SUFFIXES = (".conllu", ".conllu.gz", ".conll", ".conll.gz", ".conllx", ".conllx.gz")
+OUTPUT_FORMATS = ("jsonl", "conllu")  # what `tag` and `generate` write
+
+
+def sentence_writer(output_format: str) -> Any:
+    """``(sentence, running number) -> text`` of one sentence in ``--output-format``."""
+    if output_format == "conllu":
+        from structpe.syntax.conllu_write import to_conllu_sentence
+
+        return lambda sent, number: to_conllu_sentence(sent, str(number))
+    return lambda sent, number: sent.to_json() + "\n"
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "tag",
-        help="hexatag text or CoNLL-U (JSON lines out)",
+        help="hexatag text or CoNLL-U (JSON lines or CoNLL-U out)",
         description=(
             "Parse (or read) dependency trees and write their hexatags as JSON lines: one object per "
             "sentence with words, heads (of the tree actually tagged), terminals, nonterminals, "
@@ -47,10 +59,17 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument("input", help="input file (plain or .gz), or - for stdin")
-    p.add_argument("-o", "--output", default="-", help="output JSON-lines file (default: stdout)")
+    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument(
-        "--input-format", choices=("auto", "text", "conllu"), default="auto",
-        help="auto: by extension (.conllu[.gz] -> conllu), stdin by content (default: auto)",
+        "--output-format", choices=OUTPUT_FORMATS, default="jsonl",
+        help="jsonl: one JSON object per sentence (default); conllu: CoNLL-U with the hexatags in MISC "
+        "(structpe.syntax.conllu_write)",
+    )
+    p.add_argument(
+        "--input-format", choices=["auto", *text_formats.choices("tag")], default="auto",
+        help="raw-lines (one raw text per line), raw-text (paragraphs at blank lines), tokenized-lines, "
+        "conllu, jsonl (from `structpe tag`: its words are re-parsed); auto: by extension (.conllu[.gz] "
+        "-> conllu, .jsonl -> jsonl, else raw-lines; docs/data.md), stdin by content (default: auto)",
     )
     p.add_argument(
         "--parser", choices=available_parsers(), default=None,
@@ -106,6 +125,8 @@ def _run_chunk(kind: str, chunk: list[Any]) -> tuple[list[TaggedSentence], dict[
     before = ParseStats(**parser.stats.to_dict())
     if kind == "conllu":
         out = parser.parse_conllu_sentences(chunk)
+    elif kind in WORD_FORMATS:
+        out = parser.parse_words([w for _, w in chunk], sent_ids=[i for i, _ in chunk])
     else:
         ids = [i for i, _ in chunk]
         out = parser.parse_text([t for _, t in chunk], ids=ids)
@@ -118,7 +139,7 @@ def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
     """(format, items, name): ConlluSentence list, or (line id, text) pairs for text."""
     if args.input == "-":
         data = sys.stdin.read()
-        fmt = args.input_format if args.input_format != "auto" else detect_format("-", data[:4000])
+        fmt = _input_format(args.input_format, "-", data[:4000])
         name = "<stdin>"
         if fmt == "conllu":
             return fmt, list(read_conllu(io.StringIO(data), name=name)), name
@@ -128,7 +149,7 @@ def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
             raise FileNotFoundError(f"input file not found: {args.input}")
         if os.path.isdir(args.input):
             raise StructpeError(f"input {args.input}: is a directory, expected a file")
-        fmt = args.input_format if args.input_format != "auto" else detect_format(args.input)
+        fmt = _input_format(args.input_format, args.input)
         name = args.input
         if fmt == "conllu":
             return fmt, list(read_conllu(args.input)), name
@@ -136,7 +157,47 @@ def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
 
         with open_text(args.input) as fh, reading(args.input):
             lines = split_lines(fh.read())
-    return fmt, [(str(i), line) for i, line in enumerate(lines, 1) if line.strip()], name
+    return fmt, text_items(fmt, lines, name), name
+
+
+WORD_FORMATS = ("tokenized-lines", "jsonl")  # parsed from given words (parse_words), not raw text
+
+
+def _input_format(value: str, path: str, head: str | None = None) -> str:
+    """``--input-format`` in the shared vocabulary (structpe.text_formats); stdin: by content."""
+    if value == "auto" and path == "-":
+        value = "conllu" if detect_format(path, head) == "conllu" else "raw-lines"
+    return text_formats.resolve("tag", value, None if path == "-" else path, text_formats.INPUT_FORMATS)
+
+
+def text_items(fmt: str, lines: list[str], name: str) -> list[tuple[str, Any]]:
+    """(id, text) for raw input, (id, words) for tokenized lines and tagged JSON lines."""
+    numbered = [(str(i), line) for i, line in enumerate(lines, 1) if line.strip()]
+    if fmt == "raw-lines":
+        return numbered
+    if fmt == "tokenized-lines":
+        return [(i, line.split()) for i, line in numbered]
+    if fmt == "raw-text":  # paragraphs: runs of non-blank lines, numbered by their first line
+        paras: list[tuple[str, str]] = []
+        after_blank = True
+        for i, line in enumerate(lines, 1):
+            if line.strip() and after_blank:
+                paras.append((str(i), line.strip()))
+            elif line.strip():
+                paras[-1] = (paras[-1][0], f"{paras[-1][1]} {line.strip()}")
+            after_blank = not line.strip()
+        return paras
+    items = []
+    for i, line in numbered:  # jsonl
+        try:
+            row = json.loads(line)
+            words = row["words"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise StructpeError(f"{name}:{i}: not a JSON object with 'words' ({err})") from None
+        if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
+            raise StructpeError(f"{name}:{i}: 'words' must be a non-empty list of strings")
+        items.append((str(row.get("sent_id") or i), words))
+    return items
 
 
 def _parser_kwargs(args: argparse.Namespace, name: str) -> dict[str, Any]:
@@ -174,7 +235,9 @@ def _run_tag(args: argparse.Namespace) -> int:
     fmt, items, name = _read_input(args)
     parser_name = args.parser or ("gold" if fmt == "conllu" else "spacy")
     if parser_name == "gold" and fmt != "conllu":
-        raise ParserInputError("--parser gold needs CoNLL-U input (gold trees); use --parser spacy for text")
+        raise ParserInputError(
+            f"--parser gold needs CoNLL-U input (gold trees), not {fmt}; use --parser spacy for text"
+        )
     kwargs = _parser_kwargs(args, parser_name)
     chunks = _chunks(items, args.batch_size)
     stats = ParseStats()
@@ -193,12 +256,12 @@ def _run_tag(args: argparse.Namespace) -> int:
         with sink as out:
             if single:
                 results = (_run_chunk(fmt, c) for c in chunks)
-                written = _write(results, chunks, out, bar, stats)
+                written = _write(results, chunks, out, bar, stats, args.output_format)
             else:
                 with ProcessPoolExecutor(args.workers, initializer=_init_worker,
                                          initargs=(parser_name, kwargs)) as pool:
                     results = pool.map(_run_chunk, [fmt] * len(chunks), chunks)
-                    written = _write(results, chunks, out, bar, stats)
+                    written = _write(results, chunks, out, bar, stats, args.output_format)
             out.flush()
     except BrokenProcessPool as err:
         raise StructpeError(f"a --workers process died ({err}); try fewer --workers") from None
@@ -219,13 +282,15 @@ def _run_tag(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(results: Any, chunks: list[list[Any]], out: Any, bar: Any, stats: ParseStats) -> int:
+def _write(
+    results: Any, chunks: list[list[Any]], out: Any, bar: Any, stats: ParseStats, output_format: str = "jsonl"
+) -> int:
     written = 0
+    render = sentence_writer(output_format)
     for chunk, (tagged, delta) in zip(chunks, results, strict=True):
         for sent in tagged:
-            out.write(sent.to_json())
-            out.write("\n")
-        written += len(tagged)
+            written += 1
+            out.write(render(sent, written))
         stats.add(ParseStats(**delta))
         bar.update(len(chunk))
     return written

@@ -101,9 +101,12 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     """Run the study profile at ``cfg``'s seed and write the report; return the report folder."""
     from structpe.parser.cached import CachedParser
     from structpe.parser.registry import get_parser
+    from structpe.provenance import model_record, provenance
     from structpe.study.cells import METRICS_FILE, cell_dir
     from structpe.study.data import prepare_study_data
     from structpe.study.runner import run_study
+    from structpe.train.prepare_settings import parser_record, prepared_data_files
+    from structpe.train.pretrain import final_model_dir
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,6 +150,17 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     timings["chance_s"] = time.time() - t
     timings["total_s"] = time.time() - t_all
     results["timings"] = timings
+    results["provenance"] = provenance(
+        started=t_all,
+        data=prepared_data_files(data.dataset_dir),
+        parser=parser_record(cfg.parser),
+        likelihood=None,
+        likelihoods=list(cfg.likelihoods),
+        limits={"blimp_paradigms": list(cfg.blimp_paradigms), "blimp_limit": cfg.blimp_limit,
+                "syntaxgym_suites": cfg.syntaxgym_suites, "test_sentences": len(data.test_sentences)},
+        seed=cfg.seed,
+        models={v: model_record(final_model_dir(Path(e["run_dir"]))) for v, e in results["variants"].items()},
+    )
     write_report_files(out, cfg, results)
     print(f"\nquickstart: report written to {out / 'report.md'} ({timings['total_s'] / 60:.1f} min)")
     return out

@@ -17,7 +17,12 @@ def flat(prefix: str, d: dict[str, float]) -> dict[str, float]:
 
 
 def ppl_scores(r: dict[str, Any]) -> dict[str, float]:
-    return {k: float(r[k]) for k in ("token_ppl", "word_ppl", "n_sentences", "n_tokens")}
+    """Perplexities and counts; a marginal's bound at each width w of its ladder as ``k<w>.*``."""
+    out = {k: float(r[k]) for k in ("token_ppl", "word_ppl", "n_sentences", "n_tokens")}
+    for w, b in (r.get("by_k") or {}).items():
+        out.update({f"k{w}.{k}": float(b[k]) for k in ("token_ppl", "word_ppl")})
+        out.update({f"k{w}.{k}": float(r[k]) for k in ("n_sentences", "n_tokens")})
+    return out
 
 
 def blimp_scores(r: dict[str, Any]) -> dict[str, float]:

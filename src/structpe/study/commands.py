@@ -7,8 +7,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from structpe.study.spec_checks import StudySpecError
-
 RUN_HELP = """Run every (recipe, seed) cell of a study spec, resumably, then write study.md / study.json.
 
 Rerunning the same command skips finished cells (metrics.json with the same configuration
@@ -29,6 +27,7 @@ def _spec(args: argparse.Namespace):
 def _run(args: argparse.Namespace) -> int:
     from structpe.study.cells import StudyError, cells
     from structpe.study.runner import run_study
+    from structpe.study.spec_checks import StudySpecError
 
     try:
         spec = _spec(args)
@@ -70,6 +69,7 @@ def _report(args: argparse.Namespace) -> int:
 
     from structpe.study.report import write_study_report
     from structpe.study.spec import load_spec, select
+    from structpe.study.spec_checks import StudySpecError
 
     spec_file = Path(args.output) / "spec.json"
     if not spec_file.is_file():

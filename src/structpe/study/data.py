@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structpe.errors import StructpeError
 from structpe.io import atomic_write_text, stable_hash
 from structpe.study.spec import DatasetSpec
 
@@ -39,7 +40,7 @@ class StudyData:
     tokenizer_dir: Path
     dataset_dir: Path
     fingerprint: str  # prepared data + test sentences
-    test_sentences: list[Any]  # TaggedSentence, parsed once with the study's parser
+    test_sentences: list[Any]  # TaggedSentence, parsed once with the study's parser (read_test_units)
     train_fingerprint: str  # the prepared train/validation data alone (owns the trained models)
     variants: dict[str, TagVariant] = field(default_factory=dict)  # tag source -> its training data
 
@@ -52,16 +53,78 @@ class StudyData:
         return self.variants[tags]
 
 
-def read_test_units(path: Path, fmt: str, limit: int) -> list[str]:
-    """The first ``limit`` units (sentences or paragraphs) of a corpus file, in file order."""
-    from structpe.train.corpus import iter_units
+def read_test_units(path: Path, fmt: str, n: int, seed: int = 0) -> list[str]:
+    """``n`` units (sentences or paragraphs) of a test file: a seeded sample stratified by genre.
 
-    out = []
-    for unit in iter_units(path, fmt):
-        out.append(unit)
-        if len(out) >= limit:
-            break
-    return out
+    Strata: the genre of each document when the corpus folder has a ``manifest.json.gz`` that
+    lists the test split's documents with a ``category`` in file order (Brown: 13 genres in its
+    test split; documents end at an empty line), else one stratum (the whole file). Each stratum
+    gets its share of ``n`` in proportion to its units (largest remainder); its units are drawn
+    with ``random.Random(seed)`` without replacement. The order interleaves the strata by draw rank
+    (unit j of a stratum of m drawn sits at (j + 0.5) / m), so every leading slice of the sample
+    (the leakage audit's first sentences) is spread over the genres too. All units when ``n``
+    covers them.
+    """
+    import random
+
+    from structpe.io import open_text
+
+    units: list[str] = []
+    doc_of: list[int] = []
+    doc = 0
+    with open_text(path, "corpus file") as fh:
+        para: list[str] = []
+        for line in fh:
+            line = line.strip()
+            if line and fmt == "lines":
+                units.append(line)
+                doc_of.append(doc)
+            elif line:
+                para.append(line)
+            elif fmt == "text" and para:
+                units.append(" ".join(para))
+                doc_of.append(doc)
+                para = []
+            elif fmt == "lines" and doc_of and doc_of[-1] == doc:
+                doc += 1  # an empty line ends a document
+        if para:
+            units.append(" ".join(para))
+            doc_of.append(doc)
+    genres = _test_genres(path) if fmt == "lines" else None
+    if genres is not None and len(genres) != len(set(doc_of)):
+        raise StructpeError(
+            f"{path}: the manifest lists {len(genres)} test documents, the file holds {len(set(doc_of))}"
+        )
+    stratum = [genres[d] for d in doc_of] if genres is not None else [""] * len(units)
+    if n >= len(units):
+        return units
+    groups: dict[str, list[int]] = {}
+    for i, g in enumerate(stratum):
+        groups.setdefault(g, []).append(i)
+    quota = {g: n * len(ix) / len(units) for g, ix in groups.items()}
+    share = {g: int(q) for g, q in quota.items()}
+    for g in sorted(groups, key=lambda g: (share[g] - quota[g], g))[: n - sum(share.values())]:
+        share[g] += 1  # largest remainder
+    rng = random.Random(seed)
+    keyed = []
+    for g in sorted(groups):
+        drawn = rng.sample(groups[g], share[g])
+        keyed.extend(((j + 0.5) / len(drawn), g, i) for j, i in enumerate(drawn))
+    return [units[i] for _, _, i in sorted(keyed)]
+
+
+def _test_genres(path: Path) -> list[str] | None:
+    """The genre of each test document, in file order, from the corpus's manifest (None: none)."""
+    import gzip
+    import json
+
+    manifest = path.parent / "manifest.json.gz"
+    if not manifest.is_file():
+        return None
+    with gzip.open(manifest, "rt", encoding="utf-8") as fh:
+        rows = json.load(fh)
+    genres = [r["category"] for r in rows if r.get("split") == "test" and "category" in r]
+    return genres or None
 
 
 def parse_token_lines(parser: Any, lines: Sequence[str]) -> list[Any]:
@@ -165,7 +228,7 @@ def prepare_study_data(
     )
     merged = merge_prepared(train, valid, out / "merged")
     _, meta = load_prepared(merged)
-    units = read_test_units(splits["test"][0], fmt, ds.test_sentences)
+    units = read_test_units(splits["test"][0], fmt, ds.test_sentences, ds.test_seed)
     test = parse_units(parser, units, fmt, ds.test_sentences)
     test_key = stable_hash([[t.to_dict(), (t.meta or {}).get("text")] for t in test])  # + the scored text
     fingerprint = stable_hash([meta["fingerprint"], test_key])

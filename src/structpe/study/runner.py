@@ -41,10 +41,12 @@ from filelock import FileLock
 
 from structpe.eval.syntaxgym.evaluate import suite_names
 from structpe.io import stable_hash, write_json_atomic
+from structpe.provenance import provenance
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.cells import CELL_FILE, METRICS_FILE, StudyError, await_baseline, cell_dir, cells, claim
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec
+from structpe.train.prepare_settings import parser_record, prepared_data_files
 
 # The dataset fields that shape a trained model. The test set is an evaluation setting: changing
 # how test sentences are drawn re-runs evaluations, never training.
@@ -91,15 +93,15 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
     ev = spec.evaluations
     own = stable_hash([cell_train_hash(spec, label, seed, data), data.fingerprint])
     base = cell_train_hash(spec, spec.baseline, seed, data)
-    k = ev.ppl.k if ev.ppl is not None else None
     keys = {}
     for name in ("ppl", "blimp", "syntaxgym"):
         sub = getattr(ev, name)
         if sub is not None:
+            settings = {f: v for f, v in dataclasses.asdict(sub).items() if f != "k"}
             for mode in sub.likelihoods:
                 # the beam width k shapes marginal scores only: raising it re-runs nothing else
-                beam = [k] if mode == "marginal" else []
-                keys[f"{name}-{mode}"] = stable_hash([own, name, mode, dataclasses.asdict(sub), *beam])
+                beam = [sub.k] if mode == "marginal" else []
+                keys[f"{name}-{mode}"] = stable_hash([own, name, mode, settings, *beam])
     if ev.leakage is not None:
         leak = dataclasses.asdict(ev.leakage)
         if leak["full_parse"] == "test":  # the default keys as before the option existed
@@ -164,6 +166,7 @@ def run_cell(
     from structpe.train.tokenizer import load_tokenizer
     from structpe.train.trainer import read_metrics, val_lm_loss
 
+    started = time.time()
     d = cell_dir(out, label, seed)
     tags = spec.recipe(label).tags
     training = data.training(tags)
@@ -230,24 +233,32 @@ def run_cell(
                     if k.startswith(f"{bench}.conditional."):
                         scores[k.replace(".conditional.", f".{m}.", 1)] = v
 
+    def file_ladder(k: int) -> None:
+        # the marginal's bound at each width of the ladder: ppl.marginal_k<w>.*; a model that reads
+        # no tags has its plain p(x) there too
+        from structpe.eval.scoring.likelihood import MARGINAL_LADDER
+
+        for w in (x for x in MARGINAL_LADDER if x <= k):
+            for key, v in list(scores.items()):
+                if tagged and key.startswith(f"ppl.marginal.k{w}."):
+                    scores[key.replace(f".marginal.k{w}.", f".marginal_k{w}.", 1)] = scores.pop(key)
+                elif not tagged and key.startswith("ppl.marginal.") and not key.startswith("ppl.marginal.k"):
+                    scores[key.replace(".marginal.", f".marginal_k{w}.", 1)] = v
+
     if ev.ppl is not None:
-        n = ev.ppl.sentences or spec.dataset.test_sentences
-        # marginal runs on its own (smaller) sentence set, so it is scored separately in any case
-        fixed = [m for m in ev.ppl.likelihoods if m != "marginal"]
-        ppl_modes = [
-            *(modes(fixed) if fixed else []),
-            *(["marginal"] if "marginal" in ev.ppl.likelihoods and causal else []),
-        ]
-        for mode in ppl_modes:
-            sents = test_sentences[: ev.ppl.marginal_sentences if mode == "marginal" else n]
+        # every mode on the same test sentences (the data stage's stratified sample)
+        sents = test_sentences[: ev.ppl.sentences or spec.dataset.test_sentences]
+        for mode in modes(ev.ppl.likelihoods):
             run(
                 f"ppl-{mode}",
-                lambda s=sents, m=mode: ppl_scores(
-                    evaluate_ppl(model, tokenizer, s, likelihood=m, k=ev.ppl.k, progress=progress)
+                lambda m=mode: ppl_scores(
+                    evaluate_ppl(model, tokenizer, sents, likelihood=m, k=ev.ppl.k, progress=progress)
                 ),
                 f"ppl.{mode}",
             )
-        file_under_all("ppl", fixed)
+        file_under_all("ppl", ev.ppl.likelihoods)
+        if "marginal" in ev.ppl.likelihoods and causal:
+            file_ladder(ev.ppl.k)
     if ev.blimp is not None:
         paradigms = None if ev.blimp.paradigms == "all" else list(ev.blimp.paradigms)
         for mode in modes(ev.blimp.likelihoods):
@@ -262,7 +273,7 @@ def run_cell(
                         paradigms,
                         limit=ev.blimp.limit,
                         likelihood=m,
-                        k=_k(ev),
+                        k=ev.blimp.k,
                         progress=progress,
                     )
                 ),
@@ -277,7 +288,14 @@ def run_cell(
                 f"syntaxgym-{mode}",
                 lambda m=mode: sg_scores(
                     evaluate_syntaxgym(
-                        model, tokenizer, cell_parser, root, suites, likelihood=m, k=_k(ev), progress=progress
+                        model,
+                        tokenizer,
+                        cell_parser,
+                        root,
+                        suites,
+                        likelihood=m,
+                        k=ev.syntaxgym.k,
+                        progress=progress,
                     )
                 ),
                 f"syntaxgym.{mode}",
@@ -315,14 +333,21 @@ def run_cell(
         "train": {k: summary.get(k) for k in ("steps", "parameters", "resumed_from", "train_wall_s")},
         "wall_s": {k: round(v, 1) for k, v in wall.items()},
         "scores": scores,
+        # reporting only: neither hash covers it (training and evaluation keys are computed above)
+        "provenance": provenance(
+            started=started,
+            model=final_model_dir(run_dir),
+            data=prepared_data_files(data.dataset_dir),
+            parser=parser_record(getattr(parser, "name", None)),
+            likelihood=None,
+            k=ev.ppl.k if ev.ppl is not None else None,
+            limits={"test_sentences": len(data.test_sentences)},
+            seed=seed,
+        ),
     }
     write_json_atomic(metrics_path, metrics)
     log(f"done ({wall['total']:.0f} s of training + evaluation)")
     return metrics_path
-
-
-def _k(ev: Any) -> int:
-    return ev.ppl.k if ev.ppl is not None else 10
 
 
 def _data_root(data_dir: str | None) -> Path:

@@ -50,6 +50,7 @@ from structpe.study.spec_checks import (
     _check_choices,
     _check_keys,
     _merge,
+    _metric_planned,
     _seed_list,
 )
 from structpe.train.recipe import CONFIG_ROOT, load_recipe
@@ -72,6 +73,7 @@ class DatasetSpec:
     train_sentences: int = 20000
     valid_sentences: int = 2000
     test_sentences: int = 500
+    test_seed: int = 0  # the stratified test sample's draw (study.data.read_test_units)
     seq_len: int = 128
     # how the data stage runs, not what it builds (so not in TRAIN_DATA_FIELDS): parse processes,
     # and units per resumable parse shard (None: one pass); see structpe.train.prepare.prepare
@@ -81,12 +83,12 @@ class DatasetSpec:
 
 @dataclass
 class PplSpec:
-    """Perplexity on the corpus's test sentences; ``marginal`` uses the first ``marginal_sentences``."""
+    """Perplexity on the corpus's test sentences, every mode on the same ones; ``k``: the marginal
+    bound's beam width (its bounds at k = 1, 10, 100 up to k are reported too)."""
 
     likelihoods: list[str] = field(default_factory=lambda: list(LIKELIHOODS))
     k: int = 10
     sentences: int | None = None  # None = dataset.test_sentences
-    marginal_sentences: int = 100
 
 
 @dataclass
@@ -108,6 +110,7 @@ class BlimpSpec:
     paradigms: str | list[str] = "all"
     limit: int | None = None
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
+    k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
 
 
 @dataclass
@@ -116,6 +119,7 @@ class SyntaxGymSpec:
 
     suites: str | list[str] = "paper31"
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
+    k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
 
 
 @dataclass
@@ -290,6 +294,8 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         sub = getattr(evals, name)
         if sub is not None:
             _check_choices(sub.likelihoods, LIKELIHOODS, f"{where}: evaluations.{name}.likelihoods")
+            if not isinstance(sub.k, int) or sub.k < 1:
+                raise StudySpecError(f"{where}: evaluations.{name}.k must be an integer >= 1, got {sub.k!r}")
     if evals.leakage is not None:
         _check_choices(
             evals.leakage.conditions, LEAKAGE_CONDITIONS, f"{where}: evaluations.leakage.conditions"
@@ -406,19 +412,6 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         description=str(raw.get("description") or ""),
         profile_description=str(prof.get("description") or "").strip(),
     )
-
-
-def _metric_planned(metric: str, evals: EvaluationsSpec) -> bool:
-    """Whether ``metric`` (``bench.mode.name``) is among the scores the evaluations write."""
-    parts = metric.split(".")
-    if parts[0] == "val_lm_loss":
-        return True
-    sub = getattr(evals, parts[0], None) if parts[0] in EVAL_SPECS else None
-    if sub is None or len(parts) < 3:
-        return False
-    if parts[0] == "leakage":
-        return parts[1] in (*sub.conditions, "summary")
-    return parts[1] in sub.likelihoods
 
 
 def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] | None = None) -> StudySpec:

@@ -5,6 +5,7 @@ for each mistake (``structpe.study.spec.load_spec`` reads the spec with these)."
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import typing
 from typing import Any
@@ -84,3 +85,22 @@ def _seed_list(seeds: Any, where: str) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise StudySpecError(f"{where} has duplicates: {seeds}")
     return list(seeds)
+
+
+def _metric_planned(metric: str, evals: Any) -> bool:
+    """Whether ``metric`` (``bench.mode.name``) is among the scores the evaluations write."""
+    parts = metric.split(".")
+    if parts[0] == "val_lm_loss":
+        return True
+    benchmarks = {f.name for f in dataclasses.fields(evals)}  # ppl, leakage, blimp, syntaxgym
+    sub = getattr(evals, parts[0], None) if parts[0] in benchmarks else None
+    if sub is None or len(parts) < 3:
+        return False
+    if parts[0] == "leakage":
+        return parts[1] in (*sub.conditions, "summary")
+    if parts[0] == "ppl" and parts[1].startswith("marginal_k"):  # the bound at a width of the ladder
+        from structpe.eval.scoring.likelihood import MARGINAL_LADDER
+
+        w = parts[1].removeprefix("marginal_k")
+        return "marginal" in sub.likelihoods and w in {str(x) for x in MARGINAL_LADDER if x <= sub.k}
+    return parts[1] in sub.likelihoods

@@ -11,10 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from structpe import text_formats
 from structpe.errors import StructpeError, check_choice, check_positive
 from structpe.io import refuse_overwrite_input
 from structpe.parser.base import QUANTIZE_HELP, QUANTIZE_MODES
 from structpe.parser.tag_controls import TAG_SOURCES
+from structpe.train.corpus import PREPARE_NAMES, guess_format
 
 
 def register(subparsers: Any) -> None:
@@ -67,9 +69,11 @@ def register(subparsers: Any) -> None:
     pp.add_argument("--parser", default="spacy", choices=("spacy", "hexatagger", "gold"))
     pp.add_argument("--parser-model", help="spaCy package or trained hexatagger folder")
     pp.add_argument("--parser-quantize", choices=QUANTIZE_MODES, default="none", help=QUANTIZE_HELP)
-    pp.add_argument("--input-format", choices=("lines", "text", "conllu"),
-                    help="lines: one tokenized sentence per line (Brown); text: raw prose, paragraphs at "
-                         "blank lines (Gutenberg); conllu. Default: by corpus / file name (lines)")
+    pp.add_argument("--input-format", choices=text_formats.choices("prepare"),
+                    help="raw-lines: one raw sentence per line; raw-text: running prose, paragraphs at "
+                         "blank lines (Gutenberg); tokenized-lines: one tokenized sentence per line "
+                         "(Brown); conllu. Default: the corpus's format, else by file name "
+                         "(.conllu -> conllu, else raw-lines; docs/data.md)")
     pp.add_argument("--seq-len", type=int, default=128, help="tokens per packed sequence")
     pp.add_argument("--bos", choices=("sequence", "sentence"), default="sequence",
                     help="one BOS per packed sequence, or one per sentence")
@@ -149,11 +153,10 @@ def _prepare(args: argparse.Namespace) -> int:
     check_positive("--num-proc", args.num_proc)
     check_positive("--shard-units", args.shard_units)
     splits: dict[str, list] = {}
-    fmt = args.input_format
+    fmt = None
     if args.corpus:
         wanted = ("train", "validation") + (("test",) if args.with_test else ())
-        splits, corpus_fmt = corpus_splits(args.corpus, args.data_dir, wanted)
-        fmt = fmt or corpus_fmt
+        splits, fmt = corpus_splits(args.corpus, args.data_dir, wanted)
     for name in ("train", "validation", "test"):
         files = getattr(args, name)
         if files:
@@ -161,6 +164,11 @@ def _prepare(args: argparse.Namespace) -> int:
     if "train" not in splits or "validation" not in splits:
         print("structpe prepare: give --corpus or both --train and --validation files", file=sys.stderr)
         return 2
+    if args.input_format or not args.corpus:  # a --corpus knows its format
+        first = splits["train"][0]
+        fmt = PREPARE_NAMES[text_formats.resolve("prepare", args.input_format, first, tuple(PREPARE_NAMES))]
+        if not args.input_format and fmt == guess_format(first):
+            fmt = None  # as before the shared names: the prepared data's fingerprint stays the same
     kwargs = {"model": args.parser_model} if args.parser_model else {}
     if args.parser_quantize != "none":
         if args.parser != "hexatagger":

@@ -9,6 +9,10 @@ Three input formats, matching the layout of ``shared/data`` (see its PROVENANCE 
             ``structpe.syntax.sentences.split_sentences`` cuts each paragraph into sentences of
             words, the one rule for every parser and for the LM (see there).
 ``conllu``  CoNLL-U treebanks (UD); the gold trees are used by the ``gold`` parser.
+``raw-lines`` one raw sentence per line; the parser tokenizes each line.
+
+These are the names the prepared data records (they enter its fingerprint, so they stay); the CLI
+speaks the shared vocabulary of :mod:`structpe.text_formats` and maps it with :data:`PREPARE_NAMES`.
 
 Every reader yields *units* in file order: a unit is a sentence (``lines``) or a paragraph
 (``text``). Order is part of the contract: ``structpe prepare`` is deterministic because of it.
@@ -28,7 +32,9 @@ from pathlib import Path
 
 from structpe.io import open_text
 
-FORMATS = ("lines", "text", "conllu")
+FORMATS = ("lines", "text", "conllu", "raw-lines")
+# structpe.text_formats' names -> the names above
+PREPARE_NAMES = {"tokenized-lines": "lines", "raw-text": "text", "conllu": "conllu", "raw-lines": "raw-lines"}
 TEXT_FORMS = ("raw", "tokenized")
 # What a ``raw`` tokenizer / dataset records: the detokenizer and the version of its rules (bump
 # the version when the rules below change, so prepared data built with older rules is rebuilt).
@@ -54,11 +60,11 @@ def guess_format(path: str | Path) -> str:
 
 
 def iter_units(path: str | Path, fmt: str) -> Iterator[str]:
-    """Yield the sentences (``lines``) or paragraphs (``text``) of one file, in order."""
-    if fmt not in ("lines", "text"):
-        raise ValueError(f"iter_units reads 'lines' or 'text' files, not {fmt!r}")
+    """Yield the sentences (``lines``, ``raw-lines``) or paragraphs (``text``) of one file, in order."""
+    if fmt not in ("lines", "text", "raw-lines"):
+        raise ValueError(f"iter_units reads 'lines', 'raw-lines' or 'text' files, not {fmt!r}")
     with open_text(path, "corpus file") as fh:
-        if fmt == "lines":
+        if fmt in ("lines", "raw-lines"):
             for line in fh:
                 line = line.strip()
                 if line:

@@ -175,3 +175,25 @@ def corpus_splits(name: str, data_dir: str | Path | None = None,
             raise FileNotFoundError(f"corpus {name!r}: missing {p}")
         out[split] = [p]
     return out, fmt
+
+
+def prepared_data_files(dataset_dir: str | Path) -> list[Path]:
+    """A prepared dataset's record (``structpe_prepare.json``) and the corpus files it was built from."""
+    import json
+
+    meta_file = Path(dataset_dir) / METADATA_FILE
+    inputs = json.loads(meta_file.read_text()).get("inputs", {}) if meta_file.is_file() else {}
+    return [meta_file, *(Path(p) for paths in inputs.values() for p in paths)]
+
+
+def parser_record(name: str | None, model: str | None = None) -> dict[str, Any] | None:
+    """The parser's name and identity (spaCy model + versions, or the hexatagger's file hashes), as a
+    result's provenance block records it (``structpe.provenance``)."""
+    if name is None or name == "none":
+        return None
+    kwargs = {"model": model} if model else {}
+    return {
+        "name": name,
+        **kwargs,
+        "identity": parser_identity(PrepareSettings(parser=name, parser_kwargs=kwargs)),
+    }

@@ -42,6 +42,7 @@ from transformers import TrainerCallback, TrainingArguments
 from structpe.errors import PreparedDataError, RecipeError
 from structpe.io import atomic_open, atomic_write_text
 from structpe.train.collators import MLMCollator, collator_for
+from structpe.train.model_card import write_model_card
 from structpe.train.prepare import load_prepared
 from structpe.train.prepare_deprels import check_deprel_data
 from structpe.train.prepare_settings import tokenizer_hash
@@ -360,6 +361,7 @@ def pretrain(
             "dataset_fingerprint": meta.get("fingerprint"),
         }
         atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_model_card(run_dir / "final", recipe=recipe, summary=summary, meta=meta)
         plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
         print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
     return run_dir

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from structpe.eval.command_common import (
     _out_dir,
     _print_table,
     check_args,
+    eval_provenance,
     find_tokenizer_dir,
     make_parser,
 )
@@ -32,6 +34,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
     from structpe.eval.glue.report import format_results
     from structpe.eval.glue.tasks import TASKS, resolve_tasks, task_spec
 
+    started = time.time()
     check_args(args)
     for task in args.tasks:
         try:
@@ -71,16 +74,25 @@ def cmd_glue(args: argparse.Namespace) -> int:
     res["parser"] = parser_note
     rows, cols = format_results(res)
     out = _out_dir(args, "glue")
+    # one scale (points, as the tables) for the title, the axis and the error bars (sd over seeds)
+    epochs = {"best epoch": "best", "last epoch": "last"}
     plots = [
         report.bar_plot(
             out / "glue_tasks.png",
             list(res["tasks"]),
             {
-                "best epoch": [r["summary"]["best"]["mean"]["main"] for r in res["tasks"].values()],
-                "last epoch": [r["summary"]["last"]["mean"]["main"] for r in res["tasks"].values()],
+                k: [100 * r["summary"][w]["mean"]["main"] for r in res["tasks"].values()]
+                for k, w in epochs.items()
             },
-            title=f"GLUE dev (macro {100 * res['macro']:.2f}, best epoch)",
-            ylabel="task metric",
+            errors={
+                k: [100 * r["summary"][w]["sd"]["main"] for r in res["tasks"].values()]
+                for k, w in epochs.items()
+            }
+            if len(args.seeds) > 1
+            else None,
+            title=f"GLUE dev (macro {100 * res['macro']:.2f} points, best epoch"
+            + ("; error bars: sd over seeds)" if len(args.seeds) > 1 else ")"),
+            ylabel="task metric (points)",
         )
     ]
     notes = [
@@ -96,9 +108,23 @@ def cmd_glue(args: argparse.Namespace) -> int:
     if args.max_train or args.max_eval:
         notes.append(f"subsampled: max_train={args.max_train}, max_eval={args.max_eval}")
     _print_table(
-        report.write_report(out, "glue", res, rows, cols, title="GLUE fine-tuning", notes=notes, plots=plots)
+        report.write_report(
+            out, "glue", res, rows, cols, title="GLUE fine-tuning", notes=notes, plots=plots,
+            provenance=eval_provenance(args, started, parser, _task_folders(args.data_dir, tasks)),
+        )
     )
     return 0
+
+
+def _task_folders(data_dir: str | None, tasks: list[str]) -> list[Path]:
+    """The GLUE folders the tasks read (recorded with their files' hashes in the provenance)."""
+    from structpe.data.paths import data_root
+    from structpe.eval.glue.tasks import task_spec
+
+    folders = [task_spec(t).folder for t in tasks]
+    if data_dir is not None and all((Path(data_dir) / f).is_dir() for f in folders):
+        return [Path(data_dir) / f for f in folders]
+    return [data_root(data_dir, sub=f"glue/{f}") for f in folders]
 
 
 def _glue_parser(args: argparse.Namespace, model: Any, model_path: Path) -> tuple[Any, dict[str, str]]:

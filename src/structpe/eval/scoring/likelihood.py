@@ -18,32 +18,38 @@ prediction. The two modes here make the tags pay for themselves (docs/design.md 
     its *first token*, so per-token scores still sum to the total and SyntaxGym regions stay
     meaningful (a region pays for the tags of the words that start in it).
 
-``marginal``  a lower bound on p(x) = sum_T p(x, T): log-sum-exp of p(x, T) over the k tag
-    sequences kept by a left-to-right beam over well-formed hexatag prefixes. The beam ranks a
-    prefix by its exact joint prefix score log p(x_<=pos_i, T_<=i); every beam step runs the model
-    on each kept prefix (the beams of all sentences of a batch in one forward) to get the
-    next-tag distribution and the log-probs of the tokens that the new tags condition. Prefixes
-    that cannot finish as a well-formed sequence (docs/design.md §1 stack depth, same rules and depth cap
-    as ``hexatags.constrained_decode``) are never proposed.
+``marginal``  a lower bound on p(x) = sum_T p(x, T): log-sum-exp of p(x, T) over the tag sequences
+    kept by a left-to-right beam over well-formed hexatag prefixes — a *prefix marginal*. The beam
+    ranks a prefix by its exact joint prefix score log p(x_<=pos_i, T_<=i); its moves
+    (``prefix_pairs``) never look ahead: no move depends on how many words follow, and the tree
+    stays open until the text ends. At the last word the beam also takes the closing moves (eos,
+    depth 1), and the sentence bound sums those closed sequences and the parser's own parse when
+    the beam did not find it (distinct sequences: still a lower bound, never below the parse's
+    joint). Every beam step runs the model on each kept prefix (the beams of all sentences of a
+    batch in one forward) to get the next-tag distribution and the log-probs of the tokens that
+    the new tags condition.
 
     Beams are *nested*: the width-w beam is the width-(w-1) beam plus the best remaining child of
     the width-w beam's parents. So one run at width k gives the bound for every w <= k, the width-w
     result does not depend on k, and the bound never decreases as w grows (a plain top-k beam can
     lose mass when widened). Width 1 is greedy decoding under the joint.
 
-    Per-token marginal scores are differences of prefix bounds, log p^(x_<=t) - log p^(x_<t) with
-    log p^(x_<=t) the log-sum-exp of the beam's prefix joints at t (word-synchronous beam surprisal,
-    as for RNNGs and Transformer Grammars); they telescope to the sentence bound. Beam pruning and
-    tag mass at word i land on word i's first token, as in ``joint``.
+    Per-token marginal scores are differences of *open* prefix bounds, log p^(x_<=t) - log p^(x_<t)
+    with log p^(x_<=t) the log-sum-exp of the open beam's prefix joints at t (word-synchronous beam
+    surprisal, as for RNNGs and Transformer Grammars); the open bound at t depends on x_<=t and
+    the word starts up to t alone. ``TokenScores.close_logprob`` takes their sum to the sentence
+    bound. Beam pruning and tag mass at word i land on word i's first token, as in ``joint``.
+    ``prefix_bounds`` gives the bound of a text's prefix at any character cut as a function of
+    that prefix alone (its own tokens and word segmentation): SyntaxGym's leak-free regions.
 
 Models that read no tags (injection ``none``, Hugging Face LMs) give their plain p(x) in every
 mode: the tags do not enter their likelihood, so there is nothing to pay for or marginalise.
 
 Word positions are those of the parse given to the scorer (a word's first subword), exactly as in
-``conditional``; only ``marginal`` ignores the parse's tag values. The positions themselves are a
-function of the text; when the parser splits a whitespace word (clitics, punctuation), whether a
-token starts a word can depend on later characters, a leak of at most one bit per such token that
-no mode here removes (docs/likelihoods.md).
+``conditional``; only ``marginal`` ignores the parse's tag values (except to add the parse to the
+final sum). The positions are a function of the whole text; ``prefix_bounds`` re-segments every
+prefix from its own text, so the prefix bounds it returns carry no such dependence
+(docs/likelihoods.md).
 
 The row records (``structpe.eval.scoring.rows``) and the well-formed prefixes with the beam's
 state (``structpe.eval.scoring.prefixes``) live in sibling modules; this one holds the model
@@ -53,78 +59,18 @@ runs and the modes.
 from __future__ import annotations
 
 import heapq
-import math
-from collections.abc import Sequence
 
 import torch
 
-from structpe.eval.scoring.prefixes import _Hyp, _lse, _Sentence, allowed_pairs
-from structpe.eval.scoring.rows import Row, RowOutput, _output_positions_from
-from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, forward_logits, model_device
+from structpe.eval.scoring.prefixes import _Hyp, _lse, _Sentence, prefix_pairs
+from structpe.eval.scoring.rows import Row, run_rows
+from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, model_device
 from structpe.models.txl import TransfoXLSiPEForCausalLM
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH
 from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
 # widths whose bounds a marginal run also records (meta["bound_by_k"]): the paper's Figure 1 axis
 MARGINAL_LADDER = (1, 10, 100)
-
-
-# ----------------------------------------------------------------------------------------------
-# batched forward over arbitrary (ids, tags) rows
-
-
-@torch.no_grad()
-def run_rows(scorer: CausalScoring, rows: Sequence[Row], tagged: bool = True) -> list[RowOutput]:
-    """Run the scorer's model on rows, ``scorer.batch_size`` rows per forward, longest first.
-
-    Right padding with the attention mask, as in the conditional scorer: a causal model's outputs
-    at real positions do not depend on what follows them.
-    """
-    device = model_device(scorer.model)
-    out: list[RowOutput | None] = [None] * len(rows)
-    order = sorted(range(len(rows)), key=lambda i: (-len(rows[i].ids), -rows[i].logits_from))
-    size = max(1, scorer.batch_size)
-    for start in range(0, len(order), size):
-        idx = order[start : start + size]
-        first = min(rows[i].logits_from for i in idx)
-        L = max(len(rows[i].ids) for i in idx)
-        B = len(idx)
-        input_ids = torch.full((B, L), scorer.pad_id, dtype=torch.long)
-        mask = torch.zeros((B, L), dtype=torch.long)
-        term = torch.full((B, L), IGNORE, dtype=torch.long)
-        nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
-        for b, i in enumerate(idx):
-            r = rows[i]
-            n = len(r.ids)
-            input_ids[b, :n] = torch.tensor(r.ids)
-            mask[b, :n] = 1
-            term[b, :n] = torch.tensor(r.terminals)
-            nonterm[b, :n] = torch.tensor(r.nonterminals)
-        with _output_positions_from(scorer.model, first):
-            res = forward_logits(
-                scorer.model,
-                input_ids.to(device),
-                mask.to(device),
-                term.to(device) if tagged else None,
-                nonterm.to(device) if tagged else None,
-            )
-        logits = res.logits[:, -(L - first) :]  # positions first..L-1 (all of them without the hook)
-        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-        target = input_ids[:, first + 1 :].to(logp.device)
-        tok_lp = torch.full((B, L - 1), math.nan)
-        tok_lp[:, first:] = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
-        t_lp = n_lp = None
-        if tagged:
-            t_lp = torch.log_softmax(res.terminal_logits.float(), dim=-1).cpu()
-            n_lp = torch.log_softmax(res.nonterminal_logits.float(), dim=-1).cpu()
-        for b, i in enumerate(idx):
-            n = len(rows[i].ids)
-            out[i] = RowOutput(
-                token_lp=tok_lp[b, : n - 1].tolist(),
-                terminal_lp=t_lp[b, :n] if t_lp is not None else torch.empty(0),
-                nonterminal_lp=n_lp[b, :n] if n_lp is not None else torch.empty(0),
-            )
-    return out  # type: ignore[return-value]
 
 
 def _full_row(scorer: CausalScoring, e: Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
@@ -199,14 +145,18 @@ def joint_scores(scorer: CausalScoring, batch: list[Encoded]) -> list[TokenScore
 # marginal: nested beam over well-formed tag prefixes
 
 
-def _select(parents: list[_Hyp], word: int, n_words: int, k: int, max_depth: int) -> list[_Hyp]:
-    """Nested top-k: width w adds the best not-yet-chosen child of parents with tier <= w."""
-    moves: dict[int, list[tuple[int, int, int]]] = {}  # allowed pairs per stack depth, for this word
+def _select(parents: list[_Hyp], close: bool, k: int, max_depth: int) -> list[_Hyp]:
+    """Nested top-k: width w adds the best not-yet-chosen child of parents with tier <= w.
+
+    ``close``: the children end the tree (the sentence's last word); else they keep it open
+    (``prefix_pairs``: no move depends on later words).
+    """
+    moves: dict[int, list[tuple[int, int, int]]] = {}  # allowed pairs per stack depth
     by_tier: dict[int, list[tuple[float, int, int, int, int, int]]] = {}
     for pi, h in enumerate(parents):
         assert h.next_t is not None and h.next_n is not None
         if h.depth not in moves:
-            moves[h.depth] = allowed_pairs(h.depth, word, n_words, max_depth)
+            moves[h.depth] = prefix_pairs(h.depth, close, max_depth)
         # Python floats of the float32 log-probs: the same sums as tensor indexing, ~20x cheaper
         t_lp, n_lp = h.next_t.tolist(), h.next_n.tolist()
         for t, nt, d in moves[h.depth]:
@@ -225,13 +175,24 @@ def _select(parents: list[_Hyp], word: int, n_words: int, k: int, max_depth: int
     return chosen
 
 
+def _choose(s: _Sentence, word: int, k: int, max_depth: int) -> None:
+    """Tags of word ``word`` (0-based): the open beam, and at the last word also the closing one."""
+    parents = s.hyps
+    if word + 1 == len(s.positions):
+        s.closed = _select(parents, True, k, max_depth)
+    s.hyps = _select(parents, False, k, max_depth)
+    if not s.hyps:  # cannot happen: tr + nl (or tl at the root) is always allowed
+        raise RuntimeError(f"beam emptied at word {word + 1}: {s.enc.text[:60]!r}")
+    s.bound[s.positions[word] - 1] = _lse([h.score for h in s.hyps])
+
+
 def _segment_rows(scorer: CausalScoring, s: _Sentence, step: int) -> list[Row]:
     """Rows for step ``step`` (words 1..step tagged): the prefix up to the next tagged position."""
     e = s.enc
     full = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids))
     stop = s.positions[step] if step < len(s.positions) else s.end  # last position to predict
     rows = []
-    for h in s.hyps:
+    for h in (*s.hyps, *s.closed):
         t = [IGNORE] * (stop + 1)
         n = [IGNORE] * (stop + 1)
         for pos, tt, nn in zip(s.positions, h.terminals, h.nonterminals, strict=False):
@@ -254,10 +215,13 @@ def marginal_scores(
     token by token on cached states (``_beam_cached``); ``False`` re-runs every kept prefix at
     every word (``_beam_uncached``, the reference). Both give the same bounds.
 
-    ``meta``: ``k``; ``n_sequences`` (tag sequences in the final beam); ``bound_by_k`` (the bound
-    at each width of ``MARGINAL_LADDER`` up to k, and at k); ``best_terminals`` /
-    ``best_nonterminals`` / ``best_joint`` (the highest-scoring sequence found, per tagged word);
-    ``n_words`` (tagged words searched over).
+    Per-token scores are differences of the open prefix bounds; ``close_logprob`` takes the total
+    to the sentence bound (the closed beam plus the parser's parse). ``meta``: ``k``;
+    ``n_sequences`` (closed tag sequences in the final beam); ``bound_by_k`` (the sentence bound at
+    each width of ``MARGINAL_LADDER`` up to k, and at k); ``open_bound`` (log p^ of the text as a
+    prefix); ``parse_joint`` and ``parse_in_beam`` (the parser's parse: its joint, and whether the
+    width-k beam found it); ``best_terminals`` / ``best_nonterminals`` / ``best_joint`` (the
+    highest-scoring closed sequence found, per tagged word); ``n_words`` (tagged words).
     """
     k = int(k if k is not None else getattr(scorer, "k", 10))
     if k < 1:
@@ -277,7 +241,8 @@ def marginal_scores(
             _beam_cached(scorer, sents[i : i + group], k, max_depth)
     else:
         _beam_uncached(scorer, sents, k, max_depth)
-    return [_marginal_result(scorer, s, k) for s in sents]
+    parsed = joint_scores(scorer, batch)  # the parser's own parse joins every final sum
+    return [_marginal_result(scorer, s, k, j) for s, j in zip(sents, parsed, strict=True)]
 
 
 def _beam_uncached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_depth: int) -> None:
@@ -287,17 +252,13 @@ def _beam_uncached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_de
         active = [s for s in sents if len(s.positions) >= step]
         if step > 0:  # choose word `step`'s tags for every active sentence
             for s in active:
-                n_words = len(s.positions)
-                s.hyps = _select(s.hyps, step, n_words, k, max_depth)
-                if not s.hyps:  # cannot happen: a depth-1 path always exists
-                    raise RuntimeError(f"beam emptied at word {step} of {n_words}: {s.enc.text[:60]!r}")
-                s.bound[s.positions[step - 1] - 1] = _lse([h.score for h in s.hyps])
+                _choose(s, step - 1, k, max_depth)
         rows: list[Row] = []
         owners: list[tuple[_Sentence, _Hyp]] = []
         for s in active:
             seg = _segment_rows(scorer, s, step)
             rows.extend(seg)
-            owners.extend((s, h) for h in s.hyps)
+            owners.extend((s, h) for h in (*s.hyps, *s.closed))
         outs = run_rows(scorer, rows)
         for (s, h), o in zip(owners, outs, strict=True):
             first = s.positions[step - 1] + 1 if step > 0 else 1  # first position whose token is new here
@@ -320,25 +281,44 @@ def _beam_uncached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_de
                 s.bound[t - 1] = _lse([h.cum[j] for h in s.hyps])
 
 
-def _marginal_result(scorer: CausalScoring, s: _Sentence, k: int) -> TokenScores:
-    """Per-token scores (differences of prefix bounds) and the ``meta`` of one finished beam."""
+def _marginal_result(scorer: CausalScoring, s: _Sentence, k: int, parsed: TokenScores) -> TokenScores:
+    """Per-token scores (differences of open prefix bounds), the closing and the ``meta`` of a beam.
+
+    The sentence bound at width w sums the closed sequences of tier <= w and the parser's parse
+    when they do not hold it: distinct tag sequences, so still a lower bound on p(x), and never
+    below the parse's own joint.
+    """
     prev = 0.0
     lps = []
     for b in s.bound:
         lps.append(b - prev)
         prev = b
-    by_k = {w: _lse([h.score for h in s.hyps if h.tier <= w]) for w in (*MARGINAL_LADDER, k) if w <= k}
-    best = max(s.hyps, key=lambda h: h.score)
+    closed = s.closed if s.positions else s.hyps  # no tagged word: the untagged text is the sentence
+    parse = ([s.enc.terminals[p - 1] for p in s.positions], [s.enc.nonterminals[p - 1] for p in s.positions])
+
+    def bound(w: int) -> tuple[float, bool]:
+        kept = [h for h in closed if h.tier <= w]
+        found = any((h.terminals, h.nonterminals) == parse for h in kept)
+        return _lse([h.score for h in kept] + ([] if found else [parsed.total])), found
+
+    total, found = bound(k)
+    by_k = {w: bound(w)[0] for w in (*MARGINAL_LADDER, k) if w <= k}
+    best = max(closed, key=lambda h: h.score, default=None)
     meta = {
         "k": k,
-        "n_sequences": len(s.hyps),
+        "n_sequences": len(closed),
         "bound_by_k": {str(w): v for w, v in sorted(by_k.items())},
-        "best_terminals": best.terminals,
-        "best_nonterminals": best.nonterminals,
-        "best_joint": best.score,
+        "open_bound": prev,
+        "parse_joint": parsed.total,
+        "parse_in_beam": found,
+        "best_terminals": best.terminals if best else parse[0],
+        "best_nonterminals": best.nonterminals if best else parse[1],
+        "best_joint": best.score if best else parsed.total,
         "n_words": len(s.positions),
     }
-    return _token_scores(scorer, s.enc, lps, "marginal", meta)
+    out = _token_scores(scorer, s.enc, lps, "marginal", meta)
+    out.close_logprob = total - prev
+    return out
 
 
 # rows (kept prefixes, over the sentences of a group) per cached beam forward: the cache holds
@@ -362,8 +342,10 @@ def _beam_cached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_dept
     """
     model = scorer.model
     device = model_device(model)
-    full = {id(s): _full_row(scorer, s.enc, [IGNORE] * len(s.enc.ids), [IGNORE] * len(s.enc.ids)).ids
-            for s in sents}
+    full = {
+        id(s): _full_row(scorer, s.enc, [IGNORE] * len(s.enc.ids), [IGNORE] * len(s.enc.ids)).ids
+        for s in sents
+    }
     word_at = {id(s): {pos: w for w, pos in enumerate(s.positions)} for s in sents}
     rows: list[tuple[_Sentence, _Hyp]] = [(s, s.hyps[0]) for s in sents]
     cache = None
@@ -374,14 +356,14 @@ def _beam_cached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_dept
         i = 0
         while i < len(rows):
             s = rows[i][0]
-            width = len(s.hyps)
+            width = len(s.hyps) + len(s.closed)
             w = word_at[id(s)].get(t)
             if w is not None:
-                s.hyps = _select(s.hyps, w + 1, len(s.positions), k, max_depth)
-                s.bound[t - 1] = _lse([h.score for h in s.hyps])
+                _choose(s, w, k, max_depth)
             if t < s.end:  # tokens left to feed
-                new_rows.extend((s, h) for h in s.hyps)
-                index.extend(i + h.parent if w is not None else i + j for j, h in enumerate(s.hyps))
+                live = [*s.hyps, *s.closed]
+                new_rows.extend((s, h) for h in live)
+                index.extend(i + h.parent if w is not None else i + j for j, h in enumerate(live))
             i += width
         if not new_rows:
             break

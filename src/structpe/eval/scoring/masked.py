@@ -13,12 +13,11 @@ from typing import Any
 
 import torch
 
+from structpe.choices import PLL_METRICS
 from structpe.eval.scoring.inputs import _progress, batched, parse_texts
 from structpe.eval.scoring.types import Parser, TokenScores, forward_logits, model_device, uses_tags
 from structpe.syntax.alignment import align_tags_by_offsets
 from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
-
-PLL_METRICS = ("original", "within_word_l2r")
 
 
 class MaskedScorer:

@@ -1,9 +1,10 @@
 """Well-formed hexatag prefixes and the nested beam's hypotheses (docs/design.md §1 stack depth).
 
-``allowed_pairs`` lists the (terminal, non-terminal) pairs a prefix may be extended with so that it
-can still finish as a well-formed sequence (same rules and depth cap as
-``hexatags.constrained_decode``); ``_Hyp`` and ``_Sentence`` hold the beam's state per prefix and
-per sentence. Pure bookkeeping without a model, kept apart from the beam itself
+``prefix_pairs`` lists the (terminal, non-terminal) pairs that extend a well-formed prefix without
+looking at later words (open), or that end the tree (close); ``allowed_pairs`` adds the
+length-aware rule of generation (the prefix can still finish within ``n_words``; same rules and
+depth cap as ``hexatags.constrained_decode``). ``_Hyp`` and ``_Sentence`` hold the beam's state
+per prefix and per sentence. Pure bookkeeping without a model, kept apart from the beam itself
 (``structpe.eval.scoring.likelihood``: selection, forwards, bounds).
 """
 
@@ -24,29 +25,38 @@ def allowed_pairs(
 ) -> list[tuple[int, int, int]]:
     """(terminal, non-terminal, depth after) for word ``word`` (1-based) of ``n_words``.
 
-    Depth rules of docs/design.md §1: tl +1 (at most ``max_depth``), tr needs depth >= 1; then nl keeps
-    the depth, nr needs >= 2 and subtracts 1; eos only on the last word, whose final depth must be
-    1. A prefix is kept only if it can still finish: each remaining non-last word lowers the depth
-    by at most one (tr + nr) and the last word must start at depth 1, so after word i < n the depth
-    must be <= n - i. Every path these moves allow decodes to a tree, and every tree's tags are a
-    path (checked exhaustively in tests).
+    Depth rules of docs/design.md §1 (:func:`prefix_pairs`); eos only on the last word, whose final
+    depth must be 1. A prefix is kept only if it can still finish: each remaining non-last word
+    lowers the depth by at most one (tr + nr) and the last word must start at depth 1, so after
+    word i < n the depth must be <= n - i. Every path these moves allow decodes to a tree, and every
+    tree's tags are a path (checked exhaustively in tests). Generation uses this length-aware form;
+    the marginal likelihood uses :func:`prefix_pairs`, which knows nothing of the length.
+    """
+    if word == n_words:
+        return prefix_pairs(depth, True, max_depth)
+    return [m for m in prefix_pairs(depth, False, max_depth) if m[2] <= n_words - word]
+
+
+def prefix_pairs(depth: int, close: bool, max_depth: int = DEFAULT_MAX_DEPTH) -> list[tuple[int, int, int]]:
+    """(terminal, non-terminal, depth after) moves that depend on no later word.
+
+    tl +1 (at most ``max_depth``), tr needs depth >= 1; then nl keeps the depth, nr needs >= 2 and
+    subtracts 1 (docs/design.md §1). ``close=False``: the tree stays open (no eos; any depth the
+    cap allows, so a prefix's moves do not depend on how many words follow). ``close=True``: the
+    word ends the sentence (eos), which needs depth 1 after its terminal.
     """
     out = []
     for t, after_t in ((TL, depth + 1), (TR, depth)):
-        if t == TR and depth < 1:
+        if (t == TR and depth < 1) or after_t > max_depth:
             continue
-        if after_t > max_depth:
-            continue
-        if word == n_words:
+        if close:
             if after_t == 1:
                 out.append((t, EOS, 1))
             continue
         for nt in (NL_L, NL_R, NR_L, NR_R):
-            d = after_t - 1 if nt in (NR_L, NR_R) else after_t
             if nt in (NR_L, NR_R) and after_t < 2:
                 continue
-            if d <= n_words - word:
-                out.append((t, nt, d))
+            out.append((t, nt, after_t - 1 if nt in (NR_L, NR_R) else after_t))
     return out
 
 
@@ -68,8 +78,9 @@ class _Sentence:
     enc: Encoded
     positions: list[int]  # tagged positions, BOS = 0
     end: int  # last position of the full row (EOS included when appended)
-    hyps: list[_Hyp]
-    bound: list[float]  # prefix bound at each position 1..end (index t-1)
+    hyps: list[_Hyp]  # the open beam: its prefixes never end the tree
+    bound: list[float]  # open prefix bound at each position 1..end (index t-1)
+    closed: list[_Hyp] = field(default_factory=list)  # the last word's closing children (eos)
 
 
 def _lse(values: Sequence[float]) -> float:

@@ -9,12 +9,16 @@ cost. Plain records and a forward hook, no scorer: kept apart from ``run_rows`` 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from structpe.eval.scoring.types import CausalScoring, forward_logits, model_device
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
 
 @dataclass
@@ -59,3 +63,61 @@ def _output_positions_from(model: Any, first: int) -> Iterator[None]:
         yield
     finally:
         handle.remove()
+
+
+# ----------------------------------------------------------------------------------------------
+# batched forward over arbitrary (ids, tags) rows
+
+
+@torch.no_grad()
+def run_rows(scorer: CausalScoring, rows: Sequence[Row], tagged: bool = True) -> list[RowOutput]:
+    """Run the scorer's model on rows, ``scorer.batch_size`` rows per forward, longest first.
+
+    Right padding with the attention mask, as in the conditional scorer: a causal model's outputs
+    at real positions do not depend on what follows them.
+    """
+    device = model_device(scorer.model)
+    out: list[RowOutput | None] = [None] * len(rows)
+    order = sorted(range(len(rows)), key=lambda i: (-len(rows[i].ids), -rows[i].logits_from))
+    size = max(1, scorer.batch_size)
+    for start in range(0, len(order), size):
+        idx = order[start : start + size]
+        first = min(rows[i].logits_from for i in idx)
+        L = max(len(rows[i].ids) for i in idx)
+        B = len(idx)
+        input_ids = torch.full((B, L), scorer.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, L), dtype=torch.long)
+        term = torch.full((B, L), IGNORE, dtype=torch.long)
+        nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
+        for b, i in enumerate(idx):
+            r = rows[i]
+            n = len(r.ids)
+            input_ids[b, :n] = torch.tensor(r.ids)
+            mask[b, :n] = 1
+            term[b, :n] = torch.tensor(r.terminals)
+            nonterm[b, :n] = torch.tensor(r.nonterminals)
+        with _output_positions_from(scorer.model, first):
+            res = forward_logits(
+                scorer.model,
+                input_ids.to(device),
+                mask.to(device),
+                term.to(device) if tagged else None,
+                nonterm.to(device) if tagged else None,
+            )
+        logits = res.logits[:, -(L - first) :]  # positions first..L-1 (all of them without the hook)
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        target = input_ids[:, first + 1 :].to(logp.device)
+        tok_lp = torch.full((B, L - 1), math.nan)
+        tok_lp[:, first:] = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
+        t_lp = n_lp = None
+        if tagged:
+            t_lp = torch.log_softmax(res.terminal_logits.float(), dim=-1).cpu()
+            n_lp = torch.log_softmax(res.nonterminal_logits.float(), dim=-1).cpu()
+        for b, i in enumerate(idx):
+            n = len(rows[i].ids)
+            out[i] = RowOutput(
+                token_lp=tok_lp[b, : n - 1].tolist(),
+                terminal_lp=t_lp[b, :n] if t_lp is not None else torch.empty(0),
+                nonterminal_lp=n_lp[b, :n] if n_lp is not None else torch.empty(0),
+            )
+    return out  # type: ignore[return-value]

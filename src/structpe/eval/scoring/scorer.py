@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from structpe import choices
 from structpe.eval.scoring.inputs import _progress, batched, parse_texts
 from structpe.eval.scoring.likelihood import joint_scores, marginal_scores
 from structpe.eval.scoring.masked import MaskedScorer
@@ -129,7 +130,10 @@ class CausalScorer:
                     "this model reads hexatags: give the scorer a parser (e.g. get_parser('spacy')) or parses"
                 )
             parses = parse_texts(self.parser, texts)
-        encoded = self.encode(texts, parses if self.tagged else None)
+        return self.score_encoded(self.encode(texts, parses if self.tagged else None))
+
+    def score_encoded(self, encoded: list[Encoded]) -> list[TokenScores]:
+        """Score texts already encoded (``encode``), in input order."""
         # longest first keeps padding low; results are put back in input order
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].ids))
         results: list[TokenScores | None] = [None] * len(encoded)
@@ -204,6 +208,7 @@ class CausalScorer:
         "joint": _joint,
         "marginal": _marginal,
     }
+    assert tuple(LIKELIHOODS) == choices.LIKELIHOODS, "structpe.choices names the modes the CLI offers"
 
 
 @dataclass(frozen=True)
@@ -281,7 +286,8 @@ def describe_scoring(scorer: CausalScorer | MaskedScorer) -> str:
     if scorer.tagged and scorer.likelihood == "marginal":
         return (
             f"marginal log-likelihood lower bound on p(x): log-sum-exp of p(x, T) over the k = {scorer.k} "
-            "best well-formed tag sequences (nested beam), BOS-conditioned"
+            "best well-formed tag sequences of a prefix beam that never looks ahead, plus the parser's "
+            "parse; regions from prefix bounds, BOS-conditioned"
         )
     if scorer.tagged:
         return "conditional log-likelihood p(x | T(x)): conditioned on one fixed parse, BOS-conditioned"

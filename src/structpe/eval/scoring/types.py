@@ -33,6 +33,12 @@ class CausalScoring(Protocol):
     pad_id: int
     k: int
     tagged: bool
+    likelihood: str
+    parser: Any
+
+    def encode(self, texts: list[str], parses: list[Any] | None) -> list[Encoded]: ...
+
+    def score_encoded(self, encoded: list[Encoded]) -> list[TokenScores]: ...
 
 
 @dataclass
@@ -41,7 +47,9 @@ class TokenScores:
 
     ``logprobs[i]`` is the natural-log probability of token i (``token_ids[i]``, characters
     ``offsets[i]`` of ``text``); BOS/CLS/SEP are not listed. ``eos_logprob`` is set when the
-    scorer appended an EOS (its probability belongs to the end of the text).
+    scorer appended an EOS (its probability belongs to the end of the text). ``close_logprob`` is
+    the ``marginal`` mode's tree closing at the end of the text (the sentence bound minus the open
+    prefix bound of the whole text, docs/likelihoods.md): part of ``total``, of no token or region.
     """
 
     text: str
@@ -53,11 +61,12 @@ class TokenScores:
     tagged: bool = False
     unaligned_words: int = 0
     meta: dict = field(default_factory=dict)
+    close_logprob: float = 0.0
 
     @property
     def total(self) -> float:
-        """Summed log-probability of the text (and the EOS, if one was scored)."""
-        return float(sum(self.logprobs)) + (self.eos_logprob or 0.0)
+        """Summed log-probability of the text (and the EOS, if one was scored, and the closing)."""
+        return float(sum(self.logprobs)) + (self.eos_logprob or 0.0) + self.close_logprob
 
     def surprisals_bits(self) -> list[float]:
         return [-lp / LN2 for lp in self.logprobs]

@@ -7,7 +7,10 @@ Pipeline, as in ``syntaxgym-core`` + LM-Zoo (docs/design.md §7; the data's PROV
 2. token surprisal in bits, -log2 p(x_t | x_<t), from the shared scorer (BOS-conditioned for
    decoders, PLL-word-l2r for encoders); a token belongs to the region whose character span holds
    the token's start offset (the joining space before a region belongs to that region, so GPT-2's
-   leading-space tokens land on the word they start); region value = sum of its tokens' surprisals;
+   leading-space tokens land on the word they start); region value = sum of its tokens' surprisals.
+   A tagged decoder in ``marginal`` mode uses the prefix marginal instead: region value =
+   -log2 p^(text up to the region's end) + log2 p^(text before it), each bound a function of its
+   own text alone (``structpe.eval.scoring.prefix_marginal.prefix_bounds``, docs/likelihoods.md);
 3. each suite's prediction formulas are evaluated per item; an item is correct iff prediction 0 is
    True (the paper's protocol; ``protocol="conjunction"`` gives Brain-Score's all-predictions
    variant);
@@ -21,6 +24,7 @@ The formula parser lives in ``structpe.eval.syntaxgym.formula`` and the suite lo
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from structpe.eval.scoring.masked import MaskedScorer
+from structpe.eval.scoring.prefix_marginal import prefix_bounds
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
 from structpe.eval.scoring.types import LN2, Parser, TokenScores
 from structpe.eval.syntaxgym.suites import (
@@ -84,6 +89,35 @@ def region_surprisals(
     if include_eos and scores.eos_logprob is not None and bounds:
         out[bounds[-1][0]] += -scores.eos_logprob / LN2  # LM-Zoo puts P(EOS) in the last region
     return out
+
+
+def prefix_region_surprisals(
+    scores: TokenScores,
+    spans: Sequence[tuple[int, int] | None],
+    bounds: Sequence[float],
+    include_eos: bool = True,
+) -> list[float]:
+    """Region surprisals (bits) from open prefix bounds: -log p^(prefix + region) + log p^(prefix).
+
+    ``bounds`` holds log p^(text[:end]) at the end of each non-empty region (``prefix_bounds``), so
+    a region's value depends on the text up to its end only. With an appended EOS, the end of the
+    sentence (the EOS and the tree's closing) goes to the last region, as LM-Zoo puts P(EOS) there.
+    """
+    out = [0.0] * len(spans)
+    ends = iter(bounds)
+    prev, last = 0.0, None
+    for i, span in enumerate(spans):
+        if span is not None:
+            b = next(ends)
+            out[i], prev, last = -(b - prev) / LN2, b, i
+    if include_eos and scores.eos_logprob is not None and last is not None:
+        out[last] += -(scores.total - prev) / LN2
+    return out
+
+
+def _prefix_marginal(scorer: CausalScorer | MaskedScorer) -> bool:
+    """Whether regions are scored by the prefix marginal (a tagged decoder in ``marginal`` mode)."""
+    return isinstance(scorer, CausalScorer) and scorer.tagged and scorer.likelihood == "marginal"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,10 +252,15 @@ def evaluate_syntaxgym(
                 keys.append((item.number, cond))
                 texts.append(s)
                 spans.append(sp)
-        scores = scorer.score(texts)
+        if _prefix_marginal(scorer):  # leak-free: each region from the text up to its end
+            cuts = [[b for _, b in (x for x in sp if x is not None)] for sp in spans]
+            scores, bounds = prefix_bounds(scorer, texts, cuts)  # type: ignore[arg-type]
+            regions = [prefix_region_surprisals(*x) for x in zip(scores, spans, bounds, strict=True)]
+        else:
+            scores = scorer.score(texts)
+            regions = [region_surprisals(sc, sp) for sc, sp in zip(scores, spans, strict=True)]
         values: dict[int, dict[tuple[str, int | None], float]] = {}
-        for (num, cond), sc, sp in zip(keys, scores, spans, strict=True):
-            regs = region_surprisals(sc, sp)
+        for (num, cond), regs in zip(keys, regions, strict=True):
             v = values.setdefault(num, {})
             for r, x in enumerate(regs, start=1):
                 v[(cond, r)] = x
@@ -260,12 +299,17 @@ def evaluate_syntaxgym(
 def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows for the Markdown table: one per suite, then circuits and the SG score."""
     rows = []
+    chance = result.get("chance")
     for s, d in result["suites"].items() if "suites" in result else []:
         rows.append(
             {"suite": s, "circuit": d["circuit"] or "-", "items": d["n_items"], "accuracy": d["accuracy"]}
         )
+        if chance:
+            rows[-1]["chance"] = chance["suite_accuracy"].get(s, math.nan)
     for c, v in result["circuits"].items():
         rows.append({"suite": f"**{c}**", "circuit": "circuit mean", "items": "", "accuracy": v})
+        if chance:
+            rows[-1]["chance"] = chance["circuits"].get(c, math.nan)
     rows.append(
         {
             "suite": "**SG score**",
@@ -274,6 +318,28 @@ def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], lis
             "accuracy": result["sg_score"],
         }
     )
-    return rows, ["suite", "circuit", "items", "accuracy"]
+    if chance:
+        rows[-1]["chance"] = chance["sg_score"]
+    return rows, ["suite", "circuit", "items", "accuracy", *(["chance"] if chance else [])]
+
+
+def chance_row(
+    data_dir: str | Path | None,
+    suites: Sequence[str],
+    protocol: str = "prediction0",
+    max_items: int | None = None,
+) -> dict[str, Any]:
+    """The chance row of an evaluation: :func:`chance_scores` on the same suites and items (seed 0)."""
+    loaded = [
+        dataclasses.replace(s, items=s.items[:max_items] if max_items else s.items)
+        for s in load_suites(data_dir, suites)
+    ]
+    sg = chance_scores(loaded, protocol=protocol)
+    return {
+        "sg_score": sg["sg_score"],
+        "suite_accuracy": sg["suite_accuracy"],
+        "circuits": sg["circuits"],
+        "method": f"{sg['distribution']}, {sg['draws_per_item']} draws per item, seed {sg['seed']}",
+    }
 
 

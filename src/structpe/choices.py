@@ -1,0 +1,20 @@
+"""Names of the modes the CLI offers, importable without torch (``structpe --help`` must stay fast).
+
+The code that implements them checks at import that it implements exactly these names
+(``CausalScorer.LIKELIHOODS`` in ``structpe.eval.scoring``, ``structpe.generation``), so the CLI's
+choices cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+# causal scoring: p(x | T) with tags from a parser, p(x, T), or the k-best bound on p(x)
+LIKELIHOODS = ("conditional", "joint", "marginal")
+# masked LMs: pseudo-log-likelihood variants (Salazar et al. 2020; Kauf & Ivanova 2023)
+PLL_METRICS = ("original", "within_word_l2r")
+# ``structpe eval leakage``: the scorings of the leakage audit (structpe.eval.leakage); `causal`
+# (word-prefix tags, the tags a prefix-parse model trains on) runs when asked for: it needs a parser
+# that parses word lists
+LEAKAGE_VARIANTS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
+LEAKAGE_DEFAULT = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last")
+# token choice of ``structpe generate``
+STRATEGIES = ("sample", "greedy", "beam")

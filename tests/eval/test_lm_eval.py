@@ -1,0 +1,184 @@
+"""lm-evaluation-harness with the ``structpe`` model type: a local YAML task over a local JSONL file
+(offline) gives the same BLiMP decisions as ``structpe eval blimp`` on the same pairs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from eval_toys import WORDS, ChainParser, make_tokenizer
+
+from structpe.cli import main
+from structpe.models import SiPEConfig, build_model
+from structpe.parser.registry import register_parser
+
+lm_eval = pytest.importorskip("lm_eval")
+
+register_parser("chain-lm-eval", lambda **kw: ChainParser())
+
+PAIRS = [
+    ("the dog runs .", "the dogs runs ."),
+    ("the dogs run .", "the dog run ."),
+    ("the cat sleeps .", "the cats sleeps ."),
+    ("the cats sleep .", "the cat sleep ."),
+    ("the dog sleeps .", "dog the sleeps ."),
+    ("the cat runs .", "cat runs the ."),
+    ("the dogs sleep .", "the dogs sleeps ."),
+    ("the cats run .", "the cats runs ."),
+]
+TASK = """\
+task: structpe_toy_blimp
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: ""
+doc_to_target: 0
+doc_to_choice: "{{{{[sentence_good, sentence_bad]}}}}"
+num_fewshot: 0
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("lmeval")
+    torch.manual_seed(3)
+    cfg = SiPEConfig(
+        family="txl", injection="position", vocab_size=len(WORDS), d_model=32, n_layers=2, n_heads=2
+    )
+    build_model(cfg).save_pretrained(root / "txl")
+    make_tokenizer().save_pretrained(root / "txl")
+    rows = [
+        {
+            "sentence_good": g,
+            "sentence_bad": b,
+            "field": "morphology",
+            "linguistics_term": "subject_verb_agreement",
+            "UID": "toy_agreement",
+            "pairID": str(i),
+        }
+        for i, (g, b) in enumerate(PAIRS)
+    ]
+    (root / "blimp").mkdir()
+    with gzip.open(root / "blimp" / "toy_agreement.jsonl.gz", "wt") as f:  # what `structpe eval blimp` reads
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    (root / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # lm-eval's task data
+    (root / "tasks").mkdir()
+    (root / "tasks" / "toy.yaml").write_text(TASK.format(data=root / "pairs.jsonl"))
+    return {"root": root, "model": root / "txl", "tasks": root / "tasks"}
+
+
+@pytest.mark.parametrize("likelihood", ["conditional", "joint", "marginal"])
+def test_lm_eval_blimp_decisions_match_structpe(
+    setup: dict[str, Path], likelihood: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from lm_eval.tasks import TaskManager
+
+    import structpe.lm_eval  # noqa: F401  (registers the model type)
+
+    args = f"pretrained={setup['model']},parser=chain-lm-eval,likelihood={likelihood},k=4,batch_size=8"
+    res = lm_eval.simple_evaluate(
+        model="structpe",
+        model_args=args,
+        tasks=["structpe_toy_blimp"],
+        task_manager=TaskManager(include_path=str(setup["tasks"])),
+        log_samples=True,
+    )
+    samples = sorted(res["samples"]["structpe_toy_blimp"], key=lambda s: s["doc_id"])
+    lm_lp = [[float(r[0][0]) for r in s["resps"]] for s in samples]
+
+    out = setup["root"] / f"blimp-{likelihood}"
+    argv = [
+        "eval",
+        "blimp",
+        "--model",
+        str(setup["model"]),
+        "--data-dir",
+        str(setup["root"] / "blimp"),
+        "--parser",
+        "chain-lm-eval",
+        "--likelihood",
+        likelihood,
+        "--k",
+        "4",
+        "--batch-size",
+        "8",
+        "--keep-pairs",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    pairs = json.loads((out / "blimp.json").read_text())["pairs"]
+    ours = {int(p["pair_id"]): p for p in pairs}
+    assert len(samples) == len(ours) == len(PAIRS)
+    for i, (good, bad) in enumerate(lm_lp):
+        assert good == pytest.approx(ours[i]["logp_good"], abs=1e-4)
+        assert bad == pytest.approx(ours[i]["logp_bad"], abs=1e-4)
+        assert (good > bad) == ours[i]["correct"]
+    acc = res["results"]["structpe_toy_blimp"]["acc,none"]
+    assert acc == pytest.approx(sum(p["correct"] for p in pairs) / len(pairs))
+    info = res["config"]["model_args"] if isinstance(res["config"].get("model_args"), dict) else res["config"]
+    assert "structpe" in json.dumps(info, default=str)
+
+
+def test_the_lm_eval_command_line(setup: dict[str, Path], tmp_path: Path) -> None:
+    """The documented command: lm-eval's own CLI with the structpe model type (spaCy tags)."""
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "structpe.lm_eval",
+        "--model",
+        "structpe",
+        "--model_args",
+        f"pretrained={setup['model']},parser=spacy,likelihood=conditional,k=10",
+        "--tasks",
+        "structpe_toy_blimp",
+        "--include_path",
+        str(setup["tasks"]),
+        "--output_path",
+        str(tmp_path / "out"),
+    ]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "structpe_toy_blimp" in run.stdout and "acc" in run.stdout
+    (result,) = list((tmp_path / "out").rglob("results_*.json"))
+    data = json.loads(result.read_text())
+    assert 0 <= data["results"]["structpe_toy_blimp"]["acc,none"] <= 1
+
+
+def test_context_tokens_are_not_scored(setup: dict[str, Path]) -> None:
+    from types import SimpleNamespace
+
+    from structpe.lm_eval import StructpeLM
+
+    lm = StructpeLM(str(setup["model"]), parser="chain-lm-eval", likelihood="conditional")
+    req = [
+        SimpleNamespace(args=a)
+        for a in [("", " the dogs run ."), (" the dogs", " run ."), (" the", " dogs run .")]
+    ]
+    whole, tail, longer = (lp for lp, _ in lm.loglikelihood(req))
+    (rolling,) = lm.loglikelihood_rolling([SimpleNamespace(args=(" the dogs run .",))])
+    assert whole == pytest.approx(rolling)
+    scores = lm.scorer.score([" the dogs run ."])[0]
+    # " run ." starts at character 9: its tokens' log-probs, under the tags of the whole text
+    assert tail == pytest.approx(
+        sum(lp for (s, _), lp in zip(scores.offsets, scores.logprobs, strict=True) if s >= 9)
+    )
+    assert whole < longer < tail < 0

@@ -1,0 +1,137 @@
+"""The prefix marginal on every SyntaxGym item: identical prefixes get identical surprisals.
+
+Where two conditions of an item share the text up to the end of a region (and before it), a
+leak-free scorer gives that region the same surprisal in both. A small randomly initialised tagged
+Transformer-XL (float64, so that batch composition cannot flip a near-tie in the beam), a
+byte-level BPE trained here on the suites' sentences and a parser whose trees depend on the whole
+text: the `conditional` mode must leak (the check can fail), the `marginal` mode must not.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import zlib
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from structpe.data.paths import data_root
+from structpe.eval.scoring.prefixes import prefix_pairs
+from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym, paper_suites
+from structpe.eval.syntaxgym.suites import load_suites, sentence_and_spans
+from structpe.models import SiPEConfig, build_model
+from structpe.syntax.hexatags import decode
+from structpe.syntax.tagged import TaggedSentence
+
+WORD = re.compile(r"\w+|[^\w\s]")
+
+
+class WholeTextParser:
+    """Words: a regex over the text; tree: random, seeded by the whole text (so it leaks)."""
+
+    def parse_text(self, texts: list[str]) -> list[TaggedSentence]:
+        out = []
+        for text in texts:
+            words = WORD.findall(text)
+            rng = random.Random(zlib.crc32(text.encode()))
+            terms, nts, depth = [], [], 0
+            for i in range(len(words)):
+                last = i + 1 == len(words)
+                moves = [m for m in prefix_pairs(depth, last) if last or m[2] <= len(words) - i - 1]
+                t, nt, depth = rng.choice(moves)
+                terms.append(t)
+                nts.append(nt)
+            out.append(TaggedSentence(words, decode(terms, nts), terms, nts))
+        return out
+
+
+@pytest.fixture(scope="module")
+def suites_root():
+    root = data_root(None, sub="syntaxgym")
+    if not paper_suites(root):  # none stored
+        pytest.skip("SyntaxGym suites are not in the data folder (structpe data fetch syntaxgym)")
+    return root
+
+
+def _sentences(suites) -> list[str]:
+    return [
+        sentence_and_spans(contents, "raw")[0]
+        for s in suites
+        for item in s.items
+        for contents in item.conditions.values()
+    ]
+
+
+def _tokenizer(texts: list[str]) -> PreTrainedTokenizerFast:
+    t = Tokenizer(models.BPE(unk_token=None))
+    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    t.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<pad>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    t.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=t, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+
+
+def _model(vocab: int) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = SiPEConfig(
+        family="txl",
+        injection="input",
+        vocab_size=vocab,
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        d_ff=32,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
+    model = build_model(cfg).eval()
+    with torch.no_grad():  # make the tags (input and head) matter in a random model
+        model.prior.terminal.weight.mul_(50)
+        model.prior.nonterminal.weight.mul_(50)
+        for lin in (model.tag_heads.terminal, model.tag_heads.nonterminal):
+            lin.weight.mul_(30)
+    return model.double()
+
+
+def _shared_prefix_differences(result, suites) -> tuple[int, list[float]]:
+    """Region pairs (same item and region, two conditions) with equal text before and up to the
+    region's end, non-empty; the absolute surprisal difference (bits) of each."""
+    pairs, diffs = 0, []
+    for suite in suites:
+        bits = result["suites"][suite.name]["region_surprisal_bits"]
+        for item in suite.items:
+            conds = {c: sentence_and_spans(v, "raw") for c, v in item.conditions.items()}
+            names = sorted(conds)
+            for i, a in enumerate(names):
+                for b in names[i + 1 :]:
+                    (ta, sa), (tb, sb) = conds[a], conds[b]
+                    for r, (x, y) in enumerate(zip(sa, sb, strict=True), start=1):
+                        if x is None or y is None or ta[: x[1]] != tb[: y[1]] or x[0] != y[0]:
+                            continue
+                        pairs += 1
+                        v = bits[str(item.number)]
+                        diffs.append(abs(v[f"{a}:{r}"] - v[f"{b}:{r}"]))
+    return pairs, diffs
+
+
+def test_identical_prefixes_get_identical_surprisals(suites_root):
+    suites = load_suites(suites_root, None)  # every shipped suite, the paper's 31 and the rest
+    tok = _tokenizer(_sentences(suites))
+    model = _model(len(tok))
+    parser = WholeTextParser()
+    run = lambda mode: evaluate_syntaxgym(  # noqa: E731
+        model, tok, parser, suites_root, [s.name for s in suites], likelihood=mode, k=4, progress=False
+    )
+    pairs, leaky = _shared_prefix_differences(run("conditional"), suites)
+    assert pairs > 5000
+    assert sum(d > 1e-4 for d in leaky) > 100  # the whole-text parse leaks: the check can fail
+    pairs_m, diffs = _shared_prefix_differences(run("marginal"), suites)
+    assert pairs_m == pairs
+    assert max(diffs) < 1e-4, sorted(diffs)[-5:]
