@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
 from structpe.choices import PLL_METRICS
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
-from structpe.eval.scoring.scorer import ScoringSpec
-from structpe.eval.scoring.types import uses_tags
 from structpe.io import split_lines
 
 if TYPE_CHECKING:  # torch-heavy: imported where a command runs, so `structpe --help` stays fast
@@ -96,6 +94,7 @@ def read_lines(path: str | Path) -> list[str]:
 
 def make_parser(name: str | None, model: Any, parser_model: str | None = None) -> Any:
     """``--parser`` (default: spacy when the model reads tags, none otherwise)."""
+    from structpe.eval.scoring.types import uses_tags
 
     if name is None:
         name = "spacy" if uses_tags(model) else "none"

@@ -11,18 +11,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from structpe.study.spec import (
-    BlimpSpec,
-    DatasetSpec,
-    EvaluationsSpec,
-    LeakageSpec,
-    PplSpec,
-    RecipeSpec,
-    StudySpec,
-    SyntaxGymSpec,
-    load_spec,
-)
+if TYPE_CHECKING:  # the study harness is torch-heavy: `structpe quickstart --help` must stay fast
+    from structpe.study.spec import StudySpec
 
 STUDY = "sipe-txl"
 PROFILE = "quickstart"
@@ -104,6 +96,17 @@ class QuickstartConfig:
 
 def study_spec(cfg: QuickstartConfig) -> StudySpec:
     """The ``quickstart`` profile of the ``sipe-txl`` study with ``cfg``'s sizes, variants and one seed."""
+    from structpe.study.spec import (
+        BlimpSpec,
+        DatasetSpec,
+        EvaluationsSpec,
+        LeakageSpec,
+        PplSpec,
+        RecipeSpec,
+        SyntaxGymSpec,
+        load_spec,
+    )
+
     spec = copy.deepcopy(load_spec(STUDY, PROFILE))
     known = {r.label: r for r in spec.recipes}
     spec.recipes = [known.get(v, RecipeSpec(v, f"txl/{v}")) for v in cfg.variants]
@@ -130,11 +133,15 @@ def study_spec(cfg: QuickstartConfig) -> StudySpec:
             full_parse="text",
         )
     spec.evaluations = EvaluationsSpec(
-        ppl=PplSpec(likelihoods=modes, k=cfg.marginal_k, marginal_sentences=cfg.ppl_sentences),
+        ppl=PplSpec(likelihoods=modes, k=cfg.marginal_k),
         leakage=leakage,
-        blimp=BlimpSpec(paradigms=list(cfg.blimp_paradigms), limit=cfg.blimp_limit, likelihoods=modes),
+        blimp=BlimpSpec(
+            paradigms=list(cfg.blimp_paradigms), limit=cfg.blimp_limit, likelihoods=modes, k=cfg.marginal_k
+        ),
         syntaxgym=SyntaxGymSpec(
-            suites=list(cfg.syntaxgym_suites) if cfg.syntaxgym_suites else "all", likelihoods=modes
+            suites=list(cfg.syntaxgym_suites) if cfg.syntaxgym_suites else "all",
+            likelihoods=modes,
+            k=cfg.marginal_k,
         ),
     )
     return spec

@@ -23,7 +23,6 @@ from structpe.eval.command_common import (
     find_tokenizer_dir,
     make_parser,
 )
-from structpe.eval.scoring.types import uses_tags
 
 
 def cmd_glue(args: argparse.Namespace) -> int:
@@ -130,6 +129,7 @@ def _task_folders(data_dir: str | None, tasks: list[str]) -> list[Path]:
 def _glue_parser(args: argparse.Namespace, model: Any, model_path: Path) -> tuple[Any, dict[str, str]]:
     """The parser for GLUE tags: ``--parser``, else the one that prepared the pre-training data."""
     from structpe.eval.glue.finetune import recorded_parser
+    from structpe.eval.scoring.types import uses_tags
 
     if args.parser is not None or not uses_tags(model):
         parser = make_parser(args.parser, model, args.parser_model)
