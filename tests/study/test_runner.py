@@ -15,8 +15,8 @@ from transformers import TrainerCallback
 
 import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
-from structpe.study.aggregate import VERDICTS
 from structpe.provenance import sha256_file
+from structpe.study.aggregate import VERDICTS
 from structpe.study.data import StudyData
 from structpe.study.runner import (
     StudyError,

@@ -413,11 +413,14 @@ def run_cell(
         "provenance": provenance(
             started=started,
             model=_final_model_dir(run_dir),
-            data=prepared_data_files(data.dataset_dir),
+            data=prepared_data_files(training.dataset_dir),
             parser=getattr(parser, "name", None),
             likelihood=None,
-            k=_k(ev),
-            limits={"test_sentences": len(data.test_sentences)},
+            k=ev.ppl.k if ev.ppl is not None else None,
+            limits={
+                "test_sentences": len(data.test_sentences),
+                **{f"{b}_k": getattr(ev, b).k for b in ("blimp", "syntaxgym") if getattr(ev, b) is not None},
+            },
             seed=seed,
         ),
     }
