@@ -120,3 +120,7 @@ def check_device(device: str, option: str = "--device") -> None:
         raise StructpeError(f"{option}: {device!r} is not a torch device ({err})") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise StructpeError(f"{option} {device}: CUDA is not available on this machine (use cpu)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise StructpeError(f"{option} {device}: MPS is not available on this machine (use cpu)")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise StructpeError(f"{option} {device}: structpe runs on cpu, cuda or mps, not {dev.type!r}")

@@ -87,7 +87,7 @@ def _moves(depth: int, word: int, max_words: int, max_depth: int) -> list[tuple[
 
 def _filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:
     """Top-k, then nucleus (top-p) filtering of one row of logits (-inf outside)."""
-    if top_k is not None and top_k > 0:
+    if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
         logits = logits.masked_fill(logits < kth, -math.inf)
     if top_p is not None and top_p < 1.0:
@@ -366,6 +366,29 @@ def _result(
     return TaggedSentence(words, heads, list(s.terminals), list(s.nonterminals), meta=meta)
 
 
+def check_options(
+    strategy: str,
+    n: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    num_beams: int,
+    max_words: int,
+    max_tokens_per_word: int,
+) -> None:
+    """ValueError for options :func:`generate` cannot honour; the CLI calls it before loading a model."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if n < 1 or max_words < 1 or max_tokens_per_word < 1 or num_beams < 1:
+        raise ValueError("n, max_words, max_tokens_per_word and num_beams must be >= 1")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1 (leave it out for no limit), got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
 def generate(
     model: Any,
     tokenizer: Any,
@@ -397,16 +420,11 @@ def generate(
     has ``text``, ``logprob`` (joint log p of the generated tokens and tags), ``prompt_words``
     and ``strategy``.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    check_options(strategy, n, temperature, top_k, top_p, num_beams, max_words, max_tokens_per_word)
     if getattr(model, "tag_heads", None) is None or getattr(model.config, "family", None) != "txl":
         raise ValueError(
             "joint generation needs a structpe TXL decoder with tag heads (injection other than none)"
         )
-    if n < 1 or max_words < 1 or max_tokens_per_word < 1 or num_beams < 1 or temperature < 0:
-        raise ValueError("n, max_words, max_tokens_per_word and num_beams must be >= 1 and temperature >= 0")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     forced = None
     if tags is not None:
         terms, nts = (tags.terminals, tags.nonterminals) if isinstance(tags, TaggedSentence) else tags

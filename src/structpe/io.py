@@ -22,17 +22,36 @@ from structpe.errors import StructpeError
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+# Text input is strict UTF-8 (an undecodable byte is an error naming the file, never replaced or
+# carried through); a byte-order mark at the very start is the encoding's signature, not text, and
+# is dropped ("utf-8-sig"). A BOM anywhere else stays (it is a character of the text).
+TEXT_ENCODING = "utf-8-sig"
+
+
 def open_text(path: str | os.PathLike, what: str = "file") -> IO[str]:
-    """Open a UTF-8 text file for reading, gunzipping when the content is gzip (by its magic bytes,
-    whatever the file name says). A missing file raises FileNotFoundError naming ``what`` and the path."""
+    """Open a UTF-8 text file for reading (see ``TEXT_ENCODING``), gunzipping when the content is gzip
+    (by its magic bytes, whatever the file name says). A missing file raises FileNotFoundError naming
+    ``what`` and the path."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{what} not found: {p}")
     with p.open("rb") as fh:
         magic = fh.read(2)
     if magic == GZIP_MAGIC:
-        return gzip.open(p, "rt", encoding="utf-8")
-    return p.open("r", encoding="utf-8")
+        return gzip.open(p, "rt", encoding=TEXT_ENCODING)
+    return p.open("r", encoding=TEXT_ENCODING)
+
+
+def read_stdin_text() -> str:
+    """All of stdin decoded like a file (``TEXT_ENCODING``, strict). ``sys.stdin`` itself would
+    smuggle undecodable bytes through as surrogates under Python's UTF-8 mode."""
+    import sys
+
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode(TEXT_ENCODING)
+    except UnicodeDecodeError as err:
+        raise StructpeError(f"<stdin>: not UTF-8 text (byte {err.start}: {err.reason})") from None
 
 
 def _check_parent(path: Path) -> None:

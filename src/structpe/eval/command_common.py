@@ -87,8 +87,10 @@ def load_model_and_tokenizer(
 
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a UTF-8 text file, split at newlines only (see ``split_lines``)."""
-    with reading(path):
-        return split_lines(Path(path).read_text(encoding="utf-8"))
+    from structpe.io import open_text
+
+    with open_text(path) as fh, reading(path):
+        return split_lines(fh.read())
 
 
 def make_parser(name: str | None, model: Any, parser_model: str | None = None) -> Any:

@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from structpe.errors import StructpeError, check_positive, reading
-from structpe.io import atomic_open, refuse_overwrite_input, split_lines
+from structpe.io import atomic_open, read_stdin_text, refuse_overwrite_input, split_lines
 from structpe.syntax.conllu_io import read_conllu
 from structpe.syntax.parsers import (
     QUANTIZE_HELP,
@@ -110,15 +110,45 @@ def _run_chunk(kind: str, chunk: list[Any]) -> tuple[list[TaggedSentence], dict[
     else:
         ids = [i for i, _ in chunk]
         out = parser.parse_text([t for _, t in chunk], ids=ids)
+    _attach_text(kind, chunk, out)
     after = parser.stats.to_dict()
     delta = {k: after[k] - getattr(before, k) for k in after}
     return out, delta
 
 
+def _attach_text(kind: str, chunk: list[Any], tagged: list[TaggedSentence]) -> None:
+    """Give each tagged sentence its raw text (``meta["text"]``, written as ``text``), the form
+    models are trained and scored on: a CoNLL-U sentence's ``# text``; for a text line, the span
+    from its sentence's first to last word. A sentence whose words cannot be found in order in
+    its line (a parser that rewrites words) gets none, and readers detokenize its words instead."""
+    if kind == "conllu":  # parsers keep the input order and words, skipping sentences at most
+        src = iter(chunk)
+        for sent in tagged:
+            orig = next(c for c in src if c.words == sent.words and c.sent_id == sent.sent_id)
+            if orig.text:
+                sent.meta["text"] = orig.text
+        return
+    lines = dict(chunk)
+    cursor: dict[str, int] = {}
+    for sent in tagged:
+        line_id = sent.sent_id.rsplit(".", 1)[0] if sent.sent_id not in lines else sent.sent_id
+        line = lines[line_id]
+        pos = start = cursor.get(line_id, 0)
+        for k, word in enumerate(sent.words):
+            found = line.find(word, pos)
+            if found < 0:
+                break
+            start = found if k == 0 else start
+            pos = found + len(word)
+        else:
+            sent.meta["text"] = line[start:pos]
+            cursor[line_id] = pos
+
+
 def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
     """(format, items, name): ConlluSentence list, or (line id, text) pairs for text."""
     if args.input == "-":
-        data = sys.stdin.read()
+        data = read_stdin_text()
         fmt = args.input_format if args.input_format != "auto" else detect_format("-", data[:4000])
         name = "<stdin>"
         if fmt == "conllu":
@@ -224,7 +254,7 @@ def _write(results: Any, chunks: list[list[Any]], out: Any, bar: Any, stats: Par
     written = 0
     for chunk, (tagged, delta) in zip(chunks, results, strict=True):
         for sent in tagged:
-            out.write(sent.to_json())
+            out.write(sent.to_json(text=True))
             out.write("\n")
         written += len(tagged)
         stats.add(ParseStats(**delta))
