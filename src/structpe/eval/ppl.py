@@ -34,9 +34,8 @@ from structpe.eval.scoring import (
 def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
     """TaggedSentence objects from a JSON-lines file; errors name the file and line."""
     from structpe.errors import StructpeError, reading
-    from structpe.syntax import TaggedSentence
-
     from structpe.io import open_text
+    from structpe.syntax import TaggedSentence
 
     path = Path(path)
     out = []
