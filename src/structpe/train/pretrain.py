@@ -52,6 +52,7 @@ from structpe.train.trainer import (
     VocabularyMismatchError,
     plot_losses,
 )
+from structpe.yamlio import load_yaml
 
 CAUSAL_FAMILIES = ("txl",)
 
@@ -417,12 +418,10 @@ def _check_resume_config(run_dir: Path, recipe: Recipe, allow_changed: bool = Fa
     """The recipe keys that differ from the run's config.yaml (bookkeeping keys aside). A resumed
     run must match the run that wrote the checkpoint -- the model always, training settings unless
     ``allow_changed`` (a changed lr, seed or batch size makes it another run)."""
-    import yaml
-
     saved = run_dir / "config.yaml"
     if not saved.is_file():
         return []
-    old_all = yaml.safe_load(saved.read_text()) or {}
+    old_all = load_yaml(saved, RecipeError) or {}
     new_all = recipe.to_dict()
     old = old_all.get("model", {})
     if old != new_all["model"]:
