@@ -63,6 +63,10 @@ def is_input_error(err: BaseException) -> bool:
     """True when ``err`` is bad input (answered with one line), False for a bug (traceback)."""
     if isinstance(err, INPUT_ERRORS):
         return True
+    from structpe.io import is_write_failure  # lazily: structpe.io imports this module
+
+    if is_write_failure(err):  # a full or read-only disk met by a writer outside structpe.io
+        return True
     for dotted in KNOWN_ERRORS:
         module, _, name = dotted.rpartition(".")
         try:

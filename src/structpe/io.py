@@ -83,10 +83,28 @@ def atomic_open(
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if is_write_failure(err):
+            raise StructpeError(f"{path}: cannot write ({_reason(err)}); earlier files are kept") from err
         raise
+
+
+def is_write_failure(err: BaseException) -> bool:
+    """A failed write of ours: an OSError without a file name (``write``, ``fsync``, ``replace`` on a
+    full, read-only or forbidden file system; an error naming a file is a caller's, e.g. an input
+    that was not found), or the bare ``Exception`` the Rust ``tokenizers`` library raises for I/O
+    errors (``... (os error 28)``), or torch's ``PytorchStreamWriter ... file write failed``."""
+    if isinstance(err, OSError):
+        return err.filename is None
+    if isinstance(err, RuntimeError):  # torch.save on a full disk
+        return "file write failed" in str(err)
+    return type(err) is Exception and "(os error " in str(err)
+
+
+def _reason(err: BaseException) -> str:
+    return (err.strerror if isinstance(err, OSError) and err.strerror else None) or " ".join(str(err).split())
 
 
 def _file_mode(path: Path) -> int:
@@ -111,7 +129,6 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """JSON (indented, non-JSON values as str) through the atomic writer, creating the folder."""
     import json
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
@@ -132,8 +149,11 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise StructpeError(f"{folder}: exists and is not a directory")
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".staging.", suffix=".tmp", dir=folder))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".staging.", suffix=".tmp", dir=folder))
+    except OSError as err:
+        raise StructpeError(f"{folder}: cannot write there ({_reason(err)})") from None
     try:
         yield tmp
         for src in sorted(tmp.rglob("*")):
@@ -143,6 +163,10 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
                 with open(src, "rb") as fh:
                     os.fsync(fh.fileno())
                 os.replace(src, dest)
+    except Exception as err:
+        if is_write_failure(err) or (isinstance(err, OSError) and str(tmp) in str(err.filename)):
+            raise StructpeError(f"{folder}: cannot write ({_reason(err)}); earlier files are kept") from err
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

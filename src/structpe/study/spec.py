@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.train.recipe import CONFIG_ROOT, RecipeError, load_recipe
 from structpe.names import check_name
+from structpe.train.recipe import CONFIG_ROOT, RecipeError, load_recipe
 from structpe.yamlio import load_yaml
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
@@ -377,7 +377,8 @@ def _check_dataset(ds: DatasetSpec, where: str) -> None:
     from structpe.train.prepare_settings import KNOWN_CORPORA
     from structpe.train.tokenizer import KINDS
 
-    for key, valid in (("corpus", list(KNOWN_CORPORA)), ("parser", available_parsers()), ("tokenizer", KINDS)):
+    choices = {"corpus": list(KNOWN_CORPORA), "parser": available_parsers(), "tokenizer": list(KINDS)}
+    for key, valid in choices.items():
         value = getattr(ds, key)
         if value not in valid:
             raise StudySpecError(f"{where}.{key}: unknown {value!r}; choose from {', '.join(valid)}")

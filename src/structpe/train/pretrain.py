@@ -28,6 +28,7 @@ refuses arbitrary pickled objects, so no untrusted pickle is ever executed.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import sys
@@ -39,6 +40,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
+from structpe.errors import StructpeError
 from structpe.io import atomic_open, atomic_write_text
 from structpe.train.collators import MLMCollator, collator_for
 from structpe.train.prepare import PreparedDataError, load_prepared, tokenizer_hash
@@ -179,7 +181,46 @@ def pretrain(
     callbacks: Sequence[TrainerCallback] = (),
     allow_changed_recipe: bool = False,
 ) -> Path:
-    """Train the model of ``config`` (recipe path/name or Recipe) and return the run folder.
+    """:func:`train_run` holding the run folder's lock (``<run folder>.lock``, ``filelock``, as the
+    study cells are locked): a second run or resume on the same folder is refused at once instead of
+    interleaving its metrics and checkpoints with the first. Only the main process of a distributed
+    run takes it (every rank trains into the same folder)."""
+    from filelock import FileLock, Timeout
+
+    recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))
+    run_dir = Path(recipe.train.output_dir) if recipe.train.output_dir else default_run_dir(recipe)
+    run = functools.partial(train_run, recipe, resume=resume, callbacks=callbacks,
+                            allow_changed_recipe=allow_changed_recipe)
+    if not _is_main():
+        return run()
+    lock_path = run_dir.with_name(run_dir.name + ".lock")
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(lock_path, timeout=0)
+        lock.acquire()
+    except Timeout:
+        raise StructpeError(
+            f"run folder {run_dir} is in use by another training process (lock {lock_path}); "
+            "wait for it to finish or choose another train.output_dir"
+        ) from None
+    except OSError as err:
+        raise StructpeError(f"{lock_path}: cannot lock the run folder ({err.strerror})") from None
+    try:
+        return run()
+    finally:
+        lock.release()
+
+
+def train_run(
+    config: Recipe | str | Path,
+    overrides: Sequence[str] | None = None,
+    *,
+    resume: bool | str | Path = False,
+    callbacks: Sequence[TrainerCallback] = (),
+    allow_changed_recipe: bool = False,
+) -> Path:
+    """Train the model of ``config`` (recipe path/name or Recipe) and return the run folder
+    (call :func:`pretrain`, which locks the folder first).
 
     ``resume=True`` continues from the newest complete checkpoint of the run folder (starting
     fresh if there is none); a path resumes from that checkpoint. Without ``resume`` a run folder
