@@ -43,6 +43,7 @@ KNOWN_ERRORS = (
     "structpe.eval.syntaxgym.FormulaError",
     "safetensors.SafetensorError",
     "yaml.YAMLError",
+    "pickle.UnpicklingError",  # torch.load(weights_only=True) refusing a pickled object
 )
 
 # Standard-library errors of unreadable inputs: missing files, directories given as files, corrupt

@@ -91,6 +91,27 @@ def atomic_open(
         raise
 
 
+def read_json(path: str | os.PathLike, *, finite: bool = False) -> Any:
+    """The JSON in ``path``; a missing, truncated, edited or undecodable file is an error naming it
+    (``json`` reports only line and column). ``finite`` also refuses ``NaN`` / ``Infinity`` (scores:
+    a result that is not a number is an error, not a number)."""
+    import json
+
+    def _refuse(literal: str) -> Any:
+        raise StructpeError(f"{path}: holds {literal}, not a finite number (a broken or edited result)")
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise StructpeError(f"{p}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    try:
+        return json.loads(text, parse_constant=_refuse if finite else None)
+    except json.JSONDecodeError as err:
+        raise StructpeError(f"{p}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno}; "
+                            "truncated or edited?)") from None
+
+
 def is_write_failure(err: BaseException) -> bool:
     """A failed write of ours: an OSError without a file name (``write``, ``fsync``, ``replace`` on a
     full, read-only or forbidden file system; an error naming a file is a caller's, e.g. an input

@@ -15,7 +15,6 @@ difference, so "replicates" then means "every seed improves". That is stated, no
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from structpe.io import read_json
 from structpe.study.spec import StudySpec
 
 VERDICTS = ("replicates", "does not", "inconclusive")
@@ -33,7 +33,7 @@ def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
     """Every finished cell's ``metrics.json`` under ``out/cells`` (sorted by recipe, seed)."""
     found = []
     for p in sorted(Path(out).glob("cells/*/seed-*/metrics.json")):
-        found.append(json.loads(p.read_text()))
+        found.append(read_json(p, finite=True))
     return sorted(found, key=lambda m: (m["recipe_label"], m["seed"]))
 
 

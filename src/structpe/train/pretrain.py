@@ -31,6 +31,7 @@ import csv
 import functools
 import json
 import os
+import pickle
 import sys
 import time
 from collections.abc import Sequence
@@ -41,7 +42,7 @@ import torch
 from transformers import TrainerCallback, TrainingArguments
 
 from structpe.errors import StructpeError
-from structpe.io import atomic_open, atomic_write_text
+from structpe.io import atomic_open, atomic_write_text, read_json
 from structpe.train.collators import MLMCollator, collator_for
 from structpe.train.prepare import PreparedDataError, load_prepared, tokenizer_hash
 from structpe.train.prepare_deprels import check_deprel_data
@@ -99,7 +100,8 @@ def checkpoint_problem(ckpt: Path) -> str | None:
             pass
     except (OSError, SafetensorError) as err:
         return f"{weights.name} unreadable ({err})"
-    for name in ("optimizer.pt", "scheduler.pt"):
+    archives = ["optimizer.pt", "scheduler.pt", *sorted(p.name for p in ckpt.glob("rng_state*.pth"))]
+    for name in archives:
         if (ckpt / name).exists() and not zipfile.is_zipfile(ckpt / name):
             return f"{name} is truncated or corrupt"
     return None
@@ -276,7 +278,7 @@ def train_run(
                 raise RecipeError(f"cannot resume from {ckpt}: {problem}")
             changed = _check_resume_config(run_dir, recipe, allow_changed_recipe)
             checkpoint = str(ckpt)
-            step = json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
+            step = read_json(ckpt / "trainer_state.json")["global_step"]
             print(f"pretrain: resuming {run_dir} from {ckpt.name} (step {step})")
             if _is_main():
                 elapsed_before = _truncate_metrics(run_dir / "metrics.csv", step)
@@ -366,7 +368,13 @@ def train_run(
             f"sequences; {torch.get_num_threads()} CPU threads; run folder {run_dir}"
         )
     t0 = time.time()
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    try:
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+    except pickle.UnpicklingError:  # torch.load(weights_only=True) met an object that is not a tensor
+        raise StructpeError(
+            f"{checkpoint}: a checkpoint file holds pickled Python objects, not plain tensors; "
+            "refused (structpe never unpickles them)"
+        ) from None
     wall = time.time() - t0
     step = trainer.state.global_step
     done = [h for h in trainer.state.log_history if "eval_ppl" in h and h.get("step") == step]
