@@ -50,7 +50,6 @@ def load_model_and_tokenizer(
     eager_attention: bool = False,
 ) -> tuple[Any, Any]:
     """A saved structpe model (any family) or a Hugging Face causal / masked LM, plus its tokenizer."""
-    from transformers import AutoTokenizer
 
     path = Path(path)
     cfg_file = path / "config.json"
@@ -77,12 +76,33 @@ def load_model_and_tokenizer(
         cls = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
         kw = {"attn_implementation": "eager"} if eager_attention else {}
         model = cls.from_pretrained(path, **kw)
-    tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(path, tokenizer))
+    tok_dir = find_tokenizer_dir(path, tokenizer)
+    tok = load_tokenizer_folder(tok_dir)
+    from structpe.models.validate import check_weights
+
+    check_weights(model, path)
+    n_embed = model.get_input_embeddings().num_embeddings
+    if len(tok) > n_embed:
+        raise StructpeError(
+            f"{tok_dir}: the tokenizer has {len(tok)} tokens but the model {path} embeds only {n_embed}; "
+            "is it another model's tokenizer? (--tokenizer)"
+        )
     from structpe.train.tokenizer import text_form_warning
 
     if warning := text_form_warning(tok):
         print(warning, file=sys.stderr)
     return model.to(device).eval(), tok
+
+
+def load_tokenizer_folder(tok_dir: str | Path) -> Any:
+    """``AutoTokenizer`` of ``tok_dir``; a corrupt or truncated ``tokenizer.json`` is one line naming it."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(tok_dir)
+    except Exception as err:  # noqa: BLE001 (tokenizers raises a bare Exception for a corrupt file)
+        msg = " ".join(str(err).split())[:300]
+        raise StructpeError(f"{tok_dir}: the tokenizer does not load ({type(err).__name__}: {msg})") from None
 
 
 def read_lines(path: str | Path) -> list[str]:

@@ -19,13 +19,13 @@ from structpe.eval.command_common import (
     _print_table,
     check_args,
     find_tokenizer_dir,
+    load_tokenizer_folder,
     make_parser,
 )
 from structpe.eval.scoring import uses_tags
 
 
 def cmd_glue(args: argparse.Namespace) -> int:
-    from transformers import AutoTokenizer
 
     from structpe.eval import glue, report
 
@@ -41,8 +41,8 @@ def cmd_glue(args: argparse.Namespace) -> int:
         tasks = glue.resolve_tasks(args.tasks)
     except ValueError as err:
         raise StructpeError(f"--tasks: {err}") from None
-    tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(model_path, args.tokenizer))
-    probe = glue.load_classifier(model_path, 2)
+    probe = glue.load_classifier(model_path, 2)  # a family without a classification head fails here
+    tok = load_tokenizer_folder(find_tokenizer_dir(model_path, args.tokenizer))
     parser, parser_note = _glue_parser(args, probe, model_path)
     del probe
 

@@ -261,6 +261,10 @@ def train_run(
     model_config = resolve_model_config(recipe, tokenizer, meta)
     _check_lengths(recipe, meta, dd)
     check_deprel_data(model_config.n_deprels, tc.dataset, dd)
+    if not model_config.n_deprels:  # the model has no DEPREL table: it must not be handed labels
+        dd = dd.__class__(
+            {k: v.remove_columns([c for c in v.column_names if c == "deprel_ids"]) for k, v in dd.items()}
+        )
     objective = _objective(recipe)
     if objective == "mlm" and tokenizer.mask_token_id is None:
         raise VocabularyMismatchError(f"objective 'mlm' needs a mask token, and {tok_dir} has none")
