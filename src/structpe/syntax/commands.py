@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import multiprocessing
 import os
 import sys
 import time
@@ -97,12 +98,28 @@ def detect_format(path: str, head: str | None = None) -> str:
 _PARSER = None
 
 
+_INIT_ERROR: str | None = None
+
+
 def _init_worker(name: str, kwargs: dict[str, Any]) -> None:
-    global _PARSER
-    _PARSER = get_parser(name, **kwargs)
+    """Load the parser; in a --workers process a failure is kept and reported by ``_run_chunk``, so
+    the parent says it once, in one line (an initializer that raises breaks the pool and each
+    process prints its own traceback)."""
+    global _PARSER, _INIT_ERROR
+    try:
+        _PARSER = get_parser(name, **kwargs)
+    except Exception as err:
+        from structpe.errors import is_input_error
+
+        if multiprocessing.parent_process() is None:  # in-process (--workers 1): the usual path
+            raise
+        what = " ".join(str(err).split()) if is_input_error(err) else f"{type(err).__name__}: {err}"
+        _INIT_ERROR = f"a --workers process cannot load the {name!r} parser: {what}"
 
 
 def _run_chunk(kind: str, chunk: list[Any]) -> tuple[list[TaggedSentence], dict[str, int]]:
+    if _INIT_ERROR is not None:
+        raise StructpeError(_INIT_ERROR)
     parser = _PARSER
     before = ParseStats(**parser.stats.to_dict())
     if kind == "conllu":
