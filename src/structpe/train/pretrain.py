@@ -27,8 +27,8 @@ refuses arbitrary pickled objects, so no untrusted pickle is ever executed.
 
 from __future__ import annotations
 
+import contextlib
 import csv
-import functools
 import json
 import os
 import pickle
@@ -183,23 +183,26 @@ def pretrain(
     callbacks: Sequence[TrainerCallback] = (),
     allow_changed_recipe: bool = False,
 ) -> Path:
-    """:func:`train_run` holding the run folder's lock (``<run folder>.lock``, ``filelock``, as the
-    study cells are locked): a second run or resume on the same folder is refused at once instead of
-    interleaving its metrics and checkpoints with the first. Only the main process of a distributed
-    run takes it (every rank trains into the same folder)."""
+    """:func:`_train_run` holding the run folder's lock once the recipe and data are checked (a
+    second run or resume on the same folder is refused at once instead of interleaving its metrics
+    and checkpoints with the first)."""
+    with contextlib.ExitStack() as hold:
+        return _train_run(config, overrides, resume=resume, callbacks=callbacks,
+                          allow_changed_recipe=allow_changed_recipe, hold=hold)
+
+
+def hold_run_folder(run_dir: Path, hold: contextlib.ExitStack) -> None:
+    """Lock ``run_dir`` (``<run folder>.lock``, ``filelock``, as the study cells are) until ``hold``
+    closes; StructpeError when another process holds it. Only the main process of a distributed run
+    takes it (every rank trains into the same folder)."""
     from filelock import FileLock, Timeout
 
-    recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))
-    run_dir = Path(recipe.train.output_dir) if recipe.train.output_dir else default_run_dir(recipe)
-    run = functools.partial(train_run, recipe, resume=resume, callbacks=callbacks,
-                            allow_changed_recipe=allow_changed_recipe)
     if not _is_main():
-        return run()
+        return
     lock_path = run_dir.with_name(run_dir.name + ".lock")
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(lock_path, timeout=0)
-        lock.acquire()
+        hold.enter_context(FileLock(lock_path, timeout=0))
     except Timeout:
         raise StructpeError(
             f"run folder {run_dir} is in use by another training process (lock {lock_path}); "
@@ -207,22 +210,19 @@ def pretrain(
         ) from None
     except OSError as err:
         raise StructpeError(f"{lock_path}: cannot lock the run folder ({err.strerror})") from None
-    try:
-        return run()
-    finally:
-        lock.release()
 
 
-def train_run(
+def _train_run(
     config: Recipe | str | Path,
     overrides: Sequence[str] | None = None,
     *,
     resume: bool | str | Path = False,
     callbacks: Sequence[TrainerCallback] = (),
     allow_changed_recipe: bool = False,
+    hold: contextlib.ExitStack,
 ) -> Path:
     """Train the model of ``config`` (recipe path/name or Recipe) and return the run folder
-    (call :func:`pretrain`, which locks the folder first).
+    (call :func:`pretrain`: the run folder is locked into ``hold`` before anything is written).
 
     ``resume=True`` continues from the newest complete checkpoint of the run folder (starting
     fresh if there is none); a path resumes from that checkpoint. Without ``resume`` a run folder
@@ -270,6 +270,7 @@ def train_run(
         raise VocabularyMismatchError(f"objective 'mlm' needs a mask token, and {tok_dir} has none")
 
     run_dir = Path(tc.output_dir) if tc.output_dir else default_run_dir(recipe)
+    hold_run_folder(run_dir, hold)
     checkpoint: str | None = None
     changed: list[str] = []
     elapsed_before = 0.0
