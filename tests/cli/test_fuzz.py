@@ -173,35 +173,6 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
 
 
-@pytest.fixture(scope="module")
-def tiny_model(work: Path) -> Path:
-    """A small random TXL position model and byte-level BPE, saved like a trained one."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    from structpe.models import SiPEConfig, build_model
-
-    t = Tokenizer(models.BPE())
-    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    t.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<pad>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    t.train_from_iterator(["I saw her.", "Dogs bark.", "the quick brown fox"] * 3, trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=t, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    torch.manual_seed(0)
-    cfg = SiPEConfig(
-        family="txl", injection="position", vocab_size=len(tok), d_model=16, n_layers=1, n_heads=2, d_ff=32
-    )
-    out = work / "model"
-    build_model(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
 def _workspace(work: Path, name: str, payload: bytes) -> tuple[Path, Path, Path]:
     """A fresh folder with the input file and an earlier output that a failure must not touch."""
     n = sum(1 for _ in work.glob(f"{name}-*"))

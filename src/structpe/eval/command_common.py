@@ -49,8 +49,11 @@ def load_model_and_tokenizer(
     device: str = "cpu",
     eager_attention: bool = False,
 ) -> tuple[Any, Any]:
-    """A saved structpe model (any family) or a Hugging Face causal / masked LM, plus its tokenizer."""
+    """A saved structpe model (any family) or a Hugging Face causal / masked LM, plus its tokenizer.
+    Checked on load: finite weights, a tokenizer that fits the embedding (one line otherwise)."""
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # a command's stderr is its own progress and one-line errors
     path = Path(path)
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
@@ -76,11 +79,11 @@ def load_model_and_tokenizer(
         cls = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
         kw = {"attn_implementation": "eager"} if eager_attention else {}
         model = cls.from_pretrained(path, **kw)
-    tok_dir = find_tokenizer_dir(path, tokenizer)
-    tok = load_tokenizer_folder(tok_dir)
     from structpe.models.validate import check_weights
 
     check_weights(model, path)
+    tok_dir = find_tokenizer_dir(path, tokenizer)
+    tok = load_tokenizer_folder(tok_dir)
     n_embed = model.get_input_embeddings().num_embeddings
     if len(tok) > n_embed:
         raise StructpeError(
@@ -97,12 +100,17 @@ def load_model_and_tokenizer(
 def load_tokenizer_folder(tok_dir: str | Path) -> Any:
     """``AutoTokenizer`` of ``tok_dir``; a corrupt or truncated ``tokenizer.json`` is one line naming it."""
     from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # not "model of type structpe-sipe" for our own folders
     try:
         return AutoTokenizer.from_pretrained(tok_dir)
     except Exception as err:  # noqa: BLE001 (tokenizers raises a bare Exception for a corrupt file)
         msg = " ".join(str(err).split())[:300]
         raise StructpeError(f"{tok_dir}: the tokenizer does not load ({type(err).__name__}: {msg})") from None
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def read_lines(path: str | Path) -> list[str]:
