@@ -26,8 +26,9 @@ def check_name(what: str, value: object, error: type[Exception] = StructpeError)
 
 
 def check_inside(path: str | os.PathLike, root: str | os.PathLike) -> Path:
-    """``path`` when it resolves inside ``root`` (symlinks followed), else a StructpeError."""
-    p, r = Path(path).resolve(), Path(root).resolve()
+    """``path`` when it stays inside ``root`` once ``..`` is resolved, else a StructpeError. Lexical
+    (symlinks are not followed): a folder the user links elsewhere on purpose stays usable."""
+    p, r = (Path(os.path.normpath(os.path.abspath(x))) for x in (path, root))
     if not p.is_relative_to(r):
         raise StructpeError(f"{path}: resolves to {p}, outside its output folder {r}")
     return Path(path)

@@ -41,6 +41,7 @@ from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
 from structpe.io import read_json, write_json_atomic  # write_json_atomic: also imported from here
+from structpe.names import check_inside
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec, stable_hash
@@ -75,13 +76,13 @@ class CachedParser:
 
 
 def cell_dir(out: Path, label: str, seed: int) -> Path:
-    return out / "cells" / label / f"seed-{seed}"
+    return check_inside(out / "cells" / label / f"seed-{seed}", out)  # labels are checked names too
 
 
 @contextmanager
 def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
     """Hold a cell's lock for the body; yields False (and holds nothing) when another worker has it."""
-    lock_path = out / "cells" / label / f"seed-{seed}.lock"
+    lock_path = check_inside(out / "cells" / label / f"seed-{seed}.lock", out)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path, timeout=0)
     try:
