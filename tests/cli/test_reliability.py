@@ -299,7 +299,7 @@ def test_a_run_folder_in_use_is_refused(tmp_path: Path) -> None:
         hold_run_folder(run, h)
 
 
-def test_truncated_files_are_named(tmp_path: Path, capsys) -> None:
+def test_truncated_files_are_named(tmp_path: Path, tiny_model: Path, capsys) -> None:
     from structpe.io import read_json
 
     (tmp_path / "metrics.json").write_text('{"scores": {"ppl": 1')
@@ -309,6 +309,12 @@ def test_truncated_files_are_named(tmp_path: Path, capsys) -> None:
     study.mkdir()
     (study / "spec.json").write_text('{"source": ')
     _fails(["study", "report", str(study)], capsys, "spec.json", "not valid JSON")
+    broken = tmp_path / "model"
+    shutil.copytree(tiny_model, broken)
+    text = (broken / "tokenizer.json").read_text()
+    (broken / "tokenizer.json").write_text(text[: len(text) // 2])
+    argv = ["eval", "ppl", "--model", str(broken), "--data", str(FIXTURES / "ok.jsonl"), "--out", str(study)]
+    _fails(argv, capsys, str(broken), "the tokenizer does not load")
 
 
 # -- the Python API ----------------------------------------------------------------------------------

@@ -83,7 +83,9 @@ def load_model_and_tokenizer(
 
     check_weights(model, path)
     tok_dir = find_tokenizer_dir(path, tokenizer)
-    tok = load_tokenizer_folder(tok_dir)
+    from structpe.train.tokenizer import auto_tokenizer
+
+    tok = auto_tokenizer(tok_dir)
     n_embed = model.get_input_embeddings().num_embeddings
     if len(tok) > n_embed:
         raise StructpeError(
@@ -95,22 +97,6 @@ def load_model_and_tokenizer(
     if warning := text_form_warning(tok):
         print(warning, file=sys.stderr)
     return model.to(device).eval(), tok
-
-
-def load_tokenizer_folder(tok_dir: str | Path) -> Any:
-    """``AutoTokenizer`` of ``tok_dir``; a corrupt or truncated ``tokenizer.json`` is one line naming it."""
-    from transformers import AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # not "model of type structpe-sipe" for our own folders
-    try:
-        return AutoTokenizer.from_pretrained(tok_dir)
-    except Exception as err:  # noqa: BLE001 (tokenizers raises a bare Exception for a corrupt file)
-        msg = " ".join(str(err).split())[:300]
-        raise StructpeError(f"{tok_dir}: the tokenizer does not load ({type(err).__name__}: {msg})") from None
-    finally:
-        hf_logging.set_verbosity(level)
 
 
 def read_lines(path: str | Path) -> list[str]:

@@ -19,10 +19,10 @@ from structpe.eval.command_common import (
     _print_table,
     check_args,
     find_tokenizer_dir,
-    load_tokenizer_folder,
     make_parser,
 )
 from structpe.eval.scoring import uses_tags
+from structpe.train.tokenizer import auto_tokenizer
 
 
 def cmd_glue(args: argparse.Namespace) -> int:
@@ -42,7 +42,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise StructpeError(f"--tasks: {err}") from None
     probe = glue.load_classifier(model_path, 2)  # a family without a classification head fails here
-    tok = load_tokenizer_folder(find_tokenizer_dir(model_path, args.tokenizer))
+    tok = auto_tokenizer(find_tokenizer_dir(model_path, args.tokenizer))
     parser, parser_note = _glue_parser(args, probe, model_path)
     del probe
 
