@@ -141,7 +141,9 @@ def _attach_text(kind: str, chunk: list[Any], tagged: list[TaggedSentence]) -> N
     if kind == "conllu":  # parsers keep the input order and words, skipping sentences at most
         src = iter(chunk)
         for sent in tagged:
-            orig = next(c for c in src if c.words == sent.words and c.sent_id == sent.sent_id)
+            orig = next((c for c in src if c.words == sent.words and c.sent_id == sent.sent_id), None)
+            if orig is None:  # a parser that rewrote the words: the rest keep no text
+                return
             if orig.text:
                 sent.meta["text"] = orig.text
         return
