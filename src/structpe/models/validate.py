@@ -93,12 +93,15 @@ def check_weights(model: torch.nn.Module, where: str | Path) -> None:
 def check_weight_dtypes(weights: str | Path) -> None:
     """StructpeError when a tensor of the safetensors file ``weights`` is not floating point: every
     weight of a structpe model is a float (torch would cast an integer table silently on load)."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
-    with safe_open(str(weights), "pt") as fh:
-        for key in fh.keys():  # noqa: SIM118 (safe_open is not a dict)
-            dtype = fh.get_slice(key).get_dtype()
-            if not dtype.startswith(("F", "BF")):
-                raise StructpeError(
-                    f"{weights}: tensor {key} is {dtype}, not floating point; not a structpe checkpoint"
-                )
+    try:
+        with safe_open(str(weights), "pt") as fh:
+            dtypes = {key: fh.get_slice(key).get_dtype() for key in fh.keys()}  # noqa: SIM118
+    except (OSError, SafetensorError) as err:
+        raise StructpeError(f"{weights}: unreadable weights ({' '.join(str(err).split())})") from None
+    for key, dtype in dtypes.items():
+        if not dtype.startswith(("F", "BF")):
+            raise StructpeError(
+                f"{weights}: tensor {key} is {dtype}, not floating point; not a structpe checkpoint"
+            )
