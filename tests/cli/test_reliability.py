@@ -242,6 +242,26 @@ def test_a_tokenizers_io_error_in_a_folder_writer_names_the_folder(tmp_path: Pat
     assert is_input_error(pickle.UnpicklingError("Weights only load failed"))
 
 
+def test_tokenizer_train_on_a_full_disk_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    text = tmp_path / "corpus.txt"
+    text.write_text("the dog barks .\nthe cat sleeps .\n" * 20)
+    out = tmp_path / "tok"
+    out.mkdir()
+    (out / "tokenizer.json").write_text("earlier")
+
+    def full(self, *args, **kwargs):  # what the Rust tokenizers library raises on ENOSPC
+        raise Exception("No space left on device (os error 28)")
+
+    monkeypatch.setattr(PreTrainedTokenizerFast, "save_pretrained", full)
+    argv = ["tokenizer", "train", str(text), "-o", str(out), "--vocab-size", "300", "--input-format", "lines"]
+    _fails(argv, capsys, str(out), "os error 28")
+    assert [p.name for p in out.iterdir()] == ["tokenizer.json"] and (
+        out / "tokenizer.json"
+    ).read_text() == "earlier"
+
+
 def test_sigkill_during_a_write_leaves_the_earlier_file(tmp_path: Path) -> None:
     dest = tmp_path / "results.json"
     dest.write_text('{"earlier": true}\n')
