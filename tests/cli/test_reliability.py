@@ -394,3 +394,8 @@ def test_finetune_glue_on_a_decoder_fails_before_loading(tiny_model: Path, tmp_p
 
 def test_max_steps_below_warmup_is_refused(capsys) -> None:
     _fails(["pretrain", "--config", "txl/position-tiny", "max_steps=50"], capsys, "below warmup 100")
+    _fails(
+        ["parser", "train", "--config", "bilstm", "--max-steps", "3"],
+        capsys,
+        "below the config's warmup_steps",
+    )
