@@ -150,7 +150,10 @@ def _attach_text(kind: str, chunk: list[Any], tagged: list[TaggedSentence]) -> N
     lines = dict(chunk)
     cursor: dict[str, int] = {}
     for sent in tagged:
-        line_id = sent.sent_id.rsplit(".", 1)[0] if sent.sent_id not in lines else sent.sent_id
+        sid = sent.sent_id or ""
+        line_id = sid if sid in lines else sid.rsplit(".", 1)[0]
+        if line_id not in lines:  # ids of another form: no text rather than a guess
+            continue
         line = lines[line_id]
         pos = start = cursor.get(line_id, 0)
         for k, word in enumerate(sent.words):
