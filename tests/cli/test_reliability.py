@@ -44,6 +44,11 @@ def test_tag_writes_the_raw_text(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["tag", str(FIXTURES / "ok.conllu"), "-o", str(out), "--no-progress"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["text"] for r in rows] == ["I saw her.", "Dogs bark."]
+    src = tmp_path / "in.txt"
+    src.write_text('I saw the videos. They were "good" -- really.\n\n  Dogs bark.\n')
+    assert main(["tag", str(src), "--parser", "spacy", "-o", str(out), "--no-progress"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["text"] for r in rows] == ["I saw the videos.", 'They were "good" -- really.', "Dogs bark."]
 
 
 def test_words_without_text_are_detokenized_never_space_joined() -> None:
