@@ -457,7 +457,19 @@ def run_study(
                     callbacks=callbacks,
                 )
             )
-    pending = [f"{lab}/seed-{s}" for lab, s in busy if not (cell_dir(out, lab, s) / METRICS_FILE).is_file()]
+    unfinished = [(lab, s) for lab, s in busy if not (cell_dir(out, lab, s) / METRICS_FILE).is_file()]
+    stopped = []  # free again but unfinished: their worker ended without finishing (killed, failed)
+    for lab, s in unfinished:
+        with claim(out, lab, s) as free:
+            if free:
+                stopped.append(f"{lab}/seed-{s}")
+    if stopped:
+        print(
+            f"study {spec.name}: {', '.join(stopped)} stopped unfinished in another worker (killed or "
+            "failed: see its output); rerun this command to resume them",
+            flush=True,
+        )
+    pending = [f"{lab}/seed-{s}" for lab, s in unfinished if f"{lab}/seed-{s}" not in stopped]
     if pending:  # skipped while another worker had them, and not finished since
         print(
             f"study {spec.name}: {len(pending)} cell(s) still running in other workers "
