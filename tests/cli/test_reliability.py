@@ -404,3 +404,26 @@ def test_max_steps_below_warmup_is_refused(capsys) -> None:
         capsys,
         "below the config's warmup_steps",
     )
+
+
+def test_a_worker_that_cannot_load_its_parser_is_one_line(tmp_path: Path, capfd) -> None:
+    """capfd: the worker processes' own stderr counts too (they once printed a traceback each)."""
+    src = tmp_path / "in.txt"
+    src.write_text("I saw her.\nDogs bark.\n")
+    argv = [
+        "tag",
+        str(src),
+        "--parser",
+        "hexatagger",
+        "--model",
+        str(tmp_path / "nowhere"),
+        "--workers",
+        "2",
+        "--batch-size",
+        "1",
+        "-o",
+        str(tmp_path / "o.jsonl"),
+        "--no-progress",
+    ]
+    _fails(argv, capfd, "a --workers process cannot load the 'hexatagger' parser", "nowhere")
+    assert not (tmp_path / "o.jsonl").exists()
