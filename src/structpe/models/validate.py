@@ -64,7 +64,7 @@ def check_inputs(
     if (terminal_ids is None) != (nonterminal_ids is None):
         given = "terminal_ids" if terminal_ids is not None else "nonterminal_ids"
         raise ValueError(
-            f"{given} given alone: give both terminal_ids and nonterminal_ids together (the hexatags are a pair)"
+            f"{given} given alone: give both terminal_ids and nonterminal_ids together (a hexatag pair)"
         )
     for name, t in (
         ("terminal_ids", terminal_ids),
