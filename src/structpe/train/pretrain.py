@@ -183,9 +183,17 @@ def pretrain(
     callbacks: Sequence[TrainerCallback] = (),
     allow_changed_recipe: bool = False,
 ) -> Path:
-    """:func:`_train_run` holding the run folder's lock once the recipe and data are checked (a
-    second run or resume on the same folder is refused at once instead of interleaving its metrics
-    and checkpoints with the first)."""
+    """Train the model of ``config`` (recipe path/name or Recipe) and return the run folder.
+
+    ``resume=True`` continues from the newest complete checkpoint of the run folder (starting
+    fresh if there is none); a path resumes from that checkpoint. Without ``resume`` a run folder
+    that already has checkpoints is refused, so a finished run is never overwritten by accident.
+    A resume must use the recipe of the run (bookkeeping such as eval_every aside) unless
+    ``allow_changed_recipe``; the run's config.yaml is kept, and a changed recipe is written beside
+    it as ``config-resumed-<step>.yaml``. Once the recipe and data are checked the run folder is
+    locked (:func:`hold_run_folder`): a second run or resume on the same folder is refused at once
+    instead of interleaving its metrics and checkpoints with the first.
+    """
     with contextlib.ExitStack() as hold:
         return _train_run(config, overrides, resume=resume, callbacks=callbacks,
                           allow_changed_recipe=allow_changed_recipe, hold=hold)
@@ -221,16 +229,7 @@ def _train_run(
     allow_changed_recipe: bool = False,
     hold: contextlib.ExitStack,
 ) -> Path:
-    """Train the model of ``config`` (recipe path/name or Recipe) and return the run folder
-    (call :func:`pretrain`: the run folder is locked into ``hold`` before anything is written).
-
-    ``resume=True`` continues from the newest complete checkpoint of the run folder (starting
-    fresh if there is none); a path resumes from that checkpoint. Without ``resume`` a run folder
-    that already has checkpoints is refused, so a finished run is never overwritten by accident.
-    A resume must use the recipe of the run (bookkeeping such as eval_every aside) unless
-    ``allow_changed_recipe``; the run's config.yaml is kept, and a changed recipe is written beside
-    it as ``config-resumed-<step>.yaml``.
-    """
+    """:func:`pretrain`'s work; the run folder is locked into ``hold`` before anything is written."""
     recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))
     tc = recipe.train
     if tc.dataset is None:
