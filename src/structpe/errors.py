@@ -43,6 +43,7 @@ KNOWN_ERRORS = (
     "structpe.eval.syntaxgym.FormulaError",
     "safetensors.SafetensorError",
     "yaml.YAMLError",
+    "pickle.UnpicklingError",  # torch.load(weights_only=True) refusing a pickled object
 )
 
 # Standard-library errors of unreadable inputs: missing files, directories given as files, corrupt
@@ -62,6 +63,10 @@ INPUT_ERRORS: tuple[type[BaseException], ...] = (
 def is_input_error(err: BaseException) -> bool:
     """True when ``err`` is bad input (answered with one line), False for a bug (traceback)."""
     if isinstance(err, INPUT_ERRORS):
+        return True
+    from structpe.io import is_write_failure  # lazily: structpe.io imports this module
+
+    if is_write_failure(err):  # a full or read-only disk met by a writer outside structpe.io
         return True
     for dotted in KNOWN_ERRORS:
         module, _, name = dotted.rpartition(".")
@@ -120,3 +125,7 @@ def check_device(device: str, option: str = "--device") -> None:
         raise StructpeError(f"{option}: {device!r} is not a torch device ({err})") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise StructpeError(f"{option} {device}: CUDA is not available on this machine (use cpu)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise StructpeError(f"{option} {device}: MPS is not available on this machine (use cpu)")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise StructpeError(f"{option} {device}: structpe runs on cpu, cuda or mps, not {dev.type!r}")

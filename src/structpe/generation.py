@@ -86,7 +86,7 @@ def _moves(depth: int, word: int, max_words: int, max_depth: int) -> list[tuple[
 
 def _filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:
     """Top-k, then nucleus (top-p) filtering of one row of logits (-inf outside)."""
-    if top_k is not None and top_k > 0:
+    if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
         logits = logits.masked_fill(logits < kth, -math.inf)
     if top_p is not None and top_p < 1.0:
@@ -209,6 +209,7 @@ class _Generator:
         for _ in range(self.o["max_new_tokens"]):
             tok = self.pick(self.token_scores(s))
             if self.ends(s, tok):
+                s.logprob += float(s.token_lp[tok])  # the end counts, as in beam search (logprob)
                 break
             move = None
             if self.vocab.starts_word(s.ids[-1] if s.ids else None, tok):
@@ -219,9 +220,8 @@ class _Generator:
         s.done = True
         return s
 
-    def run_beam(self, prompt: _State, cache: Any) -> _State:
-        """Beam search on the joint log p(x, T): token and word tags expand together."""
-        width = self.o["num_beams"]
+    def run_beam(self, prompt: _State, cache: Any, width: int) -> _State:
+        """Beam search of ``width`` on the joint log p(x, T): token and word tags expand together."""
         beams, finished = [prompt], []
         for _ in range(self.o["max_new_tokens"]):
             cands = []  # (score, beam index, token, move or None, ends)
@@ -365,6 +365,34 @@ def _result(
     return TaggedSentence(words, heads, list(s.terminals), list(s.nonterminals), meta=meta)
 
 
+def check_options(
+    strategy: str,
+    n: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    num_beams: int,
+    max_words: int,
+    max_tokens_per_word: int,
+) -> None:
+    """ValueError for options :func:`generate` cannot honour; the CLI calls it before loading a model."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if n < 1 or max_words < 1 or max_tokens_per_word < 1 or num_beams < 1:
+        raise ValueError("n, max_words, max_tokens_per_word and num_beams must be >= 1")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1 (leave it out for no limit), got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if n > 1 and (strategy in ("greedy", "beam") or temperature == 0):
+        raise ValueError(
+            f"n={n} with the deterministic {strategy} strategy would repeat one sentence {n} times; "
+            "use strategy sample (temperature > 0) for several sentences"
+        )
+
+
 def generate(
     model: Any,
     tokenizer: Any,
@@ -393,19 +421,18 @@ def generate(
     ``parser``, or else from the model's own tag head. ``tags``: tree-controlled generation --
     the sentence's whole tag sequence (a TaggedSentence, e.g. an encoded CoNLL-U tree, or
     (terminals, nonterminals)); the prompt, if any, fills its first words. Each result's ``meta``
-    has ``text``, ``logprob`` (joint log p of the generated tokens and tags), ``prompt_words``
-    and ``strategy``.
+    has ``text``, ``logprob``, ``prompt_words`` and ``strategy``. ``logprob`` is the same for every
+    strategy: the joint log p of the generated tokens and their tags, *including* the token that
+    ended the sentence (EOS, or the first token of a word beyond a finished tree) when it ended
+    before the token budget; never the prompt. ``n > 1`` needs sampling (a deterministic strategy
+    would repeat one sentence). ``beam`` returns the best of the beam searches of width
+    1..``num_beams``, so a wider beam never scores worse.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    check_options(strategy, n, temperature, top_k, top_p, num_beams, max_words, max_tokens_per_word)
     if getattr(model, "tag_heads", None) is None or getattr(model.config, "family", None) != "txl":
         raise ValueError(
             "joint generation needs a structpe TXL decoder with tag heads (injection other than none)"
         )
-    if n < 1 or max_words < 1 or max_tokens_per_word < 1 or num_beams < 1 or temperature < 0:
-        raise ValueError("n, max_words, max_tokens_per_word and num_beams must be >= 1 and temperature >= 0")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     forced = None
     if tags is not None:
         terms, nts = (tags.terminals, tags.nonterminals) if isinstance(tags, TaggedSentence) else tags
@@ -440,7 +467,14 @@ def generate(
     for _ in range(n):
         start, cache = _prompt_state(gen, prompt, prompt_parse)
         n_prompt = len(start.words)
-        run = gen.run_beam if strategy == "beam" else gen.run_sample
-        s = run(start, cache)
+        if strategy == "beam":
+            # the best of the searches of width 1..num_beams: plain beam search may return a worse
+            # sentence with a wider beam (pruning differs), so a wider beam here is never worse
+            s = gen.run_beam(start, cache, 1)
+            for width in range(2, num_beams + 1):
+                start, cache = _prompt_state(gen, prompt, prompt_parse)
+                s = max(s, gen.run_beam(start, cache, width), key=lambda h: h.logprob)
+        else:
+            s = gen.run_sample(start, cache)
         out.append(_result(gen, s, n_prompt, prompt_parse.words if prompt_parse is not None else None))
     return out

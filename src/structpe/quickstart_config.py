@@ -85,5 +85,8 @@ class QuickstartConfig:
             f"train.compile={str(self.compile).lower()}",
             f"train.seed={self.seed}",
             f"train.progress={str(self.progress).lower()}",
+            # a smoke run shorter than the recipes' 100 warm-up steps warms up over a tenth of it
+            # (a recipe refuses max_steps below warmup: the lr would never reach its value)
+            *([f"train.warmup={self.max_steps // 10}"] if self.max_steps < 100 else []),
             *self.extra_overrides,
         ]

@@ -44,6 +44,7 @@ from transformers import PreTrainedConfig
 from structpe.models.modernbert import shifted_cos_sin
 from structpe.models.outputs import SiPEOutput
 from structpe.models.sipe_parts import check_tags
+from structpe.models.validate import check_inputs
 from structpe.modules.prior import HexatagPrior, TagHeads, add_causal_tag_loss
 from structpe.modules.prior_projection import PriorProjection
 
@@ -248,9 +249,11 @@ class SiPEAdapterForCausalLM(nn.Module):
     ) -> SiPEOutput:
         """Causal LM; tags [B, L] with -100 where a position has none (absent: the base model's numbers).
 
-        ``deprel_ids`` is accepted for the calling convention every structpe model shares (prepared
-        data carries it); the adapter has no DEPREL table, so it reads none, as a TXL without E_D.
+        ``deprel_ids`` is in the calling convention every structpe model shares; the adapter has no
+        DEPREL table, so giving them is an error (``models.validate.check_inputs``), as for a TXL
+        without E_D.
         """
+        check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids)
         device = input_ids.device
         tagged = check_tags(terminal_ids, nonterminal_ids) and self.prior is not None
         if tagged:

@@ -31,7 +31,6 @@ the last one to stop writes the complete report.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -41,7 +40,8 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
-from structpe.io import write_json_atomic  # write_json_atomic: also imported from here
+from structpe.io import read_json, write_json_atomic  # write_json_atomic: also imported from here
+from structpe.names import check_inside
 from structpe.provenance import prepared_data_files, provenance
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
 from structpe.study.data import StudyData
@@ -77,13 +77,13 @@ class CachedParser:
 
 
 def cell_dir(out: Path, label: str, seed: int) -> Path:
-    return out / "cells" / label / f"seed-{seed}"
+    return check_inside(out / "cells" / label / f"seed-{seed}", out)  # labels are checked names too
 
 
 @contextmanager
 def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
     """Hold a cell's lock for the body; yields False (and holds nothing) when another worker has it."""
-    lock_path = out / "cells" / label / f"seed-{seed}.lock"
+    lock_path = check_inside(out / "cells" / label / f"seed-{seed}.lock", out)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path, timeout=0)
     try:
@@ -187,7 +187,7 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
 
 def _check_owner(path: Path, train_hash: str) -> None:
     if path.is_file():
-        old = json.loads(path.read_text()).get("train_hash")
+        old = read_json(path).get("train_hash")
         if old != train_hash:
             raise StudyError(
                 f"{path} was written by a cell trained under another configuration (hash {str(old)[:12]}, "
@@ -201,7 +201,7 @@ def _cached_eval(
     """The scores of one evaluation, from its cache file when the key matches, else computed."""
     path = folder / f"{name}.json"
     if path.is_file():
-        cached = json.loads(path.read_text())
+        cached = read_json(path)
         if cached.get("key") == key:
             return cached["scores"], float(cached["wall_s"])
     log(f"evaluate {name}")
@@ -257,7 +257,7 @@ def run_cell(
         print(f"study {spec.name} [{name}]: {msg}", flush=True)
 
     _check_owner(d / CELL_FILE, train_hash)
-    if metrics_path.is_file() and json.loads(metrics_path.read_text()).get("config_hash") == config_hash:
+    if metrics_path.is_file() and read_json(metrics_path).get("config_hash") == config_hash:
         log("finished (metrics.json matches the configuration); skipped")
         return metrics_path
     write_json_atomic(d / CELL_FILE, {"train_hash": train_hash, "config": config})
@@ -277,7 +277,7 @@ def run_cell(
         ]
         log(f"pre-train {spec.recipe_name(label)}")
         pretrain(spec.recipe_name(label), overrides, resume=True, callbacks=callbacks)
-    summary = json.loads(summary_path.read_text())
+    summary = read_json(summary_path)
     wall["train"] = float(summary["train_wall_s"])
     val = [m for m in read_metrics(run_dir / "metrics.csv") if _val_lm_loss(m) is not None]
     scores: dict[str, float] = {"val_lm_loss": float(_val_lm_loss(val[-1]))} if val else {}
@@ -471,7 +471,7 @@ def run_study(
                 tag_sources=tag_sources,
             )
     if command is None and (out / "spec.json").is_file():  # a resume without a command keeps the first
-        command = json.loads((out / "spec.json").read_text()).get("command")
+        command = read_json(out / "spec.json").get("command")
     write_json_atomic(
         out / "spec.json",
         {
@@ -508,7 +508,19 @@ def run_study(
                     callbacks=callbacks,
                 )
             )
-    pending = [f"{lab}/seed-{s}" for lab, s in busy if not (cell_dir(out, lab, s) / METRICS_FILE).is_file()]
+    unfinished = [(lab, s) for lab, s in busy if not (cell_dir(out, lab, s) / METRICS_FILE).is_file()]
+    stopped = []  # free again but unfinished: their worker ended without finishing (killed, failed)
+    for lab, s in unfinished:
+        with claim(out, lab, s) as free:
+            if free:
+                stopped.append(f"{lab}/seed-{s}")
+    if stopped:
+        print(
+            f"study {spec.name}: {', '.join(stopped)} stopped unfinished in another worker (killed or "
+            "failed: see its output); rerun this command to resume them",
+            flush=True,
+        )
+    pending = [f"{lab}/seed-{s}" for lab, s in unfinished if f"{lab}/seed-{s}" not in stopped]
     if pending:  # skipped while another worker had them, and not finished since
         print(
             f"study {spec.name}: {len(pending)} cell(s) still running in other workers "

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from structpe.names import check_name
 from structpe.syntax.tag_controls import TAG_SOURCES
 from structpe.train.recipe import CONFIG_ROOT, RecipeError, load_recipe
+from structpe.yamlio import load_yaml
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
 LIKELIHOODS = ("conditional", "joint", "marginal")
@@ -296,14 +296,13 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     """Read and validate a study spec at ``profile`` (default: the first profile in the file)."""
     path = resolve_spec_path(spec)
     where = str(path)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise StudySpecError(f"{where}: not valid YAML: {err}") from None
+    raw = load_yaml(path, StudySpecError) or {}
     raw = _check_keys(raw, TOP_KEYS, where)
     profiles = raw.get("profiles") or {}
     if not isinstance(profiles, dict) or not profiles:
         raise StudySpecError(f"{where}: 'profiles' must name at least one profile (e.g. cpu-mini)")
+    for name in profiles:
+        check_name(f"{where}: profile", name, StudySpecError)
     profile = profile or next(iter(profiles))
     if profile not in profiles:
         raise StudySpecError(f"{where}: unknown profile {profile!r}; this spec has {', '.join(profiles)}")
@@ -316,6 +315,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         _merge(raw.get("dataset") or {}, prof.get("dataset") or {}),
         f"{where}: dataset",
     )
+    _check_dataset(dataset, f"{where}: dataset")
     evals_raw = _check_keys(
         _merge(raw.get("evaluations") or {}, prof.get("evaluations") or {}),
         list(EVAL_SPECS),
@@ -358,6 +358,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     profile_recipe_overrides = {str(k): [str(o) for o in v or []] for k, v in per_recipe.items()}
     recipes = []
     for label, r in recipes_raw.items():
+        check_name(f"{where}: recipe label", label, StudySpecError)
         r = _check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
         if "recipe" not in r:
             raise StudySpecError(f"{where}: recipes.{label}: 'recipe' is required (e.g. txl/position)")
@@ -427,8 +428,9 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
                 )
         claims.append(claim)
 
+    _check_sizes(evals, f"{where}: evaluations")
     return StudySpec(
-        name=str(raw.get("name") or path.stem),
+        name=check_name(f"{where}: name", raw.get("name") or path.stem, StudySpecError),
         source=str(path),
         profile=profile,
         recipe_profile=recipe_profile,
@@ -456,6 +458,31 @@ def _seed_list(seeds: Any, where: str) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise StudySpecError(f"{where} has duplicates: {seeds}")
     return list(seeds)
+
+
+def _check_dataset(ds: DatasetSpec, where: str) -> None:
+    """The corpus, parser, tokenizer and sizes are known and usable (``--dry-run`` catches them)."""
+    from structpe.syntax.parsers import available_parsers
+    from structpe.train.prepare_settings import KNOWN_CORPORA
+    from structpe.train.tokenizer import KINDS
+
+    choices = {"corpus": list(KNOWN_CORPORA), "parser": available_parsers(), "tokenizer": list(KINDS)}
+    for key, valid in choices.items():
+        value = getattr(ds, key)
+        if value not in valid:
+            raise StudySpecError(f"{where}.{key}: unknown {value!r}; choose from {', '.join(valid)}")
+    for key in ("vocab_size", "train_sentences", "valid_sentences", "test_sentences", "seq_len"):
+        if getattr(ds, key) < 1:
+            raise StudySpecError(f"{where}.{key}: must be >= 1, got {getattr(ds, key)}")
+
+
+def _check_sizes(evals: EvaluationsSpec, where: str) -> None:
+    """Counts in the evaluation settings are >= 1 (``limit: 0`` is not "no limit")."""
+    for name in EVAL_SPECS:
+        sub = getattr(evals, name)
+        for key, value in dataclasses.asdict(sub).items() if sub is not None else ():
+            if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+                raise StudySpecError(f"{where}.{name}.{key}: must be >= 1, got {value}")
 
 
 def _metric_planned(metric: str, evals: EvaluationsSpec) -> bool:
