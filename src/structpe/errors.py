@@ -14,6 +14,7 @@ import difflib
 import gzip
 import json
 import os
+import pickle
 import zlib
 from collections.abc import Iterable, Iterator
 
@@ -39,6 +40,7 @@ INPUT_ERRORS: tuple[type[BaseException], ...] = (
     zlib.error,
     json.JSONDecodeError,
     UnicodeError,
+    pickle.UnpicklingError,  # torch.load(weights_only=True) refusing a pickled object
 )
 
 
@@ -46,10 +48,24 @@ def is_input_error(err: BaseException) -> bool:
     """True when ``err`` is bad input (answered with one line), False for a bug (traceback)."""
     if isinstance(err, INPUT_ERRORS):
         return True
+    if is_write_failure(err):  # a full or read-only disk met by a writer outside structpe.io
+        return True
     import yaml
     from safetensors import SafetensorError
 
     return isinstance(err, (SafetensorError, yaml.YAMLError))
+
+
+def is_write_failure(err: BaseException) -> bool:
+    """A failed write of ours: an OSError without a file name (``write``, ``fsync``, ``replace`` on a
+    full, read-only or forbidden file system; an error naming a file is a caller's, e.g. an input
+    that was not found), or the bare ``Exception`` the Rust ``tokenizers`` library raises for I/O
+    errors (``... (os error 28)``), or torch's ``PytorchStreamWriter ... file write failed``."""
+    if isinstance(err, OSError):
+        return err.filename is None
+    if isinstance(err, RuntimeError):  # torch.save on a full disk
+        return "file write failed" in str(err)
+    return type(err) is Exception and "(os error " in str(err)
 
 
 def closest(name: str, valid: Iterable[str]) -> str:
@@ -98,3 +114,7 @@ def check_device(device: str, option: str = "--device") -> None:
         raise StructpeError(f"{option}: {device!r} is not a torch device ({err})") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise StructpeError(f"{option} {device}: CUDA is not available on this machine (use cpu)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise StructpeError(f"{option} {device}: MPS is not available on this machine (use cpu)")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise StructpeError(f"{option} {device}: structpe runs on cpu, cuda or mps, not {dev.type!r}")

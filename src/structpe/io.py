@@ -18,22 +18,41 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from structpe.errors import StructpeError
+from structpe.errors import StructpeError, is_write_failure
 
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+# Text input is strict UTF-8 (an undecodable byte is an error naming the file, never replaced or
+# carried through); a byte-order mark at the very start is the encoding's signature, not text, and
+# is dropped ("utf-8-sig"). A BOM anywhere else stays (it is a character of the text).
+TEXT_ENCODING = "utf-8-sig"
+
+
 def open_text(path: str | os.PathLike, what: str = "file") -> IO[str]:
-    """Open a UTF-8 text file for reading, gunzipping when the content is gzip (by its magic bytes,
-    whatever the file name says). A missing file raises FileNotFoundError naming ``what`` and the path."""
+    """Open a UTF-8 text file for reading (see ``TEXT_ENCODING``), gunzipping when the content is gzip
+    (by its magic bytes, whatever the file name says). A missing file raises FileNotFoundError naming
+    ``what`` and the path."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{what} not found: {p}")
     with p.open("rb") as fh:
         magic = fh.read(2)
     if magic == GZIP_MAGIC:
-        return gzip.open(p, "rt", encoding="utf-8")
-    return p.open("r", encoding="utf-8")
+        return gzip.open(p, "rt", encoding=TEXT_ENCODING)
+    return p.open("r", encoding=TEXT_ENCODING)
+
+
+def read_stdin_text() -> str:
+    """All of stdin decoded like a file (``TEXT_ENCODING``, strict). ``sys.stdin`` itself would
+    smuggle undecodable bytes through as surrogates under Python's UTF-8 mode."""
+    import sys
+
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode(TEXT_ENCODING)
+    except UnicodeDecodeError as err:
+        raise StructpeError(f"<stdin>: not UTF-8 text (byte {err.start}: {err.reason})") from None
 
 
 def stable_hash(obj: Any) -> str:
@@ -81,10 +100,37 @@ def atomic_open(
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if is_write_failure(err):
+            raise StructpeError(f"{path}: cannot write ({_reason(err)}); earlier files are kept") from err
         raise
+
+
+def read_json(path: str | os.PathLike, *, finite: bool = False) -> Any:
+    """The JSON in ``path``; a missing, truncated, edited or undecodable file is an error naming it
+    (``json`` reports only line and column). ``finite`` also refuses ``NaN`` / ``Infinity`` (scores:
+    a result that is not a number is an error, not a number)."""
+    import json
+
+    def _refuse(literal: str) -> Any:
+        raise StructpeError(f"{path}: holds {literal}, not a finite number (a broken or edited result)")
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise StructpeError(f"{p}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    try:
+        return json.loads(text, parse_constant=_refuse if finite else None)
+    except json.JSONDecodeError as err:
+        raise StructpeError(f"{p}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno}; "
+                            "truncated or edited?)") from None
+
+
+def _reason(err: BaseException) -> str:
+    return (err.strerror if isinstance(err, OSError) and err.strerror else None) or " ".join(str(err).split())
 
 
 def _file_mode(path: Path) -> int:
@@ -109,7 +155,6 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """JSON (indented, non-JSON values as str) through the atomic writer, creating the folder."""
     import json
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
@@ -130,8 +175,11 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise StructpeError(f"{folder}: exists and is not a directory")
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".staging.", suffix=".tmp", dir=folder))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".staging.", suffix=".tmp", dir=folder))
+    except OSError as err:
+        raise StructpeError(f"{folder}: cannot write there ({_reason(err)})") from None
     try:
         yield tmp
         for src in sorted(tmp.rglob("*")):
@@ -141,6 +189,10 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
                 with open(src, "rb") as fh:
                     os.fsync(fh.fileno())
                 os.replace(src, dest)
+    except Exception as err:
+        if is_write_failure(err) or (isinstance(err, OSError) and str(tmp) in str(err.filename)):
+            raise StructpeError(f"{folder}: cannot write ({_reason(err)}); earlier files are kept") from err
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -157,7 +157,7 @@ def _fake_checkpoint(run: Path, step: int) -> Path:
 
 
 def test_resume_falls_back_past_a_corrupt_newest_checkpoint(tmp_path: Path, capsys) -> None:
-    from structpe.train.pretrain import checkpoint_problem, last_complete_checkpoint
+    from structpe.train.checkpoints import checkpoint_problem, last_complete_checkpoint
 
     _fake_checkpoint(tmp_path, 10)
     newest = _fake_checkpoint(tmp_path, 20)

@@ -218,3 +218,40 @@ def test_generate_command(tok, model, tmp_path, capsys):
     assert main(["generate", "--model", str(tmp_path / "m"), "--tags", str(tagged), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert "line 1" in err and len(err.splitlines()) == 1 and out.read_text().startswith("{")
+
+
+def test_a_wider_beam_never_scores_worse(tok, model):
+    """One prompt, beams of 1..8: the joint log p (one definition, end token included) never falls."""
+    for prompt in ("", "the dog"):
+        scores = [
+            generate(model, tok, prompt, strategy="beam", num_beams=k, max_words=6)[0].meta["logprob"]
+            for k in (1, 2, 4, 8)
+        ]
+        assert all(b >= a - 1e-9 for a, b in zip(scores, scores[1:], strict=False)), scores
+
+
+def test_logprob_counts_the_end_for_every_strategy(tok, model):
+    """A tree-controlled one-word sentence: greedy's logprob is that word's token(s), tags *and* the
+    token that ends it, the same sum beam search ranks by."""
+    tree = encode([0])  # one word
+    (g,) = generate(model, tok, tags=tree, strategy="greedy", max_tokens_per_word=1)
+    (b,) = generate(model, tok, tags=tree, strategy="beam", num_beams=8, max_tokens_per_word=1)
+    assert b.meta["logprob"] >= g.meta["logprob"] - 1e-9  # the beam searches the same sum
+    if g.meta["text"] == b.meta["text"]:
+        assert g.meta["logprob"] == pytest.approx(b.meta["logprob"])
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"top_k": -3}, "top_k"),
+        ({"top_k": 0}, "top_k"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"n": 2, "strategy": "greedy"}, "repeat"),
+        ({"n": 2, "strategy": "beam"}, "repeat"),
+        ({"n": 2, "temperature": 0.0}, "repeat"),
+    ],
+)
+def test_options_that_cannot_be_honoured_are_refused(tok, model, kw, match):
+    with pytest.raises(ValueError, match=match):
+        generate(model, tok, **kw)

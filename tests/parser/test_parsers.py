@@ -111,7 +111,7 @@ def test_join_trees() -> None:
 def run_cli(args: list[str], capsys: pytest.CaptureFixture, stdin: str | None = None,
             monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str, str]:
     if stdin is not None and monkeypatch is not None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
     rc = main(["tag", *args, "--no-progress"])
     cap = capsys.readouterr()
     return rc, cap.out, cap.err

@@ -39,19 +39,18 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import PreTrainedConfig
 
+from structpe.adapters.config import ADAPTER_MODEL_TYPE, SiPEAdapterConfig
+from structpe.errors import StructpeError
 from structpe.models.modernbert import shifted_cos_sin
 from structpe.models.outputs import SiPEOutput
 from structpe.models.sipe_parts import check_tags
+from structpe.models.validate import check_inputs
 from structpe.modules.prior import HexatagPrior, TagHeads, add_causal_tag_loss
 from structpe.modules.prior_projection import PriorProjection
 
-ADAPTER_MODEL_TYPE = "structpe-sipe-adapter"
 ADAPTER_WEIGHTS = "sipe.safetensors"
 LORA_FOLDER = "lora"
-INJECTIONS = ("position", "input", "none")
-PROJECTIONS = ("per_layer", "shared")
 # transformers model_type -> attribute of each decoder layer that holds the attention module
 # (the module that receives ``position_embeddings=(cos, sin)``)
 SUPPORTED_MODEL_TYPES: dict[str, str] = {
@@ -62,64 +61,8 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
 }
 
 
-class UnsupportedModelError(TypeError):
+class UnsupportedModelError(StructpeError, TypeError):
     """The model is not a rotary causal LM the adapter knows how to hook."""
-
-
-class SiPEAdapterConfig(PreTrainedConfig):
-    """Settings of a SiPE adapter and the base model it sits on.
-
-    base_model        path of the base model folder (``save_pretrained``); relative paths are
-                      relative to the adapter folder
-    base_model_type   the base's ``model_type`` (checked when loading)
-    injection         ``position`` (rotary phase offset), ``input`` (prior added to the token
-                      embeddings) or ``none`` (no tags: a plain LoRA baseline on the same path)
-    entry_layer       k (1-based): layers < k get no phase offset (position only)
-    projection        W_delta one per layer (``per_layer``) or ``shared``
-    tag_loss_weight   loss = LM + tag_loss_weight (CE_T + CE_N)
-    d_model, n_layers, rotary_pairs   read from the base (hidden size, layers, RoPE frequencies)
-    lora              the PEFT LoRA settings applied to the base, or None (base frozen or full)
-    """
-
-    model_type = ADAPTER_MODEL_TYPE
-    family = "hf"  # structpe's model families: a Hugging Face causal LM (scoring treats it as causal)
-
-    def __init__(
-        self,
-        base_model: str | None = None,
-        base_model_type: str | None = None,
-        injection: str = "position",
-        entry_layer: int = 1,
-        projection: str = "per_layer",
-        tag_loss_weight: float = 1.0,
-        d_model: int = 0,
-        n_layers: int = 0,
-        rotary_pairs: int = 0,
-        lora: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ):
-        self.base_model = base_model
-        self.base_model_type = base_model_type
-        self.injection = injection
-        self.entry_layer = entry_layer
-        self.projection = projection
-        self.tag_loss_weight = tag_loss_weight
-        self.d_model = d_model
-        self.n_layers = n_layers
-        self.rotary_pairs = rotary_pairs
-        self.lora = lora
-        super().__init__(**kwargs)
-        if injection not in INJECTIONS:
-            raise ValueError(f"adapter injection must be one of {INJECTIONS}, got {injection!r}")
-        if projection not in PROJECTIONS:
-            raise ValueError(f"adapter projection must be one of {PROJECTIONS}, got {projection!r}")
-        if n_layers and not 1 <= entry_layer <= n_layers:
-            raise ValueError(f"entry_layer must be in 1..{n_layers}, got {entry_layer}")
-        if tag_loss_weight < 0:
-            raise ValueError(f"tag_loss_weight must be >= 0, got {tag_loss_weight}")
-
-    def layer_gets_prior(self, layer_index: int) -> bool:
-        return layer_index + 1 >= self.entry_layer
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -248,9 +191,11 @@ class SiPEAdapterForCausalLM(nn.Module):
     ) -> SiPEOutput:
         """Causal LM; tags [B, L] with -100 where a position has none (absent: the base model's numbers).
 
-        ``deprel_ids`` is accepted for the calling convention every structpe model shares (prepared
-        data carries it); the adapter has no DEPREL table, so it reads none, as a TXL without E_D.
+        ``deprel_ids`` is in the calling convention every structpe model shares; the adapter has no
+        DEPREL table, so giving them is an error (``models.validate.check_inputs``), as for a TXL
+        without E_D.
         """
+        check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids)
         device = input_ids.device
         tagged = check_tags(terminal_ids, nonterminal_ids) and self.prior is not None
         if tagged:

@@ -50,9 +50,11 @@ def load_model_and_tokenizer(
     device: str = "cpu",
     eager_attention: bool = False,
 ) -> tuple[Any, Any]:
-    """A saved structpe model (any family) or a Hugging Face causal / masked LM, plus its tokenizer."""
-    from transformers import AutoTokenizer
+    """A saved structpe model (any family) or a Hugging Face causal / masked LM, plus its tokenizer.
+    Checked on load: finite weights, a tokenizer that fits the embedding (one line otherwise)."""
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # a command's stderr is its own progress and one-line errors
     path = Path(path)
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
@@ -78,7 +80,19 @@ def load_model_and_tokenizer(
         cls = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
         kw = {"attn_implementation": "eager"} if eager_attention else {}
         model = cls.from_pretrained(path, **kw)
-    tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(path, tokenizer))
+    from structpe.models.validate import check_weights
+
+    check_weights(model, path)
+    tok_dir = find_tokenizer_dir(path, tokenizer)
+    from structpe.train.tokenizer import auto_tokenizer
+
+    tok = auto_tokenizer(tok_dir)
+    n_embed = model.get_input_embeddings().num_embeddings
+    if len(tok) > n_embed:
+        raise StructpeError(
+            f"{tok_dir}: the tokenizer has {len(tok)} tokens but the model {path} embeds only {n_embed}; "
+            "is it another model's tokenizer? (--tokenizer)"
+        )
     from structpe.train.tokenizer import text_form_warning
 
     if warning := text_form_warning(tok):
@@ -88,8 +102,10 @@ def load_model_and_tokenizer(
 
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a UTF-8 text file, split at newlines only (see ``split_lines``)."""
-    with reading(path):
-        return split_lines(Path(path).read_text(encoding="utf-8"))
+    from structpe.io import open_text
+
+    with open_text(path) as fh, reading(path):
+        return split_lines(fh.read())
 
 
 def make_parser(name: str | None, model: Any, parser_model: str | None = None) -> Any:

@@ -9,6 +9,7 @@ argument checks live in ``structpe.eval.command_common`` and the GLUE commands i
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from structpe import text_formats
@@ -40,16 +41,18 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     check_args(args)
     # tagged input is read (and checked) before the model loads: a bad line costs nothing
     sents = ppl.read_tagged_jsonl(args.data, args.limit) if args.data else []
+    lines: list[str] = []
     if args.text:
-        fmt = text_formats.resolve("eval ppl", args.input_format, args.text, ("raw-lines", "raw-text"))
-    model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
-    if args.text:
+        from structpe.errors import StructpeError
         from structpe.parser.tag_commands import text_items
 
+        fmt = text_formats.resolve("eval ppl", args.input_format, args.text, ("raw-lines", "raw-text"))
+        lines = [text for _, text in text_items(fmt, read_lines(args.text), args.text)][: args.limit]
+        if not lines:
+            raise StructpeError(f"--text {args.text}: no text to score (the file is empty or blank)")
+    model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
+    if args.text:
         parser = make_parser(args.parser or "spacy", model, args.parser_model)
-        lines = [text for _, text in text_items(fmt, read_lines(args.text), args.text)]
-        if args.limit:
-            lines = lines[: args.limit]
         from structpe.eval.scoring.inputs import parse_texts
 
         sents = parse_texts(parser, lines) or []
@@ -60,6 +63,11 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     rows, cols = ppl.format_results(res)
     out = _out_dir(args, "ppl")
     notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}"]
+    if res["texts_detokenized"]:
+        note = (f"{res['texts_detokenized']} sentences had no raw `text`: their words were detokenized "
+                "by the training rule (sacremoses)")
+        notes.append(note)
+        print(f"structpe eval ppl: note: {note}", file=sys.stderr)
     if res["pseudo_perplexity"]:
         notes.append("masked LM: these are pseudo-perplexities (PLL), not comparable with causal perplexity")
     prov = eval_provenance(args, started, parser if args.text else None, [args.data or args.text])

@@ -1,8 +1,9 @@
 """Perplexity on tagged text, conditioned on its fixed parse (docs/design.md §4; SiPE §4 "PPL").
 
 Input: JSON lines from ``structpe tag`` (``words``, ``terminals``, ``nonterminals``, optional
-``text``) or TaggedSentence objects. The text scored is the ``text`` field when present, else the
-words joined by single spaces, and the tags are the given ones — so the number is p(x | T(x)) for
+``text``) or TaggedSentence objects. The text scored is the ``text`` field when present (``structpe
+tag`` writes it), else the words detokenized by the training rule (never joined with spaces; the
+count is ``texts_detokenized``), and the tags are the given ones — so the number is p(x | T(x)) for
 a model that reads tags (the paper's convention; `joint` and `marginal` are the honest alternatives) and plain
 p(x) for one that does not. Encoders give a *pseudo*-perplexity from PLL, labelled as such.
 
@@ -13,13 +14,13 @@ tokenizers only at the word level. ``append_eos`` counts an end-of-sentence toke
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
 from structpe.syntax.alignment import get_field
@@ -28,36 +29,44 @@ from structpe.syntax.alignment import get_field
 def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
     """TaggedSentence objects from a JSON-lines file; errors name the file and line."""
     from structpe.errors import StructpeError, reading
+    from structpe.io import open_text
     from structpe.syntax.tagged import TaggedSentence
 
     path = Path(path)
     out = []
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f, reading(path):
+    with open_text(path, "--data file") as f, reading(path):
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                d = json.loads(line)
-                ts = TaggedSentence.from_dict(d)
-                if "text" in d:
-                    ts.meta["text"] = d["text"]
-                out.append(ts)
+                out.append(TaggedSentence.from_dict(json.loads(line)))
             except (ValueError, KeyError, TypeError) as err:
                 raise StructpeError(f"{path}:{line_no}: {err}") from err
             if limit is not None and len(out) >= limit:
                 break
+    if not out:
+        raise StructpeError(f"{path}: no tagged sentences (the file is empty or blank)")
     return out
 
 
-def sentence_text(sent: Any) -> str:
-    """The ``text`` of a sentence (dict key or ``meta["text"]``), else its words joined by spaces."""
+def raw_text(sent: Any) -> str | None:
+    """The raw ``text`` a sentence carries (dict key or ``meta["text"]``), else None."""
     if isinstance(sent, dict):
         meta = sent.get("meta") or {}
-        text = sent.get("text", meta.get("text"))
-    else:
-        text = (getattr(sent, "meta", None) or {}).get("text")
-    return text if text is not None else " ".join(get_field(sent, "words"))
+        return sent.get("text", meta.get("text"))
+    return (getattr(sent, "meta", None) or {}).get("text")
+
+
+def sentence_text(sent: Any) -> str:
+    """The ``text`` of a sentence, else its words detokenized by the training rule (sacremoses'
+    English rules, :func:`structpe.train.corpus.detokenize_words`, words kept as they are), never
+    joined with spaces: the model was trained on raw text (``videos.``, not ``videos .``)."""
+    text = raw_text(sent)
+    if text is not None:
+        return text
+    from structpe.train.corpus import detokenize_words
+
+    return detokenize_words(get_field(sent, "words"), brown=False)[1]
 
 
 def evaluate_ppl(
@@ -81,7 +90,7 @@ def evaluate_ppl(
     """
     sents = list(sentences)
     if not sents:
-        raise ValueError("no sentences to score")
+        raise StructpeError("no sentences to score")
     spec = (spec or ScoringSpec()).with_options(**scoring)
     max_length, append_eos = spec.max_length, spec.append_eos  # texts over max_length are skipped below
     scorer = scorer or make_scorer(model, tokenizer, None, spec, progress=progress)
@@ -105,6 +114,11 @@ def evaluate_ppl(
         n_words += len(get_field(sents[i], "words")) + int(sc.eos_logprob is not None)
     if n_tokens == 0:
         raise ValueError("every sentence was skipped (max_length too small?)")
+    if not math.isfinite(total_lp):
+        raise StructpeError(
+            f"the model scores these sentences {total_lp} (not a finite log-probability): "
+            "its weights or inputs hold NaN or infinite values"
+        )
     pseudo = isinstance(scorer, MaskedScorer)
     result: dict[str, Any] = {
         "benchmark": "ppl",
@@ -120,6 +134,7 @@ def evaluate_ppl(
         "word_ppl": math.exp(-total_lp / n_words),
         "bits_per_token": -total_lp / n_tokens / math.log(2),
         "unaligned_words": sum(s.unaligned_words for s in scores),
+        "texts_detokenized": sum(raw_text(sents[i]) is None for i in keep),
         "append_eos": append_eos,
     }
     if scorer.likelihood == "marginal" and scorer.tagged:  # the bound at every width of the ladder

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.choices import STRATEGIES
-from structpe.errors import StructpeError
+from structpe.errors import StructpeError, check_device
 from structpe.io import atomic_write_text
 from structpe.parser.tag_commands import CONLLU_SUFFIXES, OUTPUT_FORMATS, sentence_writer
 
@@ -115,6 +115,11 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("give --prompt-tags or --prompt-parser, not both")
     if (args.prompt_tags or args.prompt_parser) and not args.prompt:
         raise ValueError("--prompt-tags / --prompt-parser need --prompt")
+    from structpe.generation.options import check_options
+
+    check_options(args.strategy, args.num, args.temperature, args.top_k, args.top_p, args.num_beams,
+                  args.max_words, args.max_tokens_per_word)
+    check_device(args.device)
     trees = _trees(args.tags, args.limit) if args.tags else [None]  # bad input fails before loading
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, device=args.device)
     prompt_parse = None

@@ -28,14 +28,12 @@ from typing import Any
 
 import torch
 
-from structpe.choices import STRATEGIES  # named there so the CLI reads them without torch
 from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.eval.scoring.types import model_device
+from structpe.generation.options import _filter_logits, check_options
 from structpe.syntax.alignment import align_tags_by_offsets
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, IGNORE_INDEX, NR_L, NR_R, TL, decode
 from structpe.syntax.tagged import TaggedSentence
-
-__all__ = ["STRATEGIES", "generate"]
 
 
 class _Vocab:
@@ -83,20 +81,6 @@ def _moves(depth: int, word: int, max_words: int, max_depth: int) -> list[tuple[
     a non-last move that can still finish within ``max_words``, or a last (``eos``) move."""
     more = allowed_pairs(depth, word, max_words, max_depth) if word < max_words else []
     return [m for m in more if m[1] != EOS] + allowed_pairs(depth, word, word, max_depth)
-
-
-def _filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:
-    """Top-k, then nucleus (top-p) filtering of one row of logits (-inf outside)."""
-    if top_k is not None and top_k > 0:
-        kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
-        logits = logits.masked_fill(logits < kth, -math.inf)
-    if top_p is not None and top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True)
-        probs = sorted_logits.softmax(-1)
-        cut = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix with mass >= top_p
-        logits = logits.clone()
-        logits[order[cut]] = -math.inf
-    return logits
 
 
 class _Generator:
@@ -210,6 +194,7 @@ class _Generator:
         for _ in range(self.o["max_new_tokens"]):
             tok = self.pick(self.token_scores(s))
             if self.ends(s, tok):
+                s.logprob += float(s.token_lp[tok])  # the end counts, as in beam search (logprob)
                 break
             move = None
             if self.vocab.starts_word(s.ids[-1] if s.ids else None, tok):
@@ -220,9 +205,8 @@ class _Generator:
         s.done = True
         return s
 
-    def run_beam(self, prompt: _State, cache: Any) -> _State:
-        """Beam search on the joint log p(x, T): token and word tags expand together."""
-        width = self.o["num_beams"]
+    def run_beam(self, prompt: _State, cache: Any, width: int) -> _State:
+        """Beam search of ``width`` on the joint log p(x, T): token and word tags expand together."""
         beams, finished = [prompt], []
         for _ in range(self.o["max_new_tokens"]):
             cands = []  # (score, beam index, token, move or None, ends)
@@ -394,19 +378,18 @@ def generate(
     ``parser``, or else from the model's own tag head. ``tags``: tree-controlled generation --
     the sentence's whole tag sequence (a TaggedSentence, e.g. an encoded CoNLL-U tree, or
     (terminals, nonterminals)); the prompt, if any, fills its first words. Each result's ``meta``
-    has ``text``, ``logprob`` (joint log p of the generated tokens and tags), ``prompt_words``
-    and ``strategy``.
+    has ``text``, ``logprob``, ``prompt_words`` and ``strategy``. ``logprob`` is the same for every
+    strategy: the joint log p of the generated tokens and their tags, *including* the token that
+    ended the sentence (EOS, or the first token of a word beyond a finished tree) when it ended
+    before the token budget; never the prompt. ``n > 1`` needs sampling (a deterministic strategy
+    would repeat one sentence). ``beam`` returns the best of the beam searches of width
+    1..``num_beams``, so a wider beam never scores worse.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    check_options(strategy, n, temperature, top_k, top_p, num_beams, max_words, max_tokens_per_word)
     if getattr(model, "tag_heads", None) is None or getattr(model.config, "family", None) != "txl":
         raise ValueError(
             "joint generation needs a structpe TXL decoder with tag heads (injection other than none)"
         )
-    if n < 1 or max_words < 1 or max_tokens_per_word < 1 or num_beams < 1 or temperature < 0:
-        raise ValueError("n, max_words, max_tokens_per_word and num_beams must be >= 1 and temperature >= 0")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     forced = None
     if tags is not None:
         terms, nts = (tags.terminals, tags.nonterminals) if isinstance(tags, TaggedSentence) else tags
@@ -441,7 +424,14 @@ def generate(
     for _ in range(n):
         start, cache = _prompt_state(gen, prompt, prompt_parse)
         n_prompt = len(start.words)
-        run = gen.run_beam if strategy == "beam" else gen.run_sample
-        s = run(start, cache)
+        if strategy == "beam":
+            # the best of the searches of width 1..num_beams: plain beam search may return a worse
+            # sentence with a wider beam (pruning differs), so a wider beam here is never worse
+            s = gen.run_beam(start, cache, 1)
+            for width in range(2, num_beams + 1):
+                start, cache = _prompt_state(gen, prompt, prompt_parse)
+                s = max(s, gen.run_beam(start, cache, width), key=lambda h: h.logprob)
+        else:
+            s = gen.run_sample(start, cache)
         out.append(_result(gen, s, n_prompt, prompt_parse.words if prompt_parse is not None else None))
     return out

@@ -14,9 +14,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-import yaml
-
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, closest
+from structpe.names import check_name
+from structpe.yamlio import load_yaml
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "configs" / "lis"
 
@@ -27,16 +27,13 @@ def load_profile(diagnostic: str, profile: str | None, config_path: str | None) 
         path = Path(config_path)
         if not path.is_file():
             raise FileNotFoundError(f"config file {path} does not exist")
-        try:
-            return yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise StructpeError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
-    name = f"{diagnostic}_{profile}.yaml"
+        return load_yaml(path) or {}
+    name = f"{diagnostic}_{check_name('--profile', profile)}.yaml"
     path = PROFILE_DIR / name
     if not path.is_file():
         have = sorted(p.name for p in PROFILE_DIR.glob(f"{diagnostic}_*.yaml"))
         raise FileNotFoundError(f"no LIS profile {name!r} in {PROFILE_DIR} (have: {have})")
-    return yaml.safe_load(path.read_text()) or {}
+    return load_yaml(path) or {}
 
 
 def build_config(cls, diagnostic: str, args: argparse.Namespace):

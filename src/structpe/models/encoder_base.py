@@ -22,6 +22,7 @@ from structpe.models.config import SiPEConfig
 from structpe.models.encoder_layers import MaskedLMHead
 from structpe.models.outputs import SiPEOutput
 from structpe.models.sipe_parts import check_tags, keep_mask, make_tag_heads
+from structpe.models.validate import check_inputs
 from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.input_prior import InputPrior
 from structpe.modules.prior import TagHeads, mlm_tag_targets, tag_losses
@@ -158,6 +159,8 @@ class SiPEEncoderWithHead(SiPEEncoderPreTrainedModel):
         output_hidden_states: bool = False,
     ) -> SiPEOutput:
         """``labels``: MLM targets (-100 at unmasked positions) or class ids / float targets for GLUE."""
+        check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+                     token_type_ids)
         last, hidden_states, attentions = self.backbone(
             input_ids,
             attention_mask=attention_mask,

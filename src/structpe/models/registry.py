@@ -42,12 +42,15 @@ HEADS = ("lm", "mlm", "classification")
 def model_class(family: str, head: str = "lm"):
     """The class for ``family``; ``head`` is ``lm``/``mlm`` (the family's LM) or ``classification``."""
     if family not in _FAMILY_CLASSES:
-        raise ValueError(f"unknown model family {family!r}; expected one of {FAMILIES}")
+        raise StructpeError(f"unknown model family {family!r}; expected one of {FAMILIES}")
     if head not in HEADS:
-        raise ValueError(f"unknown head {head!r}; expected one of {HEADS}")
+        raise StructpeError(f"unknown head {head!r}; expected one of {HEADS}")
     if head == "classification":
         if family not in _CLASSIFICATION_CLASSES:
-            raise ValueError(f"family {family!r} has no classification head (encoders only)")
+            raise StructpeError(
+                f"family {family!r} has no classification head (GLUE fine-tuning takes the encoders: "
+                f"{', '.join(_CLASSIFICATION_CLASSES)})"
+            )
         module, name = _CLASSIFICATION_CLASSES[family]
     else:
         module, name = _FAMILY_CLASSES[family]
@@ -110,6 +113,10 @@ def load(path: str | Path, **kwargs):
         )
     from safetensors import SafetensorError
 
+    from structpe.models.validate import check_weight_dtypes, check_weights
+
+    if (path / "model.safetensors").is_file():
+        check_weight_dtypes(path / "model.safetensors")
     # every weight must load: transformers would initialise missing ones at random with a warning
     want_info = kwargs.pop("output_loading_info", False)
     try:
@@ -117,6 +124,7 @@ def load(path: str | Path, **kwargs):
     except (OSError, RuntimeError, SafetensorError) as err:
         msg = " ".join(str(err).split())[:400]
         raise StructpeError(f"{path}: the weights do not load ({type(err).__name__}: {msg})") from err
+    check_weights(model, path)
     problems = {k: sorted(info.get(k) or []) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     problems = {k: v for k, v in problems.items() if v}
     if problems:

@@ -52,6 +52,7 @@ from structpe.models.config import SiPEConfig
 from structpe.models.outputs import SiPEOutput
 from structpe.models.sipe_parts import hexatag_prior, prior_projection, tree_address
 from structpe.models.txl_cache import SiPECache
+from structpe.models.validate import check_inputs
 from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.prior import TagHeads, add_causal_tag_loss, check_tag_ids, tagged_positions
 from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
@@ -492,9 +493,11 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         and ``out.cache`` holds every position so far. Other keyword arguments that ``generate``
         passes (``position_ids`` ...) are ignored: positions are relative, counted from the cache.
         """
+        cache = cache if cache is not None else past_key_values
+        check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+                     past_length=cache.get_seq_length() if cache is not None else 0)
         bsz, length = input_ids.shape
         device = input_ids.device
-        cache = cache if cache is not None else past_key_values
         if cache is not None and not isinstance(cache, SiPECache):
             if cache.get_seq_length() > 0:
                 name = type(cache).__name__

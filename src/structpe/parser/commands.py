@@ -125,6 +125,11 @@ def run_train(args: argparse.Namespace) -> int:
         cfg.optim.max_wall_minutes = args.max_wall_minutes
     if args.max_steps is not None:
         cfg.optim.max_steps = args.max_steps
+    if cfg.optim.max_steps < cfg.optim.warmup_steps:
+        raise StructpeError(
+            f"--max-steps {cfg.optim.max_steps} is below the config's warmup_steps {cfg.optim.warmup_steps}: "
+            "the lr would never reach its set value; use a config with a shorter warm-up"
+        )
     summary = train(cfg, args.output, progress=not args.no_progress)
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
     return 0

@@ -143,7 +143,7 @@ class ParserTrainConfig:
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike) -> ParserTrainConfig:
-        import yaml
+        from structpe.yamlio import load_yaml
 
         p = Path(path)
         if not p.is_file():
@@ -152,7 +152,7 @@ class ParserTrainConfig:
                 p = builtin
             else:
                 raise FileNotFoundError(f"config {path} not found (nor built-in recipe {builtin.name})")
-        return cls.from_dict(yaml.safe_load(p.read_text()) or {})
+        return cls.from_dict(load_yaml(p) or {})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

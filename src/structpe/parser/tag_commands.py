@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 from structpe import text_formats
 from structpe.errors import StructpeError, check_positive, reading
-from structpe.io import atomic_open, refuse_overwrite_input, split_lines
+from structpe.io import atomic_open, read_stdin_text, refuse_overwrite_input, split_lines
 from structpe.parser.base import (
     QUANTIZE_HELP,
     QUANTIZE_MODES,
@@ -44,7 +45,7 @@ def sentence_writer(output_format: str) -> Any:
         from structpe.syntax.conllu_write import to_conllu_sentence
 
         return lambda sent, number: to_conllu_sentence(sent, str(number))
-    return lambda sent, number: sent.to_json() + "\n"
+    return lambda sent, number: sent.to_json(text=True) + "\n"
 
 
 def register(subparsers: Any) -> None:
@@ -115,12 +116,28 @@ def detect_format(path: str, head: str | None = None) -> str:
 _PARSER = None
 
 
+_INIT_ERROR: str | None = None
+
+
 def _init_worker(name: str, kwargs: dict[str, Any]) -> None:
-    global _PARSER
-    _PARSER = get_parser(name, **kwargs)
+    """Load the parser; in a --workers process a failure is kept and reported by ``_run_chunk``, so
+    the parent says it once, in one line (an initializer that raises breaks the pool and each
+    process prints its own traceback)."""
+    global _PARSER, _INIT_ERROR
+    try:
+        _PARSER = get_parser(name, **kwargs)
+    except Exception as err:
+        from structpe.errors import is_input_error
+
+        if multiprocessing.parent_process() is None:  # in-process (--workers 1): the usual path
+            raise
+        what = " ".join(str(err).split()) if is_input_error(err) else f"{type(err).__name__}: {err}"
+        _INIT_ERROR = f"a --workers process cannot load the {name!r} parser: {what}"
 
 
 def _run_chunk(kind: str, chunk: list[Any]) -> tuple[list[TaggedSentence], dict[str, int]]:
+    if _INIT_ERROR is not None:
+        raise StructpeError(_INIT_ERROR)
     parser = _PARSER
     before = ParseStats(**parser.stats.to_dict())
     if kind == "conllu":
@@ -130,15 +147,50 @@ def _run_chunk(kind: str, chunk: list[Any]) -> tuple[list[TaggedSentence], dict[
     else:
         ids = [i for i, _ in chunk]
         out = parser.parse_text([t for _, t in chunk], ids=ids)
+    _attach_text(kind, chunk, out)
     after = parser.stats.to_dict()
     delta = {k: after[k] - getattr(before, k) for k in after}
     return out, delta
 
 
+def _attach_text(kind: str, chunk: list[Any], tagged: list[TaggedSentence]) -> None:
+    """Give each tagged sentence its raw text (``meta["text"]``, written as ``text``), the form
+    models are trained and scored on: a CoNLL-U sentence's ``# text``; for a text line, the span
+    from its sentence's first to last word. A sentence whose words cannot be found in order in
+    its line (a parser that rewrites words) gets none, and readers detokenize its words instead."""
+    if kind == "conllu":  # parsers keep the input order and words, skipping sentences at most
+        src = iter(chunk)
+        for sent in tagged:
+            orig = next((c for c in src if c.words == sent.words and c.sent_id == sent.sent_id), None)
+            if orig is None:  # a parser that rewrote the words: the rest keep no text
+                return
+            if orig.text:
+                sent.meta["text"] = orig.text
+        return
+    lines = dict(chunk)
+    cursor: dict[str, int] = {}
+    for sent in tagged:
+        sid = sent.sent_id or ""
+        line_id = sid if sid in lines else sid.rsplit(".", 1)[0]
+        if line_id not in lines:  # ids of another form: no text rather than a guess
+            continue
+        line = lines[line_id]
+        pos = start = cursor.get(line_id, 0)
+        for k, word in enumerate(sent.words):
+            found = line.find(word, pos)
+            if found < 0:
+                break
+            start = found if k == 0 else start
+            pos = found + len(word)
+        else:
+            sent.meta["text"] = line[start:pos]
+            cursor[line_id] = pos
+
+
 def _read_input(args: argparse.Namespace) -> tuple[str, list[Any], str]:
     """(format, items, name): ConlluSentence list, or (line id, text) pairs for text."""
     if args.input == "-":
-        data = sys.stdin.read()
+        data = read_stdin_text()
         fmt = _input_format(args.input_format, "-", data[:4000])
         name = "<stdin>"
         if fmt == "conllu":

@@ -90,6 +90,9 @@ class QuickstartConfig:
             f"train.eval_every={self.eval_every}",
             f"train.bf16={'auto' if self.bf16 is None else str(self.bf16).lower()}",
             f"train.compile={str(self.compile).lower()}",
+            # a smoke run shorter than the recipes' 100 warm-up steps warms up over a tenth of it
+            # (a recipe refuses max_steps below warmup: the lr would never reach its value)
+            *([f"train.warmup={self.max_steps // 10}"] if self.max_steps < 100 else []),
             *self.extra_overrides,
         ]
 

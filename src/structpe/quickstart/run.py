@@ -105,8 +105,8 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     from structpe.study.cells import METRICS_FILE, cell_dir
     from structpe.study.data import prepare_study_data
     from structpe.study.runner import run_study
+    from structpe.train.checkpoints import final_model_dir
     from structpe.train.prepare_settings import parser_record, prepared_data_files
-    from structpe.train.pretrain import final_model_dir
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

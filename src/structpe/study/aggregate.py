@@ -26,7 +26,6 @@ patterns of n paired seeds enumerated); its smallest possible value is 2^-n (0.1
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from structpe.io import read_json
 from structpe.study.cell_scores import surviving_share
 from structpe.study.spec import StudySpec
 
@@ -49,7 +49,7 @@ def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
     """Every finished cell's ``metrics.json`` under ``out/cells`` (sorted by recipe, seed)."""
     found = []
     for p in sorted(Path(out).glob("cells/*/seed-*/metrics.json")):
-        found.append(json.loads(p.read_text()))
+        found.append(read_json(p, finite=True))
     return sorted(found, key=lambda m: (m["recipe_label"], m["seed"]))
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
+from structpe.io import read_json, write_json_atomic
+from structpe.names import check_inside
 from structpe.study.spec import StudySpec
 
 CELL_FILE = "cell.json"
@@ -26,13 +28,13 @@ class StudyError(StructpeError):
 
 
 def cell_dir(out: Path, label: str, seed: int) -> Path:
-    return out / "cells" / label / f"seed-{seed}"
+    return check_inside(out / "cells" / label / f"seed-{seed}", out)  # labels are checked names too
 
 
 @contextmanager
 def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
     """Hold a cell's lock for the body; yields False (and holds nothing) when another worker has it."""
-    lock_path = out / "cells" / label / f"seed-{seed}.lock"
+    lock_path = check_inside(out / "cells" / label / f"seed-{seed}.lock", out)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path, timeout=0)
     try:
@@ -48,7 +50,7 @@ def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
 
 def await_baseline(out: Path, spec: StudySpec, seed: int, log: Callable[[str], None], poll_s: float) -> Path:
     """The seed's baseline model folder, waiting while another worker still trains it."""
-    from structpe.train.pretrain import final_model_dir
+    from structpe.train.checkpoints import final_model_dir
 
     run_dir = cell_dir(out, spec.baseline, seed) / "run"
     waiting = False
@@ -73,3 +75,30 @@ def cells(spec: StudySpec) -> list[tuple[str, int]]:
     """(recipe label, seed) in run order: seed-major, baseline first; each recipe at its own seeds."""
     order = [spec.baseline, *[r.label for r in spec.recipes if r.label != spec.baseline]]
     return [(label, seed) for seed in spec.all_seeds() for label in order if seed in spec.recipe_seeds(label)]
+
+
+def _check_owner(path: Path, train_hash: str) -> None:
+    if path.is_file():
+        old = read_json(path).get("train_hash")
+        if old != train_hash:
+            raise StudyError(
+                f"{path} was written by a cell trained under another configuration (hash {str(old)[:12]}, "
+                f"now {train_hash[:12]}); use a new --output folder or delete {path.parent} to rerun it"
+            )
+
+
+def _cached_eval(
+    folder: Path, name: str, key: str, compute: Callable[[], dict[str, float]], log: Callable[[str], None]
+) -> tuple[dict[str, float], float]:
+    """The scores of one evaluation, from its cache file when the key matches, else computed."""
+    path = folder / f"{name}.json"
+    if path.is_file():
+        cached = read_json(path)
+        if cached.get("key") == key:
+            return cached["scores"], float(cached["wall_s"])
+    log(f"evaluate {name}")
+    t0 = time.time()
+    scores = compute()
+    wall = time.time() - t0
+    write_json_atomic(path, {"key": key, "wall_s": round(wall, 2), "scores": scores})
+    return scores, wall

@@ -65,8 +65,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    import json
 
+    from structpe.io import read_json
     from structpe.study.report import write_study_report
     from structpe.study.spec import load_spec, select
     from structpe.study.spec_checks import StudySpecError
@@ -75,7 +75,7 @@ def _report(args: argparse.Namespace) -> int:
     if not spec_file.is_file():
         print(f"structpe study report: error: {spec_file} not found (not a study folder)", file=sys.stderr)
         return 2
-    saved = json.loads(spec_file.read_text())
+    saved = read_json(spec_file)
     try:
         # a folder copied from another machine: its spec file path is gone, the shipped spec by name is not
         source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from structpe.eval.syntaxgym.evaluate import suite_names
-from structpe.io import atomic_write_text, write_json_atomic
+from structpe.io import atomic_write_text, read_json, write_json_atomic
 from structpe.study.aggregate import aggregate, load_cell_metrics
 from structpe.study.spec import LIKELIHOODS, StudySpec
 from structpe.study.wording import (
@@ -36,7 +35,7 @@ def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[
     study folder (``chance.json``); None when the study has no SyntaxGym or the data is missing."""
     path = out / "chance.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        return read_json(path)
     if spec.evaluations.syntaxgym is None:
         return None
     from structpe.data.paths import data_root
@@ -421,4 +420,4 @@ def write_study_report(out: str | Path, spec: StudySpec, command: str | None = N
 
 def _command_from(out: Path) -> str | None:
     p = out / "spec.json"
-    return json.loads(p.read_text()).get("command") if p.is_file() else None
+    return read_json(p).get("command") if p.is_file() else None

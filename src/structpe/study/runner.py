@@ -31,7 +31,6 @@ the last one to stop writes the complete report.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,10 +39,23 @@ from typing import Any
 from filelock import FileLock
 
 from structpe.eval.syntaxgym.evaluate import suite_names
-from structpe.io import stable_hash, write_json_atomic
+from structpe.io import (
+    read_json,  # write_json_atomic: also imported from here
+    stable_hash,
+    write_json_atomic,
+)
 from structpe.provenance import provenance
 from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
-from structpe.study.cells import CELL_FILE, METRICS_FILE, StudyError, await_baseline, cell_dir, cells, claim
+from structpe.study.cells import (
+    CELL_FILE,
+    METRICS_FILE,
+    _cached_eval,
+    _check_owner,
+    await_baseline,
+    cell_dir,
+    cells,
+    claim,
+)
 from structpe.study.data import StudyData
 from structpe.study.spec import StudySpec
 from structpe.train.prepare_settings import parser_record, prepared_data_files
@@ -110,33 +122,6 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
     return keys
 
 
-def _check_owner(path: Path, train_hash: str) -> None:
-    if path.is_file():
-        old = json.loads(path.read_text()).get("train_hash")
-        if old != train_hash:
-            raise StudyError(
-                f"{path} was written by a cell trained under another configuration (hash {str(old)[:12]}, "
-                f"now {train_hash[:12]}); use a new --output folder or delete {path.parent} to rerun it"
-            )
-
-
-def _cached_eval(
-    folder: Path, name: str, key: str, compute: Callable[[], dict[str, float]], log: Callable[[str], None]
-) -> tuple[dict[str, float], float]:
-    """The scores of one evaluation, from its cache file when the key matches, else computed."""
-    path = folder / f"{name}.json"
-    if path.is_file():
-        cached = json.loads(path.read_text())
-        if cached.get("key") == key:
-            return cached["scores"], float(cached["wall_s"])
-    log(f"evaluate {name}")
-    t0 = time.time()
-    scores = compute()
-    wall = time.time() - t0
-    write_json_atomic(path, {"key": key, "wall_s": round(wall, 2), "scores": scores})
-    return scores, wall
-
-
 def run_cell(
     spec: StudySpec,
     label: str,
@@ -162,7 +147,8 @@ def run_cell(
     from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym
     from structpe.models import load
     from structpe.parser.tag_controls import tag_parser
-    from structpe.train.pretrain import final_model_dir, pretrain
+    from structpe.train.checkpoints import final_model_dir
+    from structpe.train.pretrain import pretrain
     from structpe.train.tokenizer import load_tokenizer
     from structpe.train.trainer import read_metrics, val_lm_loss
 
@@ -181,7 +167,7 @@ def run_cell(
         print(f"study {spec.name} [{name}]: {msg}", flush=True)
 
     _check_owner(d / CELL_FILE, train_hash)
-    if metrics_path.is_file() and json.loads(metrics_path.read_text()).get("config_hash") == config_hash:
+    if metrics_path.is_file() and read_json(metrics_path).get("config_hash") == config_hash:
         log("finished (metrics.json matches the configuration); skipped")
         return metrics_path
     write_json_atomic(d / CELL_FILE, {"train_hash": train_hash, "config": config})
@@ -201,7 +187,7 @@ def run_cell(
         ]
         log(f"pre-train {spec.recipe_name(label)}")
         pretrain(spec.recipe_name(label), overrides, resume=True, callbacks=callbacks)
-    summary = json.loads(summary_path.read_text())
+    summary = read_json(summary_path)
     wall["train"] = float(summary["train_wall_s"])
     val = [m for m in read_metrics(run_dir / "metrics.csv") if val_lm_loss(m) is not None]
     scores: dict[str, float] = {"val_lm_loss": float(val_lm_loss(val[-1]))} if val else {}
@@ -393,7 +379,7 @@ def run_study(
                 tag_sources=tag_sources,
             )
     if command is None and (out / "spec.json").is_file():  # a resume without a command keeps the first
-        command = json.loads((out / "spec.json").read_text()).get("command")
+        command = read_json(out / "spec.json").get("command")
     write_json_atomic(
         out / "spec.json",
         {
@@ -430,7 +416,19 @@ def run_study(
                     callbacks=callbacks,
                 )
             )
-    pending = [f"{lab}/seed-{s}" for lab, s in busy if not (cell_dir(out, lab, s) / METRICS_FILE).is_file()]
+    unfinished = [(lab, s) for lab, s in busy if not (cell_dir(out, lab, s) / METRICS_FILE).is_file()]
+    stopped = []  # free again but unfinished: their worker ended without finishing (killed, failed)
+    for lab, s in unfinished:
+        with claim(out, lab, s) as free:
+            if free:
+                stopped.append(f"{lab}/seed-{s}")
+    if stopped:
+        print(
+            f"study {spec.name}: {', '.join(stopped)} stopped unfinished in another worker (killed or "
+            "failed: see its output); rerun this command to resume them",
+            flush=True,
+        )
+    pending = [f"{lab}/seed-{s}" for lab, s in unfinished if f"{lab}/seed-{s}" not in stopped]
     if pending:  # skipped while another worker had them, and not finished since
         print(
             f"study {spec.name}: {len(pending)} cell(s) still running in other workers "

@@ -40,20 +40,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from structpe.errors import RecipeError
+from structpe.names import check_name
 from structpe.parser.tag_controls import TAG_SOURCES
 from structpe.study.spec_checks import (
     StudySpecError,
     _build,
     _check_choices,
+    _check_dataset,
     _check_keys,
+    _check_sizes,
     _merge,
     _metric_planned,
     _seed_list,
 )
 from structpe.train.recipe import CONFIG_ROOT, load_recipe
+from structpe.yamlio import load_yaml
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
 LIKELIHOODS = ("conditional", "joint", "marginal")
@@ -257,14 +259,13 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     """Read and validate a study spec at ``profile`` (default: the first profile in the file)."""
     path = resolve_spec_path(spec)
     where = str(path)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise StudySpecError(f"{where}: not valid YAML: {err}") from None
+    raw = load_yaml(path, StudySpecError) or {}
     raw = _check_keys(raw, TOP_KEYS, where)
     profiles = raw.get("profiles") or {}
     if not isinstance(profiles, dict) or not profiles:
         raise StudySpecError(f"{where}: 'profiles' must name at least one profile (e.g. cpu-mini)")
+    for name in profiles:
+        check_name(f"{where}: profile", name, StudySpecError)
     profile = profile or next(iter(profiles))
     if profile not in profiles:
         raise StudySpecError(f"{where}: unknown profile {profile!r}; this spec has {', '.join(profiles)}")
@@ -277,6 +278,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         _merge(raw.get("dataset") or {}, prof.get("dataset") or {}),
         f"{where}: dataset",
     )
+    _check_dataset(dataset, f"{where}: dataset")
     evals_raw = _check_keys(
         _merge(raw.get("evaluations") or {}, prof.get("evaluations") or {}),
         list(EVAL_SPECS),
@@ -323,6 +325,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     profile_recipe_overrides = {str(k): [str(o) for o in v or []] for k, v in per_recipe.items()}
     recipes = []
     for label, r in recipes_raw.items():
+        check_name(f"{where}: recipe label", label, StudySpecError)
         r = _check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
         if "recipe" not in r:
             raise StudySpecError(f"{where}: recipes.{label}: 'recipe' is required (e.g. txl/position)")
@@ -396,8 +399,9 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
                 )
         claims.append(claim)
 
+    _check_sizes(evals, f"{where}: evaluations")
     return StudySpec(
-        name=str(raw.get("name") or path.stem),
+        name=check_name(f"{where}: name", raw.get("name") or path.stem, StudySpecError),
         source=str(path),
         profile=profile,
         recipe_profile=recipe_profile,

@@ -104,3 +104,28 @@ def _metric_planned(metric: str, evals: Any) -> bool:
         w = parts[1].removeprefix("marginal_k")
         return "marginal" in sub.likelihoods and w in {str(x) for x in MARGINAL_LADDER if x <= sub.k}
     return parts[1] in sub.likelihoods
+
+
+def _check_dataset(ds: Any, where: str) -> None:
+    """The corpus, parser, tokenizer and sizes are known and usable (``--dry-run`` catches them)."""
+    from structpe.parser.registry import available_parsers
+    from structpe.train.prepare_settings import KNOWN_CORPORA
+    from structpe.train.tokenizer import KINDS
+
+    choices = {"corpus": list(KNOWN_CORPORA), "parser": available_parsers(), "tokenizer": list(KINDS)}
+    for key, valid in choices.items():
+        value = getattr(ds, key)
+        if value not in valid:
+            raise StudySpecError(f"{where}.{key}: unknown {value!r}; choose from {', '.join(valid)}")
+    for key in ("vocab_size", "train_sentences", "valid_sentences", "test_sentences", "seq_len"):
+        if getattr(ds, key) < 1:
+            raise StudySpecError(f"{where}.{key}: must be >= 1, got {getattr(ds, key)}")
+
+
+def _check_sizes(evals: Any, where: str) -> None:
+    """Counts in the evaluation settings are >= 1 (``limit: 0`` is not "no limit")."""
+    for name in (f.name for f in dataclasses.fields(evals)):
+        sub = getattr(evals, name)
+        for key, value in dataclasses.asdict(sub).items() if sub is not None else ():
+            if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+                raise StudySpecError(f"{where}.{name}.{key}: must be >= 1, got {value}")

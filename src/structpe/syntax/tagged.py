@@ -102,10 +102,15 @@ class TaggedSentence:
                     f"{nonterminal_names([nt[w]])[0]}); re-tag the text with `structpe tag`"
                 )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, text: bool = False) -> dict[str, Any]:
+        """The JSON fields; ``text`` puts ``meta["text"]`` (the raw sentence) first-level as ``text``,
+        the form ``structpe tag`` writes (readers take either)."""
         d: dict[str, Any] = {}
         if self.sent_id is not None:
             d["sent_id"] = self.sent_id
+        meta = dict(self.meta)
+        if text and "text" in meta:
+            d["text"] = meta.pop("text")
         d["words"] = list(self.words)
         d["heads"] = list(self.heads)
         d["terminals"] = self.terminal_names
@@ -113,18 +118,19 @@ class TaggedSentence:
         if self.deprels is not None:
             d["deprels"] = list(self.deprels)
         d["lifted_arcs"] = self.lifted_arcs
-        if self.meta:
-            d["meta"] = self.meta
+        if meta:
+            d["meta"] = meta
         return d
 
-    def to_json(self) -> str:
-        """One JSON line with the docs/design.md §6 fields; tags as names."""
-        return json.dumps(self.to_dict(), ensure_ascii=False)
+    def to_json(self, text: bool = False) -> str:
+        """One JSON line with the docs/design.md §6 fields; tags as names (``text``: see ``to_dict``)."""
+        return json.dumps(self.to_dict(text), ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaggedSentence:
         """A sentence read back from JSON, validated as a tree (see ``check``).
 
+        ``text`` (first-level, or in ``meta``) is the raw sentence; it lands in ``meta["text"]``.
         ``heads`` may be left out (they are decoded from the tags); when present they must be the
         tree the tags decode to. The tags need not be canonical (what ``encode`` emits): ``decode``
         accepts every well-formed sequence, the joint and marginal likelihoods are distributions
@@ -139,6 +145,20 @@ class TaggedSentence:
         for key in ("words", "heads", "terminals", "nonterminals", "deprels"):
             if d.get(key) is not None and not isinstance(d[key], list):
                 raise InvalidTagsError(f"sentence {d.get('sent_id')!r}: {key!r} must be a list")
+        if not isinstance(d["words"], list):
+            raise InvalidTagsError(f"sentence {d.get('sent_id')!r}: 'words' must be a list")
+        bad = next((i for i, w in enumerate(d["words"], 1) if not isinstance(w, str) or not w.strip()), None)
+        if bad is not None:
+            raise InvalidTagsError(
+                f"sentence {d.get('sent_id')!r}: word {bad} is {d['words'][bad - 1]!r}; "
+                "words must be non-empty strings"
+            )
+        meta = d.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise InvalidTagsError(f"sentence {d.get('sent_id')!r}: 'meta' must be an object")
+        text = d.get("text", meta.get("text"))
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise InvalidTagsError(f"sentence {d.get('sent_id')!r}: 'text' must be a non-empty string")
         decoded = decode(d["terminals"], d["nonterminals"]) if d["terminals"] else None
         sent = cls(
             words=list(d["words"]),
@@ -148,7 +168,7 @@ class TaggedSentence:
             deprels=d.get("deprels"),
             sent_id=d.get("sent_id"),
             lifted_arcs=int(d.get("lifted_arcs", 0)),
-            meta=dict(d.get("meta") or {}),
+            meta=dict(meta, **({"text": text} if text is not None else {})),
         )
         sent.check()
         return sent

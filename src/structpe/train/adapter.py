@@ -25,14 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.adapters.sipe import (
-    INJECTIONS,
-    PROJECTIONS,
-    SiPEAdapterForCausalLM,
-    add_sipe,
-    apply_lora,
-    load_adapter_weights,
-)
+from structpe.adapters.config import INJECTIONS, PROJECTIONS
+from structpe.adapters.sipe import SiPEAdapterForCausalLM, add_sipe, apply_lora, load_adapter_weights
 from structpe.errors import RecipeError
 from structpe.train.trainer import SiPETrainer, VocabularyMismatchError
 

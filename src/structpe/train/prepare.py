@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import PreparedDataError
+from structpe.io import read_json
 from structpe.parser.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
 from structpe.train.corpus import guess_format, iter_units, text_form_record
 from structpe.train.prepare_deprels import WORD_COLUMNS, attach_deprel_ids, inventory_metadata
@@ -245,7 +246,7 @@ def prepare(
     if out.exists() and any(out.iterdir()):
         if not meta_file.is_file():
             raise FileExistsError(f"{out} exists and is not a prepared dataset; choose another output folder")
-        old = json.loads(meta_file.read_text())
+        old = read_json(meta_file)
         if old.get("fingerprint") == fp and not force:
             print(f"prepare: cache hit, {out} already holds this dataset (fingerprint {fp[:12]})")
             return out

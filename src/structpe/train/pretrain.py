@@ -27,10 +27,11 @@ refuses arbitrary pickled objects, so no untrusted pickle is ever executed.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
-import sys
+import pickle
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,8 +40,9 @@ from typing import Any
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
-from structpe.errors import PreparedDataError, RecipeError
-from structpe.io import atomic_open, atomic_write_text
+from structpe.errors import PreparedDataError, RecipeError, StructpeError
+from structpe.io import atomic_open, atomic_write_text, read_json
+from structpe.train.checkpoints import checkpoint_problem, last_complete_checkpoint
 from structpe.train.collators import MLMCollator, collator_for
 from structpe.train.model_card import write_model_card
 from structpe.train.prepare import load_prepared
@@ -55,65 +57,9 @@ from structpe.train.trainer import (
     VocabularyMismatchError,
     plot_losses,
 )
+from structpe.yamlio import load_yaml
 
 CAUSAL_FAMILIES = ("txl",)
-
-
-# -- checkpoints ------------------------------------------------------------------------------------
-def last_complete_checkpoint(run_dir: str | Path) -> Path | None:
-    """Newest ``checkpoint-N`` whose trainer state (written last) and weights are both present."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return None
-    found = []
-    for p in run_dir.glob("checkpoint-*"):
-        suffix = p.name.split("-", 1)[1]
-        if p.is_dir() and suffix.isdigit():
-            found.append((int(suffix), p))
-    for _, p in sorted(found, reverse=True):  # newest first; a corrupt one falls back to the one before
-        problem = checkpoint_problem(p)
-        if problem is None:
-            return p
-        print(f"pretrain: skipping {p.name}: {problem}", file=sys.stderr)
-    return None
-
-
-def final_model_dir(run_dir: Path) -> Path:
-    """The saved final model of a run (``final/``), else its newest complete checkpoint."""
-    final = run_dir / "final"
-    if (final / "config.json").is_file():
-        return final
-    ckpt = last_complete_checkpoint(run_dir)
-    if ckpt is None:
-        raise FileNotFoundError(f"{run_dir} has no saved model")
-    return ckpt
-
-
-def checkpoint_problem(ckpt: Path) -> str | None:
-    """Why ``ckpt`` cannot be resumed from (killed while saving, truncated or corrupt files), or None.
-
-    Cheap checks only: the trainer state parses, the safetensors header covers the file, and the
-    optimizer / scheduler archives (torch zip files) have their directory at the end."""
-    import zipfile
-
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        json.loads((ckpt / "trainer_state.json").read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        return f"trainer_state.json unreadable ({err})"
-    # a full model, or an adapter run's SiPE weights (structpe.adapters)
-    weights = next((ckpt / n for n in ("model.safetensors", "sipe.safetensors") if (ckpt / n).is_file()),
-                   ckpt / "model.safetensors")
-    try:
-        with safe_open(str(weights), "pt"):
-            pass
-    except (OSError, SafetensorError) as err:
-        return f"{weights.name} unreadable ({err})"
-    for name in ("optimizer.pt", "scheduler.pt"):
-        if (ckpt / name).exists() and not zipfile.is_zipfile(ckpt / name):
-            return f"{name} is truncated or corrupt"
-    return None
 
 
 def _truncate_metrics(csv_path: Path, step: int) -> float:
@@ -199,8 +145,46 @@ def pretrain(
     that already has checkpoints is refused, so a finished run is never overwritten by accident.
     A resume must use the recipe of the run (bookkeeping such as eval_every aside) unless
     ``allow_changed_recipe``; the run's config.yaml is kept, and a changed recipe is written beside
-    it as ``config-resumed-<step>.yaml``.
+    it as ``config-resumed-<step>.yaml``. Once the recipe and data are checked the run folder is
+    locked (:func:`hold_run_folder`): a second run or resume on the same folder is refused at once
+    instead of interleaving its metrics and checkpoints with the first.
     """
+    with contextlib.ExitStack() as hold:
+        return _train_run(config, overrides, resume=resume, callbacks=callbacks,
+                          allow_changed_recipe=allow_changed_recipe, hold=hold)
+
+
+def hold_run_folder(run_dir: Path, hold: contextlib.ExitStack) -> None:
+    """Lock ``run_dir`` (``<run folder>.lock``, ``filelock``, as the study cells are) until ``hold``
+    closes; StructpeError when another process holds it. Only the main process of a distributed run
+    takes it (every rank trains into the same folder)."""
+    from filelock import FileLock, Timeout
+
+    if not _is_main():
+        return
+    lock_path = run_dir.with_name(run_dir.name + ".lock")
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        hold.enter_context(FileLock(lock_path, timeout=0))
+    except Timeout:
+        raise StructpeError(
+            f"run folder {run_dir} is in use by another training process (lock {lock_path}); "
+            "wait for it to finish or choose another train.output_dir"
+        ) from None
+    except OSError as err:
+        raise StructpeError(f"{lock_path}: cannot lock the run folder ({err.strerror})") from None
+
+
+def _train_run(
+    config: Recipe | str | Path,
+    overrides: Sequence[str] | None = None,
+    *,
+    resume: bool | str | Path = False,
+    callbacks: Sequence[TrainerCallback] = (),
+    allow_changed_recipe: bool = False,
+    hold: contextlib.ExitStack,
+) -> Path:
+    """:func:`pretrain`'s work; the run folder is locked into ``hold`` before anything is written."""
     recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))
     tc = recipe.train
     if tc.dataset is None:
@@ -231,11 +215,16 @@ def pretrain(
     model_config = resolve_model_config(recipe, tokenizer, meta)
     _check_lengths(recipe, meta, dd)
     check_deprel_data(model_config.n_deprels, tc.dataset, dd)
+    if not model_config.n_deprels:  # the model has no DEPREL table: it must not be handed labels
+        dd = dd.__class__(
+            {k: v.remove_columns([c for c in v.column_names if c == "deprel_ids"]) for k, v in dd.items()}
+        )
     objective = _objective(recipe)
     if objective == "mlm" and tokenizer.mask_token_id is None:
         raise VocabularyMismatchError(f"objective 'mlm' needs a mask token, and {tok_dir} has none")
 
     run_dir = Path(tc.output_dir) if tc.output_dir else default_run_dir(recipe)
+    hold_run_folder(run_dir, hold)
     checkpoint: str | None = None
     changed: list[str] = []
     elapsed_before = 0.0
@@ -248,7 +237,7 @@ def pretrain(
                 raise RecipeError(f"cannot resume from {ckpt}: {problem}")
             changed = _check_resume_config(run_dir, recipe, allow_changed_recipe)
             checkpoint = str(ckpt)
-            step = json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
+            step = read_json(ckpt / "trainer_state.json")["global_step"]
             print(f"pretrain: resuming {run_dir} from {ckpt.name} (step {step})")
             if _is_main():
                 elapsed_before = _truncate_metrics(run_dir / "metrics.csv", step)
@@ -338,7 +327,13 @@ def pretrain(
             f"sequences; {torch.get_num_threads()} CPU threads; run folder {run_dir}"
         )
     t0 = time.time()
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    try:
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+    except pickle.UnpicklingError:  # torch.load(weights_only=True) met an object that is not a tensor
+        raise StructpeError(
+            f"{checkpoint}: a checkpoint file holds pickled Python objects, not plain tensors; "
+            "refused (structpe never unpickles them)"
+        ) from None
     wall = time.time() - t0
     step = trainer.state.global_step
     done = [h for h in trainer.state.log_history if "eval_ppl" in h and h.get("step") == step]
@@ -415,12 +410,10 @@ def _check_resume_config(run_dir: Path, recipe: Recipe, allow_changed: bool = Fa
     """The recipe keys that differ from the run's config.yaml (bookkeeping keys aside). A resumed
     run must match the run that wrote the checkpoint -- the model always, training settings unless
     ``allow_changed`` (a changed lr, seed or batch size makes it another run)."""
-    import yaml
-
     saved = run_dir / "config.yaml"
     if not saved.is_file():
         return []
-    old_all = yaml.safe_load(saved.read_text()) or {}
+    old_all = load_yaml(saved, RecipeError) or {}
     new_all = recipe.to_dict()
     old = old_all.get("model", {})
     if old != new_all["model"]:

@@ -26,6 +26,7 @@ import yaml
 from structpe.errors import RecipeError
 from structpe.io import atomic_write_text
 from structpe.models.config import SiPEConfig
+from structpe.yamlio import load_yaml
 
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
 TOP_LEVEL_KEYS = ("model", "train", "description", "adapter")
@@ -115,6 +116,11 @@ class TrainConfig:
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         need(self.lr > 0, f"lr must be > 0, got {self.lr}")
         need(self.warmup >= 0, f"warmup must be >= 0, got {self.warmup}")
+        need(
+            self.warmup <= self.max_steps,
+            f"max_steps {self.max_steps} is below warmup {self.warmup}: the lr would never reach "
+            f"lr={self.lr}; lower warmup too (e.g. train.warmup={self.max_steps // 10})",
+        )
         need(self.save_every is None or self.save_every >= 1, "save_every must be >= 1")
         need(self.num_workers >= 0, "num_workers must be >= 0")
         need(self.threads >= 0, "threads must be >= 0 (0 = auto)")
@@ -279,10 +285,7 @@ def _parse_value(text: str) -> Any:
 def load_recipe(config: str | Path, overrides: list[str] | None = None) -> Recipe:
     """Read a recipe (path or name), apply ``key=value`` overrides, validate every key and value."""
     path = resolve_recipe_path(config)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise RecipeError(f"{path}: not valid YAML: {err}") from None
+    raw = load_yaml(path, RecipeError) or {}
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe is a mapping with 'model:' and 'train:' sections")
     for key in raw:

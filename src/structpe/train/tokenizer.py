@@ -142,6 +142,22 @@ def train_tokenizer(
     return hf
 
 
+def auto_tokenizer(tok_dir: str | Path) -> Any:
+    """``AutoTokenizer`` of ``tok_dir``; a corrupt or truncated ``tokenizer.json`` is one line naming it."""
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # not "model of type structpe-sipe" for our own folders
+    try:
+        return AutoTokenizer.from_pretrained(tok_dir)
+    except Exception as err:  # noqa: BLE001 (tokenizers raises a bare Exception for a corrupt file)
+        msg = " ".join(str(err).split())[:300]
+        raise StructpeError(f"{tok_dir}: the tokenizer does not load ({type(err).__name__}: {msg})") from None
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
     """Load a tokenizer folder with a clear error when it is missing or not a fast tokenizer."""
     path = Path(path)
@@ -149,9 +165,7 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
         raise FileNotFoundError(
             f"{path} is not a tokenizer folder (no tokenizer.json); train one with `structpe tokenizer train`"
         )
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(path))
+    tok = auto_tokenizer(path)
     if not getattr(tok, "is_fast", False):
         raise ValueError(f"{path}: a fast tokenizer is needed (word ids for tag alignment)")
     return tok

@@ -26,7 +26,6 @@ from structpe.eval.command_common import (
 
 
 def cmd_glue(args: argparse.Namespace) -> int:
-    from transformers import AutoTokenizer
 
     from structpe.eval import report
     from structpe.eval.glue.finetune import finetune_glue, load_classifier
@@ -46,8 +45,10 @@ def cmd_glue(args: argparse.Namespace) -> int:
         tasks = resolve_tasks(args.tasks)
     except ValueError as err:
         raise StructpeError(f"--tasks: {err}") from None
-    tok = AutoTokenizer.from_pretrained(find_tokenizer_dir(model_path, args.tokenizer))
-    probe = load_classifier(model_path, 2)
+    probe = load_classifier(model_path, 2)  # a family without a classification head fails here
+    from structpe.train.tokenizer import auto_tokenizer
+
+    tok = auto_tokenizer(find_tokenizer_dir(model_path, args.tokenizer))
     parser, parser_note = _glue_parser(args, probe, model_path)
     del probe
 

@@ -16,7 +16,6 @@ classifier works: our encoders' ``...ForSequenceClassification`` or any HF
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +36,7 @@ from structpe.eval.glue.tasks import (
     task_spec,
 )
 from structpe.eval.scoring.types import Parser, forward_logits, is_structpe_model, model_device, uses_tags
+from structpe.io import read_json
 
 
 def _forward(model: Any, batch: Mapping[str, torch.Tensor], tagged: bool) -> torch.Tensor:
@@ -76,7 +76,7 @@ def load_classifier(path: str | Path, num_labels: int) -> Any:
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
-    cfg = json.loads(cfg_file.read_text())
+    cfg = read_json(cfg_file)
     # a saved classification head of another size (e.g. 2 labels, then STS-B's 1) is replaced by a
     # fresh one, as fine-tuning trains the head anew anyway
     kw: dict[str, Any] = {"num_labels": num_labels, "ignore_mismatched_sizes": True}
@@ -105,11 +105,11 @@ def recorded_parser(model_path: str | Path) -> dict[str, Any] | None:
     for summary in (model_path / "summary.json", model_path.parent / "summary.json"):
         if not summary.is_file():
             continue
-        dataset = json.loads(summary.read_text()).get("dataset")
+        dataset = read_json(summary).get("dataset")
         meta_file = Path(dataset) / METADATA_FILE if dataset else None
         if meta_file is None or not meta_file.is_file():
             return None
-        settings = json.loads(meta_file.read_text()).get("settings", {})
+        settings = read_json(meta_file).get("settings", {})
         return {
             "parser": settings.get("parser"),
             "parser_kwargs": dict(settings.get("parser_kwargs") or {}),

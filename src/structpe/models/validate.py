@@ -1,0 +1,107 @@
+"""Checks at the model's edge, shared by every family (TXL, RoBERTa, DeBERTa, ModernBERT).
+
+A wrong input to ``forward`` (an attention mask of another shape, float ids, 1-D ids, tags without
+their partner, DEPREL ids for a model without a DEPREL table) would otherwise end in a low-level
+indexing or broadcasting error deep in a layer, or be silently ignored. Each check raises one
+``ValueError`` naming the argument, the expected shape and what was given. Loading checks the
+weights: a checkpoint whose floating weights hold NaN/inf, or whose tensors are not floating point
+(torch would cast an int32 table to float without a word), is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from structpe.errors import StructpeError
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"{list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+
+
+def _check_ids(name: str, t: Any, shape: tuple[int, int], what: str = "integer ids") -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor of {what} [batch, length], got {type(t).__name__}")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise ValueError(f"{name}: expected {what} (torch.long) of shape {list(shape)}, got {_describe(t)}")
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name}: expected shape {list(shape)} (must match input_ids), got {_describe(t)}")
+
+
+def check_inputs(
+    config: Any,
+    input_ids: Any,
+    attention_mask: Any = None,
+    terminal_ids: Any = None,
+    nonterminal_ids: Any = None,
+    deprel_ids: Any = None,
+    token_type_ids: Any = None,
+    past_length: int = 0,
+) -> None:
+    """ValueError unless the inputs fit ``input_ids`` [batch, length] and the model ``config``.
+
+    ``attention_mask`` is [batch, length], or [batch, past_length + length] with a cache (decoders).
+    The tags come as a pair; ``deprel_ids`` only for a model built with a DEPREL table
+    (``config.n_deprels > 0``): given to another model it would be ignored.
+    """
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        got = _describe(input_ids) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+        raise ValueError(f"input_ids: expected a 2-D tensor of token ids [batch, length], got {got}")
+    shape = (int(input_ids.shape[0]), int(input_ids.shape[1]))
+    _check_ids("input_ids", input_ids, shape, "token ids")
+    if attention_mask is not None:
+        if not isinstance(attention_mask, torch.Tensor):
+            raise ValueError(f"attention_mask: expected a torch.Tensor, got {type(attention_mask).__name__}")
+        allowed = {shape, (shape[0], past_length + shape[1])}
+        if tuple(attention_mask.shape) not in allowed:
+            want = " or ".join(str(list(s)) for s in sorted(allowed))
+            raise ValueError(
+                f"attention_mask: expected shape {want} (1 keep, 0 pad), got {_describe(attention_mask)}"
+            )
+    if (terminal_ids is None) != (nonterminal_ids is None):
+        given = "terminal_ids" if terminal_ids is not None else "nonterminal_ids"
+        raise ValueError(
+            f"{given} given alone: give both terminal_ids and nonterminal_ids together (a hexatag pair)"
+        )
+    for name, t in (
+        ("terminal_ids", terminal_ids),
+        ("nonterminal_ids", nonterminal_ids),
+        ("deprel_ids", deprel_ids),
+        ("token_type_ids", token_type_ids),
+    ):
+        if t is not None:
+            _check_ids(name, t, shape)
+    if deprel_ids is not None and not getattr(config, "n_deprels", 0):
+        raise ValueError(
+            "deprel_ids: this model has no DEPREL table (n_deprels=0), so the labels would be ignored; "
+            "leave them out or use a *_DR recipe"
+        )
+
+
+def check_weights(model: torch.nn.Module, where: str | Path) -> None:
+    """StructpeError naming ``where`` when a floating parameter or buffer holds NaN or inf."""
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if t.dtype.is_floating_point and not bool(torch.isfinite(t).all()):
+            raise StructpeError(
+                f"{where}: weight {name} holds NaN or infinite values; the checkpoint is broken"
+            )
+
+
+def check_weight_dtypes(weights: str | Path) -> None:
+    """StructpeError when a tensor of the safetensors file ``weights`` is not floating point: every
+    weight of a structpe model is a float (torch would cast an integer table silently on load)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(weights), "pt") as fh:
+            dtypes = {key: fh.get_slice(key).get_dtype() for key in fh.keys()}  # noqa: SIM118
+    except (OSError, SafetensorError) as err:
+        raise StructpeError(f"{weights}: unreadable weights ({' '.join(str(err).split())})") from None
+    for key, dtype in dtypes.items():
+        if not dtype.startswith(("F", "BF")):
+            raise StructpeError(
+                f"{weights}: tensor {key} is {dtype}, not floating point; not a structpe checkpoint"
+            )
