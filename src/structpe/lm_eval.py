@@ -75,7 +75,10 @@ class StructpeLM(LM):
     def _scores(self, texts: list[str]) -> list[Any]:
         return self.scorer.score(texts)
 
-    # the continuation's log-probability: the tokens whose first character lies in it
+    # the continuation's log-probability: the text's total (which, for the marginal, also holds the
+    # tree's closing and the parser's parse; docs/likelihoods.md) less the context's own score, the
+    # tokens whose first character lies before the continuation (for the marginal, the open prefix
+    # bound of the context)
 
     def loglikelihood(self, requests: list[Any]) -> list[tuple[float, bool]]:
         pairs = [req.args for req in requests]
@@ -85,10 +88,10 @@ class StructpeLM(LM):
             self._warned = True
         out = []
         for (ctx, _cont), sc in zip(pairs, scores, strict=True):
-            lp = sum(
-                lp for (start, _end), lp in zip(sc.offsets, sc.logprobs, strict=True) if start >= len(ctx)
+            context = sum(
+                lp for (start, _end), lp in zip(sc.offsets, sc.logprobs, strict=True) if start < len(ctx)
             )
-            out.append((float(lp), False))
+            out.append((float(sc.total - context), False))
         return out
 
     def loglikelihood_rolling(self, requests: list[Any]) -> list[float]:

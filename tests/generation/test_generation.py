@@ -181,7 +181,7 @@ def test_generate_command(tok, model, tmp_path, capsys):
         assert [t["form"] for t in sent] == r["words"] == mine.words and mine.heads == r["heads"]
         assert [t["misc"]["Hexatag"] for t in sent] == r["terminals"]
         assert [t["misc"]["HexatagNT"] for t in sent] == r["nonterminals"]
-        assert sent.metadata["text"] == r["meta"]["text"]
+        assert sent.metadata["text"] == r["text"]  # the raw sentence, first-level as `tag` writes it
     conllu = tmp_path / "t.conllu"
     conllu.write_text(
         "# sent_id = a\n1\tthe\t_\tDET\t_\t_\t2\tdet\t_\t_\n2\tdog\t_\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"

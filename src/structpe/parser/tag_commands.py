@@ -157,7 +157,8 @@ def _attach_text(kind: str, chunk: list[Any], tagged: list[TaggedSentence]) -> N
     """Give each tagged sentence its raw text (``meta["text"]``, written as ``text``), the form
     models are trained and scored on: a CoNLL-U sentence's ``# text``; for a text line, the span
     from its sentence's first to last word. A sentence whose words cannot be found in order in
-    its line (a parser that rewrites words) gets none, and readers detokenize its words instead."""
+    its line (a parser that rewrites words), or that came as words (tokenized lines, JSON lines),
+    gets none, and readers detokenize its words instead."""
     if kind == "conllu":  # parsers keep the input order and words, skipping sentences at most
         src = iter(chunk)
         for sent in tagged:
@@ -175,6 +176,8 @@ def _attach_text(kind: str, chunk: list[Any], tagged: list[TaggedSentence]) -> N
         if line_id not in lines:  # ids of another form: no text rather than a guess
             continue
         line = lines[line_id]
+        if not isinstance(line, str):  # tokenized lines / JSON lines give words, no raw text
+            continue
         pos = start = cursor.get(line_id, 0)
         for k, word in enumerate(sent.words):
             found = line.find(word, pos)
