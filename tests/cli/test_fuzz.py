@@ -239,7 +239,8 @@ def test_fuzz_raw_text(work: Path, data: st.DataObject) -> None:
     ws, src, prior = _workspace(work, "text", payload)
     rc, _ = _run(
         "raw text (tag --parser spacy)",
-        ["tag", str(src), "--input-format", "raw-lines", "--parser", "spacy", "-o", str(prior), "--no-progress"],
+        ["tag", str(src), "--input-format", "raw-lines", "--parser", "spacy", "-o", str(prior)]
+        + ["--no-progress"],
         ws,
     )
     if rc == 0:
