@@ -65,25 +65,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-
-    from structpe.io import read_json
     from structpe.study.report import write_study_report
-    from structpe.study.spec import load_spec, select
-    from structpe.study.spec_checks import StudySpecError
+    from structpe.study.spec import folder_spec
 
-    spec_file = Path(args.output) / "spec.json"
-    if not spec_file.is_file():
-        print(f"structpe study report: error: {spec_file} not found (not a study folder)", file=sys.stderr)
-        return 2
-    saved = read_json(spec_file)
-    try:
-        # a folder copied from another machine: its spec file path is gone, the shipped spec by name is not
-        source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
-        spec = select(load_spec(source, saved["profile"]), saved.get("recipes"), saved.get("seeds"))
-    except StudySpecError as err:
-        print(f"structpe study report: error: {err}", file=sys.stderr)
-        return 2
-    write_study_report(args.output, spec)
+    write_study_report(args.output, folder_spec(args.output))
     return 0
 
 
