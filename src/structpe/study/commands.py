@@ -1,4 +1,4 @@
-"""``structpe study run|report``: replication studies over recipes x seeds (thin CLI)."""
+"""``structpe study run|report|scaling``: replication studies over recipes x seeds (thin CLI)."""
 
 from __future__ import annotations
 
@@ -65,30 +65,37 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-
-    from structpe.io import read_json
     from structpe.study.report import write_study_report
-    from structpe.study.spec import load_spec, select
-    from structpe.study.spec_checks import StudySpecError
+    from structpe.study.spec import folder_spec
 
-    spec_file = Path(args.output) / "spec.json"
-    if not spec_file.is_file():
-        print(f"structpe study report: error: {spec_file} not found (not a study folder)", file=sys.stderr)
-        return 2
-    saved = read_json(spec_file)
-    try:
-        # a folder copied from another machine: its spec file path is gone, the shipped spec by name is not
-        source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
-        spec = select(load_spec(source, saved["profile"]), saved.get("recipes"), saved.get("seeds"))
-    except StudySpecError as err:
-        print(f"structpe study report: error: {err}", file=sys.stderr)
-        return 2
-    write_study_report(args.output, spec)
+    write_study_report(args.output, folder_spec(args.output))
+    return 0
+
+
+SCALING_HELP = """Compare one study's claims across its profiles (scales): the baseline's own scores per
+scale, each claim's signed effect with its 95% interval and verdict side by side, a plot of effect
+against baseline quality, and a generated word per change (the rule is stated on the page).
+
+    structpe study scaling docs/studies/sipe-txl-cpu-mini docs/studies/sipe-txl-cpu-small \\
+        --output docs/studies/sipe-txl-scaling.md
+"""
+
+
+def _scaling(args: argparse.Namespace) -> int:
+    from structpe.study.scaling import write_scaling
+
+    parts = ["structpe", "study", "scaling", *args.folders, "--output", args.output]
+    if args.x:
+        parts += ["--x", args.x]
+    if args.order != "given":
+        parts += ["--order", args.order]
+    command = " ".join(shlex.quote(a) for a in parts)
+    write_scaling(args.folders, args.output, x=args.x, order=args.order, command=command)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """``structpe study run SPEC`` and ``structpe study report DIR``."""
+    """``structpe study run SPEC``, ``structpe study report DIR``, ``structpe study scaling DIR DIR ...``."""
     p = sub.add_parser("study", help="replication studies: recipes x seeds, resumable, with verdicts")
     area = p.add_subparsers(dest="study_command", metavar="ACTION", required=True)
     r = area.add_parser(
@@ -111,3 +118,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep = area.add_parser("report", help="(re)write study.md / study.json / plots from finished cells")
     rep.add_argument("output", help="a study folder written by `structpe study run`")
     rep.set_defaults(func=_report)
+    sc = area.add_parser(
+        "scaling",
+        help="compare one study's claims across profiles (scales) against baseline quality",
+        description=SCALING_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sc.add_argument("folders", nargs="+", metavar="DIR", help="study folders of one study, one per profile")
+    sc.add_argument(
+        "--output", "-o", required=True, help="the page (FILE.md); FILE.png and FILE.json beside it"
+    )
+    sc.add_argument(
+        "--x",
+        default=None,
+        help="the plot's baseline quality: syntaxgym or val_lm_loss (default: syntaxgym where every "
+        "scale has it)",
+    )
+    sc.add_argument(
+        "--order",
+        default="given",
+        help="order of scales: given (as listed) or quality (the baseline's, worst first)",
+    )
+    sc.set_defaults(func=_scaling)

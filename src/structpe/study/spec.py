@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import RecipeError
+from structpe.io import read_json
 from structpe.names import check_name
 from structpe.parser.tag_controls import TAG_SOURCES
 from structpe.study.spec_checks import (
@@ -440,3 +441,15 @@ def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] |
             if r.seeds is not None:
                 r.seeds = [s for s in r.seeds if s in seeds]
     return out
+
+
+def folder_spec(out: str | Path) -> StudySpec:
+    """The spec a study folder was run with: its ``spec.json`` names the spec file (or, for a folder
+    copied from another machine where that path is gone, the shipped spec by name), the profile
+    and the selected recipes / seeds."""
+    spec_file = Path(out) / "spec.json"
+    if not spec_file.is_file():
+        raise StudySpecError(f"{spec_file} not found (not a study folder)")
+    saved = read_json(spec_file)
+    source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
+    return select(load_spec(source, saved["profile"]), saved.get("recipes"), saved.get("seeds"))
