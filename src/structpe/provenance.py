@@ -63,8 +63,11 @@ def hardware() -> dict[str, Any]:
         pass
     info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "machine": platform.machine()}
     torch = sys.modules.get("torch")  # only when the run loaded it: never pay for torch here
-    if torch is not None and torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
+    if torch is not None:
+        # the SIMD level torch's CPU kernels run at (AVX2 / AVX512): the same model differs by it
+        info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
     return info
 
 

@@ -289,3 +289,34 @@ def test_report_reads_scores_against_chance(tiny_spec: Path, tmp_path: Path, sha
     (tmp_path / "chance.json").write_text(json.dumps({**chance, "syntaxgym": 0.123}))
     write_study_report(tmp_path, spec)  # computed once per study folder: the cached row is reused
     assert "*0.123*" in (tmp_path / "study.md").read_text()
+
+
+def test_claims_across_machines_say_so(tiny_spec: Path, tmp_path: Path) -> None:
+    # the baseline ran on one CPU in bf16, position on another in fp32: the claim's paired
+    # difference includes the machines' own, and the page says so next to the verdict
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1, 2, 3]
+    _synthetic(tmp_path)
+    for label, cpu, cap, bf16 in (("none", "CPU A", None, True), ("position", "CPU B", "AVX2", False)):
+        for f in (tmp_path / "cells" / label).glob("seed-*/metrics.json"):
+            m = json.loads(f.read_text())
+            hw = {"cpu": cpu, "cpu_count": 2, **({"cpu_capability": cap} if cap else {})}
+            m["provenance"] = {"hardware": hw}
+            m["train"]["bf16"] = bf16
+            write_json_atomic(f, m)
+    agg = aggregate(load_cell_metrics(tmp_path), spec)
+    assert agg["recipes"]["none"]["machines"] == ["CPU A (2 CPUs), bf16"]
+    assert agg["recipes"]["position"]["machines"] == ["CPU B (2 CPUs, AVX2), fp32"]
+    assert agg["claims"][0]["machines_differ"]
+    write_study_report(tmp_path, spec, command="structpe study run tiny-study")
+    md = (tmp_path / "study.md").read_text()
+    assert "ran on different machines (`position`: CPU B (2 CPUs, AVX2), fp32; `none`: CPU A" in md
+    assert "| position | 1 | 6 | 10 | 2 | 12 | no | CPU B (2 CPUs, AVX2), fp32 |" in md
+    # same machine everywhere: no such sentence
+    for f in (tmp_path / "cells").glob("*/seed-*/metrics.json"):
+        m = json.loads(f.read_text())
+        m["provenance"] = {"hardware": {"cpu": "CPU A", "cpu_count": 2}}
+        m["train"].pop("bf16")
+        write_json_atomic(f, m)
+    write_study_report(tmp_path, spec, command="structpe study run tiny-study")
+    assert "different machines" not in (tmp_path / "study.md").read_text()

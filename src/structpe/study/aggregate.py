@@ -53,6 +53,21 @@ def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
     return sorted(found, key=lambda m: (m["recipe_label"], m["seed"]))
 
 
+def machine_of(cell: dict[str, Any]) -> str | None:
+    """The machine a cell ran on, from its provenance: CPU model, core count, torch's SIMD level and
+    the training precision where recorded (cells trained on different CPUs or in bf16 vs fp32 are not
+    interchangeable: a paired difference across machines includes the machines' difference)."""
+    hw = cell.get("provenance", {}).get("hardware") or {}
+    if not hw.get("cpu"):
+        return None
+    extra = [f"{hw.get('cpu_count', '?')} CPUs"]
+    if hw.get("cpu_capability"):
+        extra.append(hw["cpu_capability"])
+    name = f"{hw['cpu']} ({', '.join(extra)})"
+    bf16 = (cell.get("train") or {}).get("bf16")
+    return name if bf16 is None else f"{name}, {'bf16' if bf16 else 'fp32'}"
+
+
 def mean_sd(values: Sequence[float]) -> dict[str, float]:
     """Mean, sample standard deviation (ddof 1; nan for one value) and count."""
     xs = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
@@ -260,6 +275,7 @@ def aggregate(cells: Sequence[dict[str, Any]], spec: StudySpec) -> dict[str, Any
             "recipe": spec.recipe_name(label),
             "reads_tags": tagged[label],
             "seeds": sorted(c["seed"] for c in mine),
+            "machines": sorted({m for c in mine if (m := machine_of(c))}),
             "wall_s": mean_sd([c["wall_s"].get("total", math.nan) for c in mine]),
             "scores": {
                 m: {**mean_sd(list(by_seed(cells, label, m).values())), "by_seed": by_seed(cells, label, m)}
@@ -297,6 +313,9 @@ def aggregate(cells: Sequence[dict[str, Any]], spec: StudySpec) -> dict[str, Any
         )
     family = adjust([r for c in claims for r in (*c["metrics"], *c["honest"])])
     for c in claims:
+        mine, theirs = recipes[c["recipe"]]["machines"], recipes[c["against"]]["machines"]
+        c["machines"] = [mine, theirs]
+        c["machines_differ"] = bool(mine and theirs and mine != theirs)
         c["verdict"] = combine([r["verdict"] for r in c["metrics"]])
         c["honest_verdict"] = combine([r["verdict"] for r in c["honest"]])
     return {

@@ -8,7 +8,7 @@ from typing import Any
 
 from structpe.eval.syntaxgym.evaluate import suite_names
 from structpe.io import atomic_write_text, read_json, write_json_atomic
-from structpe.study.aggregate import aggregate, load_cell_metrics
+from structpe.study.aggregate import aggregate, load_cell_metrics, machine_of
 from structpe.study.spec import LIKELIHOODS, StudySpec
 from structpe.study.wording import (
     COLUMNS,
@@ -392,11 +392,12 @@ def render(
                 f"{evals:.0f}",
                 f"{w.get('total', 0):.0f}",
                 "yes" if c["train"].get("resumed_from") else "no",
+                machine_of(c) or "not recorded",
                 c["config_hash"][:12],
             ]
         )
     lines += _table(
-        rows, ["recipe", "seed", "steps", "train s", "eval s", "total s", "resumed", "config hash"]
+        rows, ["recipe", "seed", "steps", "train s", "eval s", "total s", "resumed", "machine", "config hash"]
     )
     lines.append("")
     lines += [f"![{p.stem}]({p.name})" for p in plots]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import atomic_write_text, read_json, save_figure, write_json_atomic
-from structpe.study.aggregate import aggregate, better_of, load_cell_metrics
+from structpe.study.aggregate import aggregate, better_of, load_cell_metrics, machine_of
 from structpe.study.cells import StudyError
 from structpe.study.spec import StudySpec, folder_spec
 from structpe.study.wording import COLUMNS, _num, _pm, _table, count_of, mode_note
@@ -224,11 +224,9 @@ def _changes(steps: list[dict[str, Any]], many: bool) -> str:
 def _hardware(cells: list[dict[str, Any]]) -> str:
     found = []
     for c in cells:
-        hw = c.get("provenance", {}).get("hardware") or {}
-        if hw.get("cpu"):
-            name = f"{hw['cpu']} ({hw.get('cpu_count', '?')} CPUs)"
-            if name not in found:
-                found.append(name)
+        name = machine_of(c)
+        if name and name not in found:
+            found.append(name)
     return "; ".join(found) or "not recorded"
 
 

@@ -179,7 +179,13 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
                 f"one-sided p {_p(r['p'])}, Holm p {_p(r['p_adj'])}, sign-flip p {_p(r['p_perm'])} "
                 f"(smallest possible {_p(r['p_perm_min'])}) -> {r['verdict']}"
             )
-    return head + (" " + "; ".join(parts) + "." if parts else "")
+    text = head + (" " + "; ".join(parts) + "." if parts else "")
+    if c.get("machines_differ"):
+        text += (
+            f" Its cells ran on different machines (`{c['recipe']}`: {'; '.join(c['machines'][0])}; "
+            f"`{c['against']}`: {'; '.join(c['machines'][1])}): the difference includes the machines' own."
+        )
+    return text
 
 
 def _across(agg: dict[str, Any], metrics: list[str], cells: list[dict[str, Any]]) -> list[str]:

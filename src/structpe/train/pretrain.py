@@ -350,6 +350,7 @@ def _train_run(
             "train_runtime_s": result.metrics.get("train_runtime"),
             "parameters": sum(p.numel() for p in model.parameters()),
             "world_size": args.world_size,
+            "bf16": tc.resolved_bf16(),  # the precision this machine trained in (``auto`` resolved)
             "resumed_from": checkpoint,
             "final_eval": final,
             "dataset": str(tc.dataset),
