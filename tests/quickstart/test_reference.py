@@ -142,7 +142,10 @@ def test_section_renders(reference: Path) -> None:
     assert f"`{reference}`, seeds 5 of `none` (1, 2, 3, 4, 5), 5 of `position` (1, 2, 3, 4, 5)" in md
     assert "on Test CPU (2 CPUs)" in md and "--profile quickstart --output" in md
     assert "2 / (n + 1) (0.33 with 5 seeds)" in md
-    assert "| `none` | `syntaxgym.conditional.sg_score` | 0.340 ± 0.032 | 0.300 to 0.380 | 5 | 0.290 | no (below) |" in md
+    assert (
+        "| `none` | `syntaxgym.conditional.sg_score` | 0.340 ± 0.032 | 0.300 to 0.380 | 5 | 0.290 "
+        "| no (below) |"
+    ) in md
     assert "| `none` | `ppl.conditional.word_ppl` | 760.0 ± 31.6 | 720.0 to 800.0 | 5 | 760.0 | yes |" in md
     assert "| *chance* | BLiMP, every mode | *0.500* | - | - | *0.500* | - |" in md
     assert "| *chance* | SyntaxGym, every mode | *0.288* | - | - | *0.288* | - |" in md
@@ -156,7 +159,8 @@ def test_section_renders(reference: Path) -> None:
 def test_a_reference_seed_is_no_new_draw(reference: Path) -> None:
     section = _section(reference, QuickstartConfig(seed=3))
     assert section["status"] == "compared"  # the seed is no setting
-    assert "- Seed 3 is one of the reference's seeds: this run repeats that cell" in "\n".join(render(section))
+    md = "\n".join(render(section))
+    assert "- Seed 3 is one of the reference's seeds: this run repeats that cell" in md
 
 
 @pytest.mark.parametrize(
@@ -165,7 +169,10 @@ def test_a_reference_seed_is_no_new_draw(reference: Path) -> None:
         ({"max_steps": 100}, '`train.max_steps` is "100" in this run and "2000" in the reference'),
         ({"vocab_size": 600}, "`dataset.vocab_size` is 600 in this run and 4096 in the reference"),
         ({"blimp_limit": 3}, "`evaluations.blimp.limit` is 3 in this run and 200 in the reference"),
-        ({"extra_overrides": ["train.warmup=5"]}, '`train.warmup` is "5" in this run and not set in the reference'),
+        (
+            {"extra_overrides": ["train.warmup=5"]},
+            '`train.warmup` is "5" in this run and not set in the reference',
+        ),
         ({"likelihoods": ("conditional",)}, "`evaluations.ppl.likelihoods` is"),
     ],
 )
@@ -282,5 +289,6 @@ def test_report_without_a_reference_says_how_to_make_one(tmp_path: Path) -> None
     results = _fake_results(tmp_path, reference_section(note, {}, RUN, METRICS, CHANCE, 42))
     write_report_files(tmp_path, QuickstartConfig(bf16=False), results)
     md = (tmp_path / "report.md").read_text()
-    assert f"{SECTION_TITLE}\n\nNo reference distribution is available: `{tmp_path / 'absent'}` does not exist" in md
+    absent = tmp_path / "absent"
+    assert f"{SECTION_TITLE}\n\nNo reference distribution is available: `{absent}` does not exist" in md
     assert "structpe study run sipe-txl --profile quickstart --output DIR" in md
