@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from structpe.cli import main
+from structpe.quickstart.reference import SECTION_TITLE
 
 
 def test_quickstart_smoke(shared_data, tmp_path):
@@ -73,6 +74,9 @@ def test_quickstart_smoke(shared_data, tmp_path):
     md = (out / "report.md").read_text()
     assert "| txl-position | joint p(x, T) |" in md and "| txl-none |" in md and "| chance |" in md
     assert "leakage audit" in md
+    # the run among the profile's seeds: no committed reference, or one of the default sizes (not these)
+    assert report["reference"]["status"] in ("none", "other settings")
+    assert md.rstrip().endswith(report["reference"]["note"]) and SECTION_TITLE in md
     assert (out / "val_loss.png").stat().st_size > 0
     assert (out / "syntaxgym_circuits.png").stat().st_size > 0
 

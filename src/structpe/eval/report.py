@@ -64,8 +64,10 @@ def write_report(
     notes: Sequence[str] = (),
     plots: Sequence[Path] = (),
     provenance: Mapping[str, Any] | None = None,
+    sections: Sequence[str] = (),
 ) -> dict[str, Path]:
-    """Write ``<name>.json`` (full result + run metadata) and ``<name>.md`` (notes + table + plots).
+    """Write ``<name>.json`` (full result + run metadata) and ``<name>.md`` (notes + table + plots,
+    then ``sections``: further Markdown lines, e.g. a section of its own with a heading).
 
     ``provenance``: the block of :func:`structpe.provenance.provenance` (version, command, model and
     data hashes, parser, scoring settings, hardware, wall time), stored under ``provenance``.
@@ -85,6 +87,8 @@ def write_report(
     lines += [markdown_table(rows, columns), ""]
     for p in plots:
         lines.append(f"![{Path(p).stem}]({Path(p).name})")
+    if sections:
+        lines += ["", *sections]
     mpath = out / f"{name}.md"
     atomic_write_text(mpath, "\n".join(lines) + "\n")
     return {"json": jpath, "markdown": mpath, **{f"plot{i}": Path(p) for i, p in enumerate(plots)}}

@@ -6,29 +6,34 @@ from typing import Any
 
 from structpe.quickstart.config import QuickstartConfig
 
-# ``structpe quickstart --help`` (kept word for word: the stages it names are the study harness's
-# steps, run by ``structpe.quickstart.run``)
+# ``structpe quickstart --help``: what the command does, in the order structpe.quickstart.run does it
 DESCRIPTION = """\
-`structpe quickstart`: the whole SiPE loop as a small, honest experiment (SiPE §4 on a laptop).
+`structpe quickstart`: the whole SiPE loop as a small experiment whose numbers can be read against
+chance and against other seeds (SiPE section 4 on a laptop).
 
-Stages, each one a library function (the study harness and the CLI call the same ones):
+It runs the `quickstart` profile of the `sipe-txl` study (configs/studies/sipe-txl.yaml) at one
+seed (--seed) with the study harness, the same code as `structpe study run`; the options below
+are that profile's sizes, and every stage's output in --out is reused by a rerun:
 
-1. :func:`prepare_brown`     byte-level BPE on Brown train, all in *raw* text form (detokenized,
-                             the form BLiMP / SyntaxGym / any Hugging Face LM use); Brown hexatagged
-                             with spaCy and packed                   (``structpe tokenizer train``,
-                                                                      ``structpe prepare``)
-2. :func:`train_variant`     a small Transformer-XL per injection site, ``none`` and ``position``,
-                             same seed, data and budget            (``structpe pretrain``)
-3. :func:`evaluate_variant`  perplexity on Brown test, a BLiMP subset and SyntaxGym; ``position``
-                             in the ``conditional`` p(x | T), ``joint`` p(x, T) and ``marginal``
-                             (k-best lower bound on p(x)) likelihoods      (``structpe eval ...``)
-4. :func:`chance_row`        what a model without information scores: SyntaxGym by Monte Carlo
-                             (independent random region surprisals), BLiMP 0.5
-5. :func:`leakage_verdict`   the leakage audit of ``position`` against ``none``, in one line
-6. ``report.md`` / ``report.json`` / ``val_loss.png`` / ``syntaxgym_circuits.png`` in ``--out``.
+1. data       a byte-level BPE on Brown train, all text in raw form (detokenized, the form BLiMP,
+              SyntaxGym and Hugging Face LMs use); Brown hexatagged by --parser and packed
+              (--out/data)
+2. cells      one small Transformer-XL per variant, `none` and `position` (PP-SiPE), with the
+              same seed, data and budget; each one pre-trained, then scored: perplexity on Brown
+              test, a BLiMP subset and SyntaxGym, `position` in the conditional p(x | T), joint
+              p(x, T) and marginal (k-best lower bound on p(x)) likelihoods; the leakage audit of
+              `position` against `none` (--out/cells/<variant>/seed-<seed>/)
+3. chance     what a model without information scores: BLiMP 0.5, SyntaxGym by Monte Carlo
+              (independent random region surprisals)
+4. reference  this run among the profile's seeds 1-5 (--reference; default the study folder
+              docs/studies/sipe-txl-quickstart of this checkout): per score the seeds' mean +- sd,
+              min-max and whether this run lies inside, and the paired position - none difference;
+              only when the reference ran the same settings (a changed size or budget says which
+              setting differs instead)
+5. report     report.md, report.json, val_loss.png and syntaxgym_circuits.png in --out
 
-The default sizes were chosen from ``benchmarks/train_throughput.py`` so that the whole run
-fits in about 20 minutes on 2 idle CPU cores (see docs/quickstart.md); every size is a parameter.
+The default sizes fit the whole run in about 20 minutes on 2 idle CPU cores
+(benchmarks/train_throughput.py, docs/quickstart.md); every size is an option.
 """
 
 
@@ -39,7 +44,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "quickstart",
         help="tag Brown (spaCy or the hexatagger), train small TXL none/position, "
-        "evaluate PPL, BLiMP, SyntaxGym vs chance",
+        "evaluate PPL, BLiMP, SyntaxGym against chance and the profile's seeds",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -80,6 +85,9 @@ def register(subparsers: Any) -> None:
                    help="Monte Carlo draws per SyntaxGym item for the chance row")
     p.add_argument("--vocab-size", type=int, default=d.vocab_size)
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--reference", default=None, metavar="DIR",
+                   help="study folder of `structpe study run sipe-txl --profile quickstart` to place this "
+                   "run in (default: docs/studies/sipe-txl-quickstart of this checkout, if present)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", help="extra recipe overrides (key=value) for every variant")
     p.set_defaults(func=_cli)
@@ -115,6 +123,7 @@ def _cli(args: Any) -> int:
         seed=args.seed,
         progress=not args.no_progress,
         extra_overrides=list(args.overrides),
+        reference=args.reference,
     )
     from structpe.quickstart.run import run_quickstart
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the study harness is torch-heavy: `structpe quickstart --help` must stay fast
@@ -18,6 +19,9 @@ if TYPE_CHECKING:  # the study harness is torch-heavy: `structpe quickstart --he
 
 STUDY = "sipe-txl"
 PROFILE = "quickstart"
+# the profile's five seeds as committed in this checkout (structpe.quickstart.reference): the
+# spread a single run sits in; absent in an installed package without the repository's docs/
+REFERENCE_DIR = Path(__file__).resolve().parents[3] / "docs" / "studies" / "sipe-txl-quickstart"
 
 DEFAULT_BLIMP = (
     "determiner_noun_agreement_1",
@@ -67,6 +71,8 @@ class QuickstartConfig:
     chance_draws: int = 100
     progress: bool = True
     extra_overrides: list[str] = field(default_factory=list)
+    # a study folder of the profile to place this run in (None: REFERENCE_DIR, if it is there)
+    reference: str | None = None
 
     def use_bf16(self) -> bool:
         from structpe.hardware import resolve_bf16

@@ -2,7 +2,7 @@
 
 Pure functions of the results ``structpe.quickstart.run.run_quickstart`` collected from its study
 cells, written with :mod:`structpe.eval.report` (``report.md`` / ``report.json`` / ``val_loss.png``
-/ ``syntaxgym_circuits.png``).
+/ ``syntaxgym_circuits.png``), the reference section last (:mod:`structpe.quickstart.reference`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.quickstart.config import QuickstartConfig
+from structpe.quickstart.reference import render
 
 COLUMNS = ["model", "likelihood", "val LM loss", "test token PPL", "test word PPL", "BLiMP subset",
            "SyntaxGym", "train s"]
@@ -99,5 +100,6 @@ def write_report_files(out: Path, cfg: QuickstartConfig, results: dict[str, Any]
         *[e["leakage"]["verdict"] for e in results["variants"].values() if "leakage" in e],
         "Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in results["timings"].items()),
     ]
+    sections = render(results["reference"]) if "reference" in results else []
     write_report(out, "report", results, report_rows(results), COLUMNS, title="structpe quickstart",
-                 notes=[n for n in notes if n], plots=plots)
+                 notes=[n for n in notes if n], plots=plots, sections=sections)

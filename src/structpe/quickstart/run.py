@@ -6,7 +6,8 @@ pre-training, perplexity, BLiMP and SyntaxGym in each likelihood mode, the leaka
 module builds the spec from :class:`~structpe.quickstart.config.QuickstartConfig`, runs it into the
 report folder (``data/``, ``cells/<variant>/seed-<seed>/``), adds the chance row and writes
 ``report.md`` / ``report.json`` / ``val_loss.png`` / ``syntaxgym_circuits.png`` from the cells'
-``metrics.json``. Re-running reuses the data and the finished cells.
+``metrics.json``, with the run placed among the profile's reference seeds
+(:mod:`structpe.quickstart.reference`). Re-running reuses the data and the finished cells.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from typing import Any
 
 from structpe.data.paths import data_root
 from structpe.quickstart.config import QuickstartConfig, study_spec
+from structpe.quickstart.reference import (
+    Reference,
+    find_reference,
+    headline_metrics,
+    mismatch,
+    reference_section,
+)
 from structpe.quickstart.report import write_report_files
 from structpe.study.report import BLIMP_CHANCE
 
@@ -108,6 +116,12 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     from structpe.train.checkpoints import final_model_dir
     from structpe.train.prepare_settings import parser_record, prepared_data_files
 
+    spec = study_spec(cfg)
+    # before anything runs: a --reference that cannot be read is one line, not a report 20 minutes on
+    reference = find_reference(cfg.reference)
+    if isinstance(reference, Reference) and (why := mismatch(spec.to_dict(), reference.spec)):
+        print(f"quickstart: the reference {reference.folder} ran other settings ({why}): "
+              "the report will not compare with it", flush=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     if not cfg.progress:
@@ -116,7 +130,6 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
         datasets.disable_progress_bars()  # the prepare stage's map bars, which --no-progress also silences
     timings: dict[str, float] = {}
     t_all = time.time()
-    spec = study_spec(cfg)
     parser = CachedParser(get_parser(cfg.parser))
     t = _step(f"data: BPE on Brown train, then hexatag + pack Brown with {cfg.parser} "
               f"({cfg.train_sentences} train sentences)")
@@ -128,10 +141,13 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     run_study(spec, out, data_dir=cfg.data_dir, data=data, parser=parser, progress=cfg.progress, report=False)
 
     results: dict[str, Any] = {"config": asdict(cfg), "variants": {}}
+    scores: dict[str, dict[str, float]] = {}
+    headline: dict[str, list[str]] = {}
     for variant in cfg.variants:
         cell = cell_dir(out, variant, cfg.seed)
         metrics = json.loads((cell / METRICS_FILE).read_text())
         modes = cfg.likelihoods if variant != "none" else ("conditional",)
+        scores[variant], headline[variant] = metrics["scores"], headline_metrics(modes)
         entry: dict[str, Any] = {
             "run_dir": str(cell / "run"),
             "train_s": metrics["wall_s"]["train"],
@@ -148,6 +164,8 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     t = _step("chance row (SyntaxGym Monte Carlo)")
     results["chance"] = chance_row(cfg)
     timings["chance_s"] = time.time() - t
+    results["reference"] = reference_section(reference, spec.to_dict(), scores, headline, results["chance"],
+                                             cfg.seed)
     timings["total_s"] = time.time() - t_all
     results["timings"] = timings
     results["provenance"] = provenance(

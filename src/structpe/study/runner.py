@@ -342,6 +342,21 @@ def _data_root(data_dir: str | None) -> Path:
     return data_root(data_dir)
 
 
+def spec_record(spec: StudySpec, command: str | None, data_fingerprint: str) -> dict[str, Any]:
+    """A study folder's ``spec.json``: the spec file and profile (``folder_spec`` reloads them), the
+    selected recipes and seeds, the command, the data's fingerprint and the whole spec as it ran
+    (what a later reader compares settings against, e.g. ``structpe quickstart --reference``)."""
+    return {
+        "source": spec.source,
+        "profile": spec.profile,
+        "recipes": [r.label for r in spec.recipes],
+        "seeds": spec.all_seeds(),
+        "command": command,
+        "data_fingerprint": data_fingerprint,
+        "spec": spec.to_dict(),
+    }
+
+
 def run_study(
     spec: StudySpec,
     out: str | Path,
@@ -380,18 +395,7 @@ def run_study(
             )
     if command is None and (out / "spec.json").is_file():  # a resume without a command keeps the first
         command = read_json(out / "spec.json").get("command")
-    write_json_atomic(
-        out / "spec.json",
-        {
-            "source": spec.source,
-            "profile": spec.profile,
-            "recipes": [r.label for r in spec.recipes],
-            "seeds": spec.all_seeds(),
-            "command": command,
-            "data_fingerprint": data.fingerprint,
-            "spec": spec.to_dict(),
-        },
-    )
+    write_json_atomic(out / "spec.json", spec_record(spec, command, data.fingerprint))
     paths: list[Path] = []
     busy: list[tuple[str, int]] = []
     for label, seed in cells(spec):

@@ -1,0 +1,281 @@
+"""Where ``structpe quickstart``'s single run sits among the ``quickstart`` profile's seeds.
+
+The reference is a study folder of the ``sipe-txl`` study's ``quickstart`` profile (``spec.json`` and
+``cells/<recipe>/seed-<s>/metrics.json``, written by ``structpe study run sipe-txl --profile
+quickstart --output DIR``); by default ``docs/studies/sipe-txl-quickstart`` of the checkout this
+package runs from (:data:`structpe.quickstart.config.REFERENCE_DIR`). The run is compared with it
+only when the reference ran this run's settings (:func:`mismatch`: model, training budget, data,
+evaluations; the seed is no setting). For each headline score the page shows the reference's mean
+± sd, min-max and seed count beside this run's value, and the paired ``position`` - ``none``
+difference beside the reference's per-seed paired differences (same seed). The statistics are
+:mod:`structpe.study.aggregate`'s.
+
+A range is a description, not a test: a new run of the same settings falls outside the min-max of
+n earlier seeds with probability 2 / (n + 1) (its value is equally likely to take any of the n + 1
+ranks), 1 in 3 with five seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from structpe.errors import StructpeError
+from structpe.io import read_json
+from structpe.quickstart.config import PROFILE, REFERENCE_DIR, STUDY
+from structpe.study.aggregate import by_seed, load_cell_metrics, mean_sd
+from structpe.study.scaling import _hardware
+from structpe.study.wording import _pm, _table
+
+MAKE_REFERENCE = f"structpe study run {STUDY} --profile {PROFILE} --output DIR"
+# how the data stage runs, not what it builds (structpe.study.spec.DatasetSpec): never a mismatch
+RUN_ONLY_DATASET = ("num_proc", "shard_units")
+SECTION_TITLE = "## This run among the quickstart profile's seeds"
+
+
+class ReferenceFolderError(StructpeError):
+    """``--reference`` names no readable study folder; the message names the path."""
+
+
+@dataclass
+class Reference:
+    """A study folder read as a reference: the spec as it ran (``spec.json``'s ``spec``), its
+    command and its finished cells' ``metrics.json``."""
+
+    folder: Path
+    spec: dict[str, Any]
+    command: str | None
+    cells: list[dict[str, Any]]
+
+
+def read_reference(folder: str | Path) -> Reference:
+    """Read a study folder; anything missing or malformed is one line naming the path."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReferenceFolderError(
+            f"{folder}: no such folder (a reference is the output of `{MAKE_REFERENCE}`)"
+        )
+    spec_file = folder / "spec.json"
+    if not spec_file.is_file():
+        raise ReferenceFolderError(f"{folder}: no spec.json (not a study folder of `{MAKE_REFERENCE}`)")
+    saved = read_json(spec_file)
+    if not isinstance(saved, dict) or not isinstance(saved.get("spec"), dict):
+        raise ReferenceFolderError(f"{spec_file}: holds no 'spec' (the spec the study ran with)")
+    try:
+        cells = load_cell_metrics(folder)
+    except (KeyError, TypeError) as err:
+        raise ReferenceFolderError(
+            f"{folder}: a cells/<recipe>/seed-<s>/metrics.json lacks {err} (not written by a study run)"
+        ) from None
+    if not cells:
+        raise ReferenceFolderError(f"{folder}: no finished cells (no cells/<recipe>/seed-<s>/metrics.json)")
+    return Reference(folder, saved["spec"], saved.get("command"), cells)
+
+
+def find_reference(given: str | Path | None, default: Path = REFERENCE_DIR) -> Reference | str:
+    """The reference to compare with, or the sentence saying why there is none.
+
+    An explicitly ``given`` folder must be readable (:class:`ReferenceFolderError` otherwise); the
+    default one may be absent or unreadable, and the report then says so and how to make one.
+    """
+    if given is not None:
+        return read_reference(given)
+    if not default.exists():
+        return (
+            f"No reference distribution is available: `{default}` does not exist. Make one with "
+            f"`{MAKE_REFERENCE}` and pass it with `structpe quickstart --reference DIR`."
+        )
+    try:
+        return read_reference(default)
+    except StructpeError as err:
+        return f"No reference distribution is available: {err}."
+
+
+def _overrides(where: str, overrides: list[str]) -> dict[str, str]:
+    """``key=value`` overrides as settings (a later one of the same key wins, as in a recipe)."""
+    out = {}
+    for o in overrides:
+        key, _, value = o.partition("=")
+        out[f"{where}{key}"] = value
+    return out
+
+
+def _flat(prefix: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items() for k, v in _flat(f"{prefix}.{key}", sub).items()}
+    return {prefix: value}
+
+
+def settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """What a spec (``StudySpec.to_dict()``) fixes about its cells' models and scores, by name; not
+    its seeds, its file's path, its claims or how the data stage runs."""
+    dataset = {k: v for k, v in spec["dataset"].items() if k not in RUN_ONLY_DATASET}
+    out: dict[str, Any] = {
+        "study": spec["name"],
+        "profile": spec["profile"],
+        "recipe profile": spec["recipe_profile"],
+        "recipes": [r["label"] for r in spec["recipes"]],
+    }
+    for r in spec["recipes"]:
+        out[f"recipes.{r['label']}"] = {k: r[k] for k in ("recipe", "overrides", "tags")}
+    out.update(_overrides("", spec["profile_overrides"]))
+    for label, overrides in spec["profile_recipe_overrides"].items():
+        out.update(_overrides(f"{label}: ", overrides))
+    out.update(_flat("dataset", dataset))
+    out.update(_flat("evaluations", spec["evaluations"]))
+    return json.loads(json.dumps(out))  # tuples as lists, as spec.json holds them
+
+
+def mismatch(run_spec: dict[str, Any], ref_spec: dict[str, Any]) -> str | None:
+    """The first setting in which the reference differs from this run, in words; None if none does."""
+    mine, theirs = settings(run_spec), settings(ref_spec)
+    missing = object()
+    for key in [*mine, *(k for k in theirs if k not in mine)]:
+        a, b = mine.get(key, missing), theirs.get(key, missing)
+        if a != b:
+            here = "not set" if a is missing else json.dumps(a)
+            there = "not set" if b is missing else json.dumps(b)
+            return f"`{key}` is {here} in this run and {there} in the reference"
+    return None
+
+
+def headline_metrics(modes: list[str] | tuple[str, ...]) -> list[str]:
+    """The scores of the quickstart's table, as ``metrics.json`` names them, per likelihood mode."""
+    per_mode = ("ppl.{}.token_ppl", "ppl.{}.word_ppl", "blimp.{}.overall", "syntaxgym.{}.sg_score")
+    return ["val_lm_loss", *(m.format(mode) for mode in modes for m in per_mode)]
+
+
+def _clean(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def _row(values: dict[int, float], run: float | None) -> dict[str, Any]:
+    """The reference's spread of one score (seed -> value) and where ``run`` lies in it."""
+    s = mean_sd(list(values.values()))
+    lo, hi = (min(values.values()), max(values.values())) if values else (None, None)
+    inside = None if run is None or lo is None else lo <= run <= hi
+    side = None if inside is None or inside else ("below" if run < lo else "above")
+    return {"mean": _clean(s["mean"]), "sd": _clean(s["sd"]), "n": s["n"], "min": lo, "max": hi,
+            "seeds": sorted(values), "run": run, "inside": inside, "side": side}
+
+
+def compare(
+    run: dict[str, dict[str, float]],
+    cells: list[dict[str, Any]],
+    metrics: dict[str, list[str]],
+    baseline: str,
+) -> dict[str, list[dict[str, Any]]]:
+    """This run's scores (recipe -> ``metrics.json`` scores) against the reference ``cells``: per
+    recipe and metric of ``metrics``, and the paired difference recipe - ``baseline`` per metric
+    (the reference's per seed, this run's from its own two cells)."""
+    scores, paired = [], []
+    for label, names in metrics.items():
+        mine = run.get(label, {})
+        for m in names:
+            scores.append({"recipe": label, "metric": m, **_row(by_seed(cells, label, m), mine.get(m))})
+        if label == baseline or baseline not in run:
+            continue
+        for m in names:
+            a, b = by_seed(cells, label, m), by_seed(cells, baseline, m)
+            diffs = {s: a[s] - b[s] for s in sorted(set(a) & set(b))}
+            here = mine[m] - run[baseline][m] if m in mine and m in run[baseline] else None
+            paired.append({"recipe": label, "against": baseline, "metric": m, **_row(diffs, here)})
+    return {"scores": scores, "paired": paired}
+
+
+def reference_section(
+    reference: Reference | str,
+    run_spec: dict[str, Any],
+    run: dict[str, dict[str, float]],
+    metrics: dict[str, list[str]],
+    chance: dict[str, Any] | None,
+    seed: int,
+) -> dict[str, Any]:
+    """The section's content (report.json's ``reference``): ``status`` ``compared``, ``other
+    settings`` (``note`` names the first differing one, no numbers) or ``none`` (``note`` says why)."""
+    if isinstance(reference, str):
+        return {"status": "none", "note": reference}
+    base = {"folder": str(reference.folder), "command": reference.command, "seed": seed}
+    why = mismatch(run_spec, reference.spec)
+    if why is not None:
+        note = (
+            f"Not comparable: the reference `{reference.folder}` ran other settings ({why}); "
+            "no numbers shown."
+        )
+        return {**base, "status": "other settings", "note": note}
+    baseline = run_spec["baseline"]
+    return {
+        **base,
+        "status": "compared",
+        "hardware": _hardware(reference.cells),
+        "seeds": {label: sorted({int(c["seed"]) for c in reference.cells if c["recipe_label"] == label})
+                  for label in metrics},
+        **compare(run, reference.cells, metrics, baseline),
+        "chance": {k: chance[k] for k in ("blimp", "syntaxgym")} if chance else None,
+    }
+
+
+def _val(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    prec = 3 if abs(x) < 10 else 1
+    return f"{x:+.{prec}f}" if signed else f"{x:.{prec}f}"
+
+
+def _cells(r: dict[str, Any], signed: bool) -> list[str]:
+    if not r["n"]:
+        return ["not in the reference", "-", "0", _val(r["run"], signed), "-"]
+    spread = {"mean": r["mean"], "sd": math.nan if r["sd"] is None else r["sd"], "n": r["n"]}
+    mean = _pm(spread)
+    if signed and not mean.startswith("-"):
+        mean = "+" + mean
+    inside = "-" if r["inside"] is None else ("yes" if r["inside"] else f"no ({r['side']})")
+    return [mean, f"{_val(r['min'], signed)} to {_val(r['max'], signed)}", str(r["n"]),
+            _val(r["run"], signed), inside]
+
+
+def render(section: dict[str, Any]) -> list[str]:
+    """report.md's section, in Markdown lines."""
+    lines = [SECTION_TITLE, ""]
+    if section["status"] != "compared":
+        return [*lines, section["note"]]
+    seed = section["seed"]
+    counts = ", ".join(
+        f"{len(s)} of `{label}` ({', '.join(map(str, s))})" for label, s in section["seeds"].items()
+    )
+    ns = sorted({r["n"] for r in section["scores"] if r["n"]})
+    odds = ", ".join(f"{2 / (n + 1):.2f} with {n} seeds" for n in ns)
+    lines += [
+        f"- Reference: `{section['folder']}`, seeds {counts}, on {section['hardware']}"
+        + (f" (`{section['command']}`)" if section["command"] else "")
+        + f"; the same settings as this run (seed {seed}).",
+        f"- A range is a description, not a test: a new seed of the same settings falls outside the "
+        f"min-max of n earlier seeds with probability 2 / (n + 1) ({odds}).",
+    ]
+    if any(seed in s for s in section["seeds"].values()):
+        lines.append(
+            f"- Seed {seed} is one of the reference's seeds: this run repeats that cell, not a new draw."
+        )
+    header = ["recipe", "score", "reference mean ± sd", "reference min–max", "seeds",
+              f"this run (seed {seed})", "inside min–max"]
+    rows = [[f"`{r['recipe']}`", f"`{r['metric']}`", *_cells(r, False)] for r in section["scores"]]
+    chance = section["chance"] or {}
+    for name, key in (("BLiMP", "blimp"), ("SyntaxGym", "syntaxgym")):
+        if key in chance:
+            rows.append(["*chance*", f"{name}, every mode", f"*{chance[key]:.3f}*", "-", "-",
+                         f"*{chance[key]:.3f}*", "-"])
+    lines += ["", *_table(rows, header)]
+    if section["paired"]:
+        paired = [[f"`{r['recipe']}` - `{r['against']}`", f"`{r['metric']}`", *_cells(r, True)]
+                  for r in section["paired"]]
+        lines += [
+            "",
+            "Paired differences, recipe - baseline at the same seed (PPL and loss: lower is better; "
+            "BLiMP and SyntaxGym: higher):",
+            "",
+            *_table(paired, ["difference", *header[1:]]),
+        ]
+    return lines
