@@ -27,7 +27,7 @@ from structpe.study.aggregate import (
 )
 from structpe.study.report import write_study_report
 from structpe.study.spec import SyntaxGymSpec, load_spec
-from structpe.study.wording import _table
+from structpe.study.wording import md_table
 
 
 def test_paired_test_matches_scipy_on_synthetic_pairs() -> None:
@@ -271,7 +271,7 @@ def test_report_files(tiny_spec: Path, tmp_path: Path) -> None:
 
 
 def test_table_escapes_pipes() -> None:
-    assert _table([["p(x | T)", "1"]], ["mode", "n"])[2] == "| p(x \\| T) | 1 |"
+    assert md_table([["p(x | T)", "1"]], ["mode", "n"])[2] == "| p(x \\| T) | 1 |"
 
 
 def test_report_reads_scores_against_chance(tiny_spec: Path, tmp_path: Path, shared_data: Path) -> None:

@@ -26,9 +26,8 @@ from typing import Any
 from structpe.errors import StructpeError
 from structpe.io import read_json
 from structpe.quickstart.config import PROFILE, REFERENCE_DIR, STUDY
-from structpe.study.aggregate import by_seed, load_cell_metrics, mean_sd
-from structpe.study.scaling import _hardware
-from structpe.study.wording import _pm, _table
+from structpe.study.aggregate import by_seed, load_cell_metrics, machines_text, mean_sd
+from structpe.study.wording import md_table, pm
 
 MAKE_REFERENCE = f"structpe study run {STUDY} --profile {PROFILE} --output DIR"
 # how the data stage runs, not what it builds (structpe.study.spec.DatasetSpec): never a mismatch
@@ -210,7 +209,7 @@ def reference_section(
     return {
         **base,
         "status": "compared",
-        "hardware": _hardware(reference.cells),
+        "hardware": machines_text(reference.cells),
         "seeds": {label: sorted({int(c["seed"]) for c in reference.cells if c["recipe_label"] == label})
                   for label in metrics},
         **compare(run, reference.cells, metrics, baseline),
@@ -229,7 +228,7 @@ def _cells(r: dict[str, Any], signed: bool) -> list[str]:
     if not r["n"]:
         return ["not in the reference", "-", "0", _val(r["run"], signed), "-"]
     spread = {"mean": r["mean"], "sd": math.nan if r["sd"] is None else r["sd"], "n": r["n"]}
-    mean = _pm(spread)
+    mean = pm(spread)
     if signed and not mean.startswith("-"):
         mean = "+" + mean
     inside = "-" if r["inside"] is None else ("yes" if r["inside"] else f"no ({r['side']})")
@@ -267,7 +266,7 @@ def render(section: dict[str, Any]) -> list[str]:
         if key in chance:
             rows.append(["*chance*", f"{name}, every mode", f"*{chance[key]:.3f}*", "-", "-",
                          f"*{chance[key]:.3f}*", "-"])
-    lines += ["", *_table(rows, header)]
+    lines += ["", *md_table(rows, header)]
     if section["paired"]:
         paired = [[f"`{r['recipe']}` - `{r['against']}`", f"`{r['metric']}`", *_cells(r, True)]
                   for r in section["paired"]]
@@ -276,6 +275,6 @@ def render(section: dict[str, Any]) -> list[str]:
             "Paired differences, recipe - baseline at the same seed (PPL and loss: lower is better; "
             "BLiMP and SyntaxGym: higher):",
             "",
-            *_table(paired, ["difference", *header[1:]]),
+            *md_table(paired, ["difference", *header[1:]]),
         ]
     return lines

@@ -68,6 +68,16 @@ def machine_of(cell: dict[str, Any]) -> str | None:
     return name if bf16 is None else f"{name}, {'bf16' if bf16 else 'fp32'}"
 
 
+def machines_text(cells: Sequence[dict[str, Any]]) -> str:
+    """The machines of ``cells`` in order of first appearance, for a report line."""
+    found: list[str] = []
+    for c in cells:
+        name = machine_of(c)
+        if name and name not in found:
+            found.append(name)
+    return "; ".join(found) or "not recorded"
+
+
 def mean_sd(values: Sequence[float]) -> dict[str, float]:
     """Mean, sample standard deviation (ddof 1; nan for one value) and count."""
     xs = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)

@@ -16,13 +16,13 @@ from structpe.study.wording import (
     _num,
     _p,
     _paper_cell,
-    _pm,
     _summary,
-    _table,
     _zero_nan,
     count_of,
     describe,
+    md_table,
     mode_note,
+    pm,
     rule_text,
 )
 
@@ -210,8 +210,8 @@ def render(
                         role,
                         describe(r["metric"], cells) + (f" (bound: {r['bound']})" if r["bound"] else ""),
                         _paper_cell(c["paper"]),
-                        f"{c['against']}: {_pm(r['against'])}",
-                        f"{c['recipe']}: {_pm(r['recipe'])}",
+                        f"{c['against']}: {pm(r['against'])}",
+                        f"{c['recipe']}: {pm(r['recipe'])}",
                         ", ".join(_num(d) for d in r["signed"]) or "-",
                         f"{_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]",
                         _p(r["p"]),
@@ -222,7 +222,7 @@ def render(
                 )
         verdicts = f"**{c['verdict']}**" + (f" / honest **{c['honest_verdict']}**" if c["honest"] else "")
         rows.append([f"**{c['id']}**", "", "", "", "", "", "", "", "", "", "", verdicts])
-    lines += _table(
+    lines += md_table(
         rows,
         [
             "claim",
@@ -261,8 +261,8 @@ def render(
             [
                 f"{label} (`{r['recipe']}`{', reads tags' if r['reads_tags'] else ''})",
                 str(len(r["seeds"])),
-                *(_pm(s[k]) if s.get(k, {}).get("n") else "not run" for _, k in columns),
-                _pm(r["wall_s"], 1 / 60),
+                *(pm(s[k]) if s.get(k, {}).get("n") else "not run" for _, k in columns),
+                pm(r["wall_s"], 1 / 60),
             ]
         )
     if chance is not None:
@@ -272,7 +272,7 @@ def render(
         }
         rows.append(["*chance*", "-", *(f"*{at[k]:.3f}*" if k in at else "-" for _, k in columns), "-"])
     header = [f"{h} [{'; '.join(x for x in (mode_note(k), count_of(k, cells)) if x)}]" for h, k in columns]
-    lines += _table(rows, ["recipe", "seeds", *(h.replace(" []", "") for h in header), "wall min/cell"])
+    lines += md_table(rows, ["recipe", "seeds", *(h.replace(" []", "") for h in header), "wall min/cell"])
     if chance is not None:
         lines += [
             "",
@@ -301,7 +301,7 @@ def render(
                         f"{_num(p['mean'])} [{_num(p['ci95'][0])}, {_num(p['ci95'][1])}]",
                     ]
                 )
-    lines += _table(
+    lines += md_table(
         rows, ["recipe", "metric [mode; n]", "signed diff per seed", "seeds better", "mean [95% t CI]"]
     )
     lines += [
@@ -348,17 +348,17 @@ def render(
         rows.append(
             [
                 label,
-                _pm(s.get("leakage.baseline.word_ppl")),
+                pm(s.get("leakage.baseline.word_ppl")),
                 *(
-                    f"{_pm(s.get(f'leakage.{c}.word_ppl'))} ({_pm(s.get(f'leakage.{c}.gain'))})"
+                    f"{pm(s.get(f'leakage.{c}.word_ppl'))} ({pm(s.get(f'leakage.{c}.gain'))})"
                     for c in conds
                 ),
-                _pm(share),
+                pm(share),
                 ", ".join(f"{v:.2f}" for v in share["by_seed"].values()) or "-",
             ]
         )
     if rows:
-        lines += _table(
+        lines += md_table(
             rows,
             [
                 "recipe",
@@ -396,7 +396,7 @@ def render(
                 c["config_hash"][:12],
             ]
         )
-    lines += _table(
+    lines += md_table(
         rows, ["recipe", "seed", "steps", "train s", "eval s", "total s", "resumed", "machine", "config hash"]
     )
     lines.append("")

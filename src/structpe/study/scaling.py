@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import atomic_write_text, read_json, save_figure, write_json_atomic
-from structpe.study.aggregate import aggregate, better_of, load_cell_metrics, machine_of
+from structpe.study.aggregate import aggregate, better_of, load_cell_metrics, machines_text
 from structpe.study.cells import StudyError
 from structpe.study.spec import StudySpec, folder_spec
-from structpe.study.wording import COLUMNS, _num, _pm, _table, count_of, mode_note
+from structpe.study.wording import COLUMNS, _num, count_of, md_table, mode_note, pm
 
 NOT_DISTINGUISHABLE = "not distinguishable at these seed counts"
 CHANGES = ("flips sign", "grows", "shrinks", "stays within noise", NOT_DISTINGUISHABLE, "not run")
@@ -221,15 +221,6 @@ def _changes(steps: list[dict[str, Any]], many: bool) -> str:
     return "; ".join(f"{s['from']} -> {s['to']}: {s['change']}" for s in steps)
 
 
-def _hardware(cells: list[dict[str, Any]]) -> str:
-    found = []
-    for c in cells:
-        name = machine_of(c)
-        if name and name not in found:
-            found.append(name)
-    return "; ".join(found) or "not recorded"
-
-
 def _seed_counts(s: Scale) -> str:
     return ", ".join(f"{label} {len(r['seeds'])}" for label, r in s.agg["recipes"].items() if r["seeds"])
 
@@ -285,7 +276,7 @@ def render(
         "## Studies",
         "",
     ]
-    lines += _table(
+    lines += md_table(
         [
             [
                 f"`{s.profile}`",
@@ -293,7 +284,7 @@ def render(
                 f"`{s.command}`" if s.command else "-",
                 f"{s.agg['cells_finished']} of {s.agg['cells_planned']}",
                 _seed_counts(s),
-                _hardware(s.cells),
+                machines_text(s.cells),
             ]
             for s in scales
         ],
@@ -317,7 +308,7 @@ def render(
                 f"`{s.profile}`",
                 f"`{b['baseline']}`",
                 str(len(b["seeds"])),
-                *(_pm(b["scores"][m]) if b["scores"][m]["n"] else "not run" for m in metrics.values()),
+                *(pm(b["scores"][m]) if b["scores"][m]["n"] else "not run" for m in metrics.values()),
                 "; ".join(b["evaluated_on"].values()) or "-",
             ]
         )
@@ -332,7 +323,7 @@ def render(
                     "-",
                 ]
             )
-    lines += _table(
+    lines += md_table(
         rows, ["scale", "baseline", "seeds", *(f"{k} (`{m}`)" for k, m in metrics.items()), "evaluated on"]
     )
     lines += [
@@ -371,7 +362,7 @@ def render(
         )
     change_head = "change" + (" per step" if many else "")
     header = ["claim", "role", "metric", *(f"`{p}`" for p in profiles), change_head]
-    lines += _table(rows, header)
+    lines += md_table(rows, header)
     idle = [c["id"] for c in claims if not ran_anywhere(c)]
     if idle:
         lines += ["", f"Not run at any of these scales: {', '.join(f'`{i}`' for i in idle)}."]
@@ -505,7 +496,7 @@ def write_scaling(
                 "cells_finished": s.agg["cells_finished"],
                 "cells_planned": s.agg["cells_planned"],
                 "seeds": {label: r["seeds"] for label, r in s.agg["recipes"].items()},
-                "hardware": _hardware(s.cells),
+                "hardware": machines_text(s.cells),
                 "holm_family": s.agg["holm_family"],
             }
             for s in scales

@@ -86,7 +86,7 @@ def describe(metric: str, cells: list[dict[str, Any]]) -> str:
     return f"`{metric}`" + (f" [{'; '.join(parts)}]" if parts else "")
 
 
-def _pm(s: dict[str, Any] | None, scale: float = 1.0) -> str:
+def pm(s: dict[str, Any] | None, scale: float = 1.0) -> str:
     if not s or s.get("n", 0) == 0 or s["mean"] is None or math.isnan(s["mean"]):
         return "-"
     prec = 3 if abs(s["mean"] * scale) < 10 else 1
@@ -99,7 +99,7 @@ def _num(x: float | None, prec: int = 3) -> str:
     return "-" if x is None or math.isnan(x) else f"{x:+.{prec}f}"
 
 
-def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+def md_table(rows: list[list[str]], header: list[str]) -> list[str]:
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"  # p(x | T) inside a cell
 
