@@ -255,3 +255,10 @@ def test_a_spec_without_glue_hashes_as_before() -> None:
         assert {k: v for k, v in keys.items() if not k.startswith("glue-")} == before
         glue = spec.evaluations.glue
         assert set(keys) - set(before) == {f"glue-{t}-ft{s}" for t in glue.tasks for s in glue.seeds}
+
+
+def test_the_papers_task_scores_are_checked(tiny_spec_text: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(glue_text(tiny_spec_text).replace("rte: [63.42, 67.51]", "rte: 63.42"))
+    with pytest.raises(StudySpecError, match=r"claims\[1\] \(glue\): paper.tasks: expected \{task: "):
+        load_spec(path, "test")

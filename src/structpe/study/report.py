@@ -100,7 +100,11 @@ def _ppl_modes(recipes: dict[str, Any]) -> list[str]:
 
 
 def _plots(
-    out: Path, agg: dict[str, Any], cells: list[dict[str, Any]], chance: dict[str, Any] | None = None
+    out: Path,
+    agg: dict[str, Any],
+    cells: list[dict[str, Any]],
+    spec: StudySpec,
+    chance: dict[str, Any] | None = None,
 ) -> list[Path]:
     from structpe.eval.report import bar_plot
 
@@ -163,24 +167,25 @@ def _plots(
                 ylabel="word PPL (lower is better)",
             )
         )
-    glue_plot = _glue_plot(out, agg, chance)
+    glue_plot = _glue_plot(out, agg, spec, chance)
     if glue_plot is not None:
         plots.append(glue_plot)
     return plots
 
 
-def _glue_tasks(agg: dict[str, Any]) -> list[str]:
-    """The GLUE tasks the cells hold (in the order their scores name them)."""
-    found = [m.split(".")[1] for r in agg["recipes"].values() for m in r["scores"] if m.endswith(".n_dev")]
-    return list(dict.fromkeys(t for t in found if t in TASKS))
+def _glue_tasks(agg: dict[str, Any], spec: StudySpec) -> list[str]:
+    """The GLUE tasks the cells hold, in the spec's order (then any others the cells have)."""
+    found = {m.split(".")[1] for r in agg["recipes"].values() for m in r["scores"] if m.endswith(".n_dev")}
+    order = spec.evaluations.glue.tasks if spec.evaluations.glue is not None else []
+    return [t for t in order if t in found] + sorted(t for t in found - set(order) if t in TASKS)
 
 
-def _glue_plot(out: Path, agg: dict[str, Any], chance: dict[str, Any] | None) -> Path | None:
+def _glue_plot(out: Path, agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] | None) -> Path | None:
     """Per task (and the macro) each recipe's GLUE score in points, error bars the sd over
     pre-training seeds; the majority class beside them when known."""
     from structpe.eval.report import bar_plot
 
-    tasks = _glue_tasks(agg)
+    tasks = _glue_tasks(agg, spec)
     if not tasks:
         return None
     keys = [f"glue.{t}.main" for t in tasks] + ["glue.macro"]
@@ -208,7 +213,7 @@ def _glue_section(agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] |
     """The GLUE table: per recipe and task the fine-tuned score in points (mean ± sd over
     pre-training seeds of each cell's mean over fine-tuning seeds; the fine-tuning spread apart),
     the majority class, and the paper's numbers for the recipes its GLUE claims name."""
-    tasks = _glue_tasks(agg)
+    tasks = _glue_tasks(agg, spec)
     glue = spec.evaluations.glue
     if not tasks or glue is None:
         return []
@@ -587,7 +592,7 @@ def write_study_report(
     cells = load_cell_metrics(out)
     agg = aggregate(cells, spec)
     chance = chance_row(out, spec, data_dir) if cells else None
-    plots = _plots(out, agg, cells, chance) if cells else []
+    plots = _plots(out, agg, cells, spec, chance) if cells else []
     command = command or _command_from(out)
     summary = {**agg, "spec": spec.to_dict(), "command": command, "chance": chance}
     write_json_atomic(out / "study.json", summary)
