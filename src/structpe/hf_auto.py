@@ -10,11 +10,12 @@ type ..." warning), and ``AutoModelForCausalLM`` / ``AutoModelForMaskedLM`` /
 that module, so the registration is there before the first ``from_pretrained``; a program that
 never touches transformers never pays for it.
 
-Every family shares one config class (``SiPEConfig``), so the masked-LM and classification Auto
-classes get one class per encoder family; transformers picks among them by the checkpoint's
-``architectures`` (what ``save_pretrained`` writes). The hook is an import-system finder (the
-standard post-import-hook pattern, as in ``wrapt``; duck-typed, since ``importlib.abc`` alone costs
-60 ms): Python has no other way to run code after someone else's module has loaded.
+Every family shares one config class (``SiPEConfig``), so the masked-LM Auto class gets one class
+per encoder family and the classification one a class per family; transformers picks among them
+by the checkpoint's ``architectures`` (what ``save_pretrained`` writes). The hook is an
+import-system finder (the standard post-import-hook pattern, as in ``wrapt``; duck-typed, since
+``importlib.abc`` alone costs 60 ms): Python has no other way to run code after someone else's
+module has loaded.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ AUTO_MODELS: dict[str, tuple[tuple[str, str], ...]] = {
         ("structpe.models.roberta", "RobertaSiPEForSequenceClassification"),
         ("structpe.models.deberta", "DebertaSiPEForSequenceClassification"),
         ("structpe.models.modernbert", "ModernBertSiPEForSequenceClassification"),
+        ("structpe.models.txl", "TransfoXLSiPEForSequenceClassification"),
     ),
 }
 

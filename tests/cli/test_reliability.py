@@ -389,14 +389,6 @@ def test_generate_options_are_checked_before_loading(
     _fails(["generate", "--model", str(tmp_path / "not-loaded"), *extra], capsys, needle)
 
 
-def test_finetune_glue_on_a_decoder_fails_before_loading(tiny_model: Path, tmp_path: Path, capsys) -> None:
-    _fails(
-        ["finetune", "glue", "--model", str(tiny_model), "--tasks", "sst2", "--out", str(tmp_path / "g")],
-        capsys,
-        "no classification head",
-    )
-
-
 def test_max_steps_below_warmup_is_refused(capsys) -> None:
     _fails(["pretrain", "--config", "txl/position-tiny", "max_steps=50"], capsys, "below warmup 100")
     _fails(

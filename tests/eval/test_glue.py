@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from eval_toys import WORDS, ChainParser
+from eval_toys import VOCAB, WORDS, ChainParser
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from transformers import BertConfig, BertForSequenceClassification
@@ -249,3 +249,35 @@ def test_finetune_a_deprel_encoder(shared_data, mlm_tok, tmp_path):
                       shared_data, seeds=(0,), epochs=2, max_train=8, max_eval=8, batch_size=4,
                       max_length=48, progress=False)
     assert r["tasks"]["rte"]["tagged"] and len(r["tasks"]["rte"]["runs"][0]["history"]) == 2
+
+
+def test_a_decoder_reads_its_sentences_framed_as_in_pretraining(tok, mlm_tok):
+    """A tokenizer that adds no special tokens (structpe's BPE) frames <s> A </s> B </s> for our
+    decoder, the tags stay on each sentence's words; one that adds its own is left as it is."""
+    from structpe.eval.glue.features import frame_sentences
+
+    framed = frame_sentences(tok)
+    ex = [GlueExample(("the dogs run", "cat sleep"), 1)]
+    f = featurize(ex, framed, ChainParser())
+    tokens = [WORDS[i] for i in f.input_ids[0]]
+    assert tokens == ["[BOS]", "the", "dog", "##s", "run", "[SEP]", "cat", "sleep", "[SEP]"]
+    plain = featurize(ex, tok, ChainParser())
+    assert [t for t in f.terminal_ids[0] if t != -100] == [t for t in plain.terminal_ids[0] if t != -100]
+    assert f.terminal_ids[0][0] == f.terminal_ids[0][5] == -100  # no tags on the frame
+    assert tok("the dogs")["input_ids"] == [VOCAB["the"], VOCAB["dog"], VOCAB["##s"]]  # a copy is framed
+    assert frame_sentences(mlm_tok) is mlm_tok
+
+
+@pytest.mark.data
+def test_finetune_our_decoder_with_tags(shared_data, tok, tmp_path):
+    """The Transformer-XL under its GLUE head (last real token) fine-tunes like the encoders."""
+    from structpe.eval.glue.finetune import load_classifier
+    from structpe.models import SiPEConfig, build_model
+
+    cfg = SiPEConfig(family="txl", injection="position", vocab_size=len(WORDS), d_model=16, n_layers=1,
+                     n_heads=2, d_ff=32, pad_token_id=0)
+    build_model(cfg).save_pretrained(tmp_path / "txl")
+    r = finetune_glue(lambda n: load_classifier(tmp_path / "txl", n), tok, ["rte", "stsb"], ChainParser(),
+                      shared_data, seeds=(0,), epochs=1, max_train=8, max_eval=8, batch_size=4,
+                      max_length=48, progress=False)
+    assert r["tasks"]["rte"]["tagged"] and -1 <= r["macro"] <= 1

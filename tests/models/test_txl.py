@@ -448,3 +448,27 @@ def test_recipe_builds_its_model(path):
         assert cfg.d_model <= 192 and cfg.n_layers <= 4
         ids = torch.randint(0, 100, (2, 8))
         assert build_model(cfg)(ids, labels=ids).loss.isfinite()
+
+
+# -- the GLUE head -----------------------------------------------------------------------------------
+
+
+def test_classification_head_reads_the_last_real_token(tmp_path: Path) -> None:
+    """Loaded from a saved LM, the classifier scores the LM's final state at each row's last
+    unpadded token (later padding changes nothing before it: the decoder is causal); no LM head."""
+    from structpe.models.registry import model_class
+
+    lm = tiny("position", dtype=torch.float32)
+    lm.save_pretrained(tmp_path / "lm")
+    clf = model_class("txl", "classification").from_pretrained(tmp_path / "lm", num_labels=3).eval()
+    assert not hasattr(clf, "lm_head") and torch.equal(clf.embed.weight, lm.embed.weight)
+    ids, t, n = batch()
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    labels = torch.tensor([0, 2])
+    out = clf(ids, attention_mask=mask, terminal_ids=t, nonterminal_ids=n, labels=labels)
+    final = lm(ids, attention_mask=mask, terminal_ids=t, nonterminal_ids=n, output_hidden_states=True)
+    pooled = final.hidden_states[-1][[0, 1], [LENGTH - 1, 5]]
+    assert out.logits.shape == (2, 3)
+    assert torch.allclose(out.logits, clf.score(pooled), atol=1e-6)
+    assert torch.allclose(out.loss, torch.nn.functional.cross_entropy(out.logits, labels))

@@ -7,8 +7,8 @@
 * ``SiPEEncoderForMaskedLM`` + ``masked_lm_output`` -- the tied MLM head and the MLM rule of
   App. A.1: at masked positions (labels != -100) the prior is zeroed and the tag heads predict the
   position's own tags; loss = MLM + tag_loss_weight * (CE_T + CE_N).
-* ``SiPEEncoderForSequenceClassification`` + ``classification_output`` -- the GLUE head and loss
-  (regression / single- / multi-label).
+* ``SiPEEncoderForSequenceClassification`` -- the GLUE head (its loss:
+  ``structpe.models.outputs.classification_output``, shared with the decoder's head).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from transformers import PreTrainedModel
 
 from structpe.models.config import SiPEConfig
 from structpe.models.encoder_layers import MaskedLMHead
-from structpe.models.outputs import SiPEOutput
+from structpe.models.outputs import SiPEOutput, classification_output
 from structpe.models.sipe_parts import check_tags, keep_mask, make_tag_heads
 from structpe.models.validate import check_inputs
 from structpe.modules.init_rules import apply_init_rule
@@ -67,38 +67,6 @@ def masked_lm_output(
             out.terminal_logits, out.nonterminal_logits, t_target, n_target
         )
         out.loss = out.lm_loss + config.tag_loss_weight * (out.terminal_loss + out.nonterminal_loss)
-    return out
-
-def classification_output(
-    config: SiPEConfig,
-    logits: torch.Tensor,
-    labels: torch.Tensor | None,
-    hidden_states: tuple[torch.Tensor, ...] | None,
-    attentions: tuple[torch.Tensor, ...] | None,
-) -> SiPEOutput:
-    """GLUE losses as in ``transformers``: MSE for one label, else CE (int labels) or BCE (float)."""
-    out = SiPEOutput(logits=logits, hidden_states=hidden_states, attentions=attentions)
-    if labels is None:
-        return out
-    n = config.num_labels
-    problem = config.problem_type
-    if problem is None:
-        if n == 1:
-            problem = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem = "single_label_classification"
-        else:
-            problem = "multi_label_classification"
-    if problem == "regression":
-        out.loss = (
-            F.mse_loss(logits.squeeze(-1).float(), labels.float().reshape(-1))
-            if n == 1
-            else F.mse_loss(logits.float(), labels.float())
-        )
-    elif problem == "single_label_classification":
-        out.loss = F.cross_entropy(logits.reshape(-1, n).float(), labels.reshape(-1))
-    else:
-        out.loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
     return out
 
 class SiPEEncoderWithHead(SiPEEncoderPreTrainedModel):

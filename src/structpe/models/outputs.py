@@ -1,4 +1,5 @@
-"""The output every SiPE model returns, whatever its family (docs/design.md §6)."""
+"""The output every SiPE model returns, whatever its family (docs/design.md §6), and the GLUE loss
+every classification head shares."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from transformers import PretrainedConfig
 from transformers.utils import ModelOutput
 
 
@@ -29,3 +32,36 @@ class SiPEOutput(ModelOutput):
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
     cache: Any = None  # the decoder's key/value cache (a transformers Cache) after use_cache=True
+
+
+def classification_output(
+    config: PretrainedConfig,
+    logits: torch.Tensor,
+    labels: torch.Tensor | None,
+    hidden_states: tuple[torch.Tensor, ...] | None,
+    attentions: tuple[torch.Tensor, ...] | None,
+) -> SiPEOutput:
+    """GLUE losses as in ``transformers``: MSE for one label, else CE (int labels) or BCE (float)."""
+    out = SiPEOutput(logits=logits, hidden_states=hidden_states, attentions=attentions)
+    if labels is None:
+        return out
+    n = config.num_labels
+    problem = config.problem_type
+    if problem is None:
+        if n == 1:
+            problem = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem = "single_label_classification"
+        else:
+            problem = "multi_label_classification"
+    if problem == "regression":
+        out.loss = (
+            F.mse_loss(logits.squeeze(-1).float(), labels.float().reshape(-1))
+            if n == 1
+            else F.mse_loss(logits.float(), labels.float())
+        )
+    elif problem == "single_label_classification":
+        out.loss = F.cross_entropy(logits.reshape(-1, n).float(), labels.reshape(-1))
+    else:
+        out.loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+    return out

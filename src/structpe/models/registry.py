@@ -28,8 +28,9 @@ _FAMILY_CLASSES = {
 # class -> the names it was saved under before (config.json ``architectures`` of older checkpoints)
 _OLD_NAMES = {"TransfoXLSiPEForCausalLM": {"TransfoXLSiPEModel"}}
 
-# encoder family -> sequence-classification class (GLUE)
+# family -> sequence-classification class (GLUE)
 _CLASSIFICATION_CLASSES = {
+    "txl": ("structpe.models.txl", "TransfoXLSiPEForSequenceClassification"),
     "roberta": ("structpe.models.roberta", "RobertaSiPEForSequenceClassification"),
     "deberta": ("structpe.models.deberta", "DebertaSiPEForSequenceClassification"),
     "modernbert": ("structpe.models.modernbert", "ModernBertSiPEForSequenceClassification"),
@@ -45,15 +46,7 @@ def model_class(family: str, head: str = "lm"):
         raise StructpeError(f"unknown model family {family!r}; expected one of {FAMILIES}")
     if head not in HEADS:
         raise StructpeError(f"unknown head {head!r}; expected one of {HEADS}")
-    if head == "classification":
-        if family not in _CLASSIFICATION_CLASSES:
-            raise StructpeError(
-                f"family {family!r} has no classification head (GLUE fine-tuning takes the encoders: "
-                f"{', '.join(_CLASSIFICATION_CLASSES)})"
-            )
-        module, name = _CLASSIFICATION_CLASSES[family]
-    else:
-        module, name = _FAMILY_CLASSES[family]
+    module, name = (_CLASSIFICATION_CLASSES if head == "classification" else _FAMILY_CLASSES)[family]
     return getattr(importlib.import_module(module), name)
 
 

@@ -49,7 +49,7 @@ from transformers import Cache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
-from structpe.models.outputs import SiPEOutput
+from structpe.models.outputs import SiPEOutput, classification_output
 from structpe.models.sipe_parts import hexatag_prior, prior_projection, tree_address
 from structpe.models.txl_cache import SiPECache
 from structpe.models.validate import check_inputs
@@ -334,9 +334,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_norm else None
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=True)
-        # no tag heads for the plain `none` baseline (config.multitask_baseline keeps them)
-        self.tag_heads = TagHeads(config.d_model) if config.has_tag_heads else None
+        self.build_heads(config)  # here, so that the modules register (and initialise) in this order
         inj = config.injection
         self.prior = hexatag_prior(config) if config.uses_hexatag_prior else None
         self.tree_address = tree_address(config) if config.uses_tree_address else None  # lis_tree
@@ -345,6 +343,12 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         self.tag_key = prior_projection(config) if config.uses_attn_bias else None  # W_K^tag
         self.tag_value = prior_projection(config) if config.uses_attn_bias else None  # W_V^tag
         self.post_init()
+
+    def build_heads(self, config: SiPEConfig) -> None:
+        """The output heads: the LM head (tied to the embedding) and the auxiliary tag heads."""
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=True)
+        # no tag heads for the plain `none` baseline (config.multitask_baseline keeps them)
+        self.tag_heads = TagHeads(config.d_model) if config.has_tag_heads else None
 
     # -- Hugging Face plumbing -------------------------------------------------------------------
     def get_input_embeddings(self) -> nn.Embedding:
@@ -465,35 +469,20 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
             projected.append(proj if any(v is not None for v in proj.values()) else None)
         return table, projected
 
-    def forward(
+    def decode(
         self,
         input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        deprel_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None,
+        terminal_ids: torch.LongTensor | None,
+        nonterminal_ids: torch.LongTensor | None,
+        deprel_ids: torch.LongTensor | None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         cache: Cache | None = None,
         use_cache: bool | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs: Any,
-    ) -> SiPEOutput:
-        """Causal LM. ``labels`` are unshifted (HF style); tags [B, L] with -100 where a position has none.
-
-        ``attention_mask`` (1 keep, 0 pad) hides padded keys; a padded query still sees itself so no
-        softmax row is empty (its outputs are meaningless -- give its label -100). Without tag tensors
-        the prior is absent (m_p = 0 everywhere) and no tag loss is computed.
-
-        Incremental decoding (Hugging Face conventions; ``past_key_values`` is the older name of
-        ``cache``): with ``use_cache=True`` or a ``cache`` (a :class:`SiPECache`; an empty Cache of
-        another class is replaced by one), ``input_ids`` and the tags are the *new* positions, which
-        follow the cached ones, ``attention_mask`` covers cached and new positions (or the new ones),
-        and ``out.cache`` holds every position so far. Other keyword arguments that ``generate``
-        passes (``position_ids`` ...) are ignored: positions are relative, counted from the cache.
-        """
-        cache = cache if cache is not None else past_key_values
+    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor], SiPECache | None]:
+        """The decoder stack shared by every head: the final hidden states [B, L, D] (after ``ln_f``,
+        before the output dropout), the per-layer hidden states / attentions when asked, the cache."""
         check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
                      past_length=cache.get_seq_length() if cache is not None else 0)
         bsz, length = input_ids.shape
@@ -556,6 +545,41 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
             h = self.ln_f(h)
         if output_hidden_states:
             hidden_states.append(h)
+        return h, hidden_states, attentions, cache
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None,
+        nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs: Any,
+    ) -> SiPEOutput:
+        """Causal LM. ``labels`` are unshifted (HF style); tags [B, L] with -100 where a position has none.
+
+        ``attention_mask`` (1 keep, 0 pad) hides padded keys; a padded query still sees itself so no
+        softmax row is empty (its outputs are meaningless -- give its label -100). Without tag tensors
+        the prior is absent (m_p = 0 everywhere) and no tag loss is computed.
+
+        Incremental decoding (Hugging Face conventions; ``past_key_values`` is the older name of
+        ``cache``): with ``use_cache=True`` or a ``cache`` (a :class:`SiPECache`; an empty Cache of
+        another class is replaced by one), ``input_ids`` and the tags are the *new* positions, which
+        follow the cached ones, ``attention_mask`` covers cached and new positions (or the new ones),
+        and ``out.cache`` holds every position so far. Other keyword arguments that ``generate``
+        passes (``position_ids`` ...) are ignored: positions are relative, counted from the cache.
+        """
+        cache = cache if cache is not None else past_key_values
+        h, hidden_states, attentions, cache = self.decode(
+            input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+            output_attentions, output_hidden_states, cache, use_cache,
+        )
         h = self.dropout(h)
         logits = self.lm_head(h) if cache is None else cache.output_logits(self.lm_head, h)
         heads = self.tag_heads(h) if self.tag_heads is not None else (None, None)
@@ -565,7 +589,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         if labels is not None:
             lm_loss = F.cross_entropy(
                 _upcast(logits[:, :-1]).reshape(-1, logits.shape[-1]),
-                labels[:, 1:].reshape(-1).to(device),
+                labels[:, 1:].reshape(-1).to(logits.device),
                 ignore_index=IGNORE_INDEX,
             )
             loss = lm_loss
@@ -585,6 +609,60 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
             hidden_states=tuple(hidden_states) if output_hidden_states else None,
             attentions=tuple(attentions) if output_attentions else None,
             cache=cache,
+        )
+
+
+class TransfoXLSiPEForSequenceClassification(TransfoXLSiPEForCausalLM):
+    """The decoder with a GLUE head: the last real token's final state -> one linear layer.
+
+    A causal decoder's last position is the only one that has read the whole input, so it is the
+    one pooled (as Hugging Face's ``TransfoXLForSequenceClassification`` and GPT-2's classifier
+    do); padding is on the right, so that is position ``attention_mask.sum(-1) - 1``. The LM and
+    tag heads are not built (a pre-trained checkpoint's are left unused); tags enter as in
+    pre-training and there is no auxiliary loss. The GLUE features frame each sentence as
+    pre-training's packed rows do (``<s> A </s>``, pairs ``<s> A </s> B </s>``), so the pooled
+    token is the last ``</s>``.
+    """
+
+    _tied_weights_keys = None
+    # loading a pre-trained LM: its output heads are left out and the score layer is new, as meant
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\.", r"^tag_heads\."]
+    _keys_to_ignore_on_load_missing = [r"^score\."]
+
+    def build_heads(self, config: SiPEConfig) -> None:
+        self.score = nn.Linear(config.d_model, config.num_labels, bias=False)
+
+    def get_output_embeddings(self) -> None:
+        return None
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None,
+        nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.Tensor | None = None,
+        deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        **kwargs: Any,
+    ) -> SiPEOutput:
+        """``labels`` are class ids [B] (float targets for regression); logits are [B, num_labels]."""
+        h, hidden_states, attentions, _ = self.decode(
+            input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+            output_attentions, output_hidden_states,
+        )
+        if attention_mask is None:
+            last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
+        else:
+            last = attention_mask.to(h.device).long().sum(-1).clamp_min(1) - 1
+        pooled = self.dropout(h[torch.arange(h.shape[0], device=h.device), last])  # (B, D)
+        return classification_output(
+            self.config,
+            self.score(pooled),
+            labels.to(h.device) if labels is not None else None,
+            tuple(hidden_states) if output_hidden_states else None,
+            tuple(attentions) if output_attentions else None,
         )
 
 

@@ -27,6 +27,7 @@ patterns of n paired seeds enumerated); its smallest possible value is 2^-n (0.1
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -257,11 +258,13 @@ def adjust(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
 
 
 def headline(metric: str) -> bool:
-    """Metrics summarised and paired in study.json (not every BLiMP paradigm / SyntaxGym suite)."""
+    """Metrics summarised and paired in study.json (not every BLiMP paradigm / SyntaxGym suite, nor
+    a single GLUE fine-tuning seed or its spread)."""
     return (
         ".paradigm." not in metric
         and ".suite." not in metric
-        and not metric.endswith(("n_sentences", "n_tokens", "n_pairs", "n_suites"))
+        and not re.search(r"^glue\..*(\.ft\d+\.|ft_sd$)", metric)
+        and not metric.endswith(("n_sentences", "n_tokens", "n_pairs", "n_suites", "n_train", "n_dev"))
     )
 
 

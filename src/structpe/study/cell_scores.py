@@ -2,13 +2,15 @@
 
 Keys are ``<benchmark>.<likelihood>.<score>`` (``ppl.joint.word_ppl``,
 ``syntaxgym.conditional.circuit.Agreement``, ``leakage.summary.surviving_share`` ...), the names
-the study spec's claims and the report's tables refer to.
+the study spec's claims and the report's tables refer to; GLUE has no likelihood mode:
+``glue.<task>.ft<seed>.<metric>``, ``glue.<task>.<metric>`` and ``glue.macro`` (:func:`glue_scores`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from structpe.eval.glue.report import macro_average, summarize
 from structpe.eval.leakage import CAUSAL
 
 
@@ -71,4 +73,48 @@ def leakage_summary(report: dict[str, Any]) -> dict[str, float]:
     share = surviving_share(out, prefix="")
     if share is not None:
         out["summary.surviving_share"] = share
+    return out
+
+
+def glue_run_scores(result: dict[str, Any]) -> dict[str, float]:
+    """One task at one fine-tuning seed (a ``finetune_task`` result of one seed), as its cache file
+    keeps it: the best dev epoch's metrics (``main``, the task's own, ``epoch``), the last epoch's as
+    ``last_<name>``, and the example counts."""
+    (run,) = result["runs"]
+    best = {k: float(v) for k, v in run["best"].items() if k != "train_loss"}
+    last = {f"last_{k}": float(v) for k, v in run["last"].items() if k != "train_loss"}
+    return {**best, **last, "n_train": float(result["n_train"]), "n_dev": float(result["n_dev"])}
+
+
+def glue_scores(runs: dict[str, dict[int, dict[str, float]]]) -> dict[str, float]:
+    """A cell's GLUE scores from its runs (task -> fine-tuning seed -> :func:`glue_run_scores`).
+
+    ``<task>.ft<seed>.<name>``: one run (best dev epoch; ``last_<name>`` the last epoch);
+    ``<task>.<name>`` the mean over the fine-tuning seeds and ``<task>.ft_sd`` their sample sd of
+    ``main``; ``macro`` / ``macro_last`` the mean over tasks of those means, and ``macro_ft_sd`` /
+    ``macro_last_ft_sd`` the sd over fine-tuning seeds of each seed's own macro, exactly as
+    ``structpe finetune glue`` reports them (``structpe.eval.glue.report.macro_average``).
+    """
+    out: dict[str, float] = {}
+    per_task: dict[str, Any] = {}
+    for task, by_seed in runs.items():
+        rows = []
+        for seed, r in by_seed.items():
+            out.update({f"{task}.ft{seed}.{k}": v for k, v in r.items() if not k.startswith("n_")})
+            best = {k: v for k, v in r.items() if not k.startswith(("last_", "n_"))}
+            last = {k.removeprefix("last_"): v for k, v in r.items() if k.startswith("last_")}
+            rows.append({"best": best, "last": last})
+        summary = {w: summarize([row[w] for row in rows]) for w in ("best", "last")}
+        out.update({f"{task}.{k}": v for k, v in summary["best"]["mean"].items()})
+        out.update({f"{task}.last_{k}": v for k, v in summary["last"]["mean"].items()})
+        if summary["best"]["sd"]["main"] is not None:
+            out[f"{task}.ft_sd"] = summary["best"]["sd"]["main"]
+        first = next(iter(by_seed.values()))
+        out[f"{task}.n_train"], out[f"{task}.n_dev"] = first["n_train"], first["n_dev"]
+        per_task[task] = {"summary": summary, "seeds": list(by_seed), "runs": rows}
+    for which, key in (("best", "macro"), ("last", "macro_last")):
+        mean, sd = macro_average(per_task, which)
+        out[key] = mean
+        if sd is not None:
+            out[f"{key}_ft_sd"] = sd
     return out

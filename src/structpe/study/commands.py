@@ -68,7 +68,7 @@ def _report(args: argparse.Namespace) -> int:
     from structpe.study.report import write_study_report
     from structpe.study.spec import folder_spec
 
-    write_study_report(args.output, folder_spec(args.output))
+    write_study_report(args.output, folder_spec(args.output), data_dir=args.data_dir)
     return 0
 
 
@@ -117,6 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=_run)
     rep = area.add_parser("report", help="(re)write study.md / study.json / plots from finished cells")
     rep.add_argument("output", help="a study folder written by `structpe study run`")
+    rep.add_argument("--data-dir", default=None, help="data root of the chance row (default: $STRUCTPE_DATA)")
     rep.set_defaults(func=_report)
     sc = area.add_parser(
         "scaling",

@@ -6,10 +6,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from structpe.eval.glue.tasks import TASKS
 from structpe.eval.syntaxgym.evaluate import suite_names
 from structpe.io import atomic_write_text, read_json, write_json_atomic
 from structpe.study.aggregate import aggregate, load_cell_metrics, machine_of
-from structpe.study.spec import LIKELIHOODS, StudySpec
+from structpe.study.spec import LIKELIHOODS, GlueSpec, StudySpec
 from structpe.study.wording import (
     COLUMNS,
     _across,
@@ -31,13 +32,24 @@ BLIMP_CHANCE = 0.5  # two sentences per pair, one of them preferred
 
 def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[str, Any] | None:
     """What a model without information scores on the study's benchmarks: BLiMP 0.5, SyntaxGym
-    by Monte Carlo per suite and circuit (``chance_scores``; not 0.5 everywhere). Computed once per
-    study folder (``chance.json``); None when the study has no SyntaxGym or the data is missing."""
+    by Monte Carlo per suite and circuit (``chance_scores``; not 0.5 everywhere), GLUE the majority
+    class of each task's (limited) training examples on its dev examples (``majority_baseline``).
+    Computed once per study folder (``chance.json``; the GLUE part again when its tasks or limit
+    change); None when the study has neither SyntaxGym nor GLUE, or their data is missing."""
     path = out / "chance.json"
-    if path.is_file():
-        return read_json(path)
-    if spec.evaluations.syntaxgym is None:
-        return None
+    row: dict[str, Any] = read_json(path) if path.is_file() else {}
+    before = dict(row)
+    if spec.evaluations.syntaxgym is not None and "syntaxgym" not in row:
+        row.update(_syntaxgym_chance(spec, data_dir) or {})
+    glue = spec.evaluations.glue
+    if glue is not None and row.get("glue_settings") != {"tasks": glue.tasks, "limit": glue.limit}:
+        row.update(_glue_chance(glue, data_dir) or {})
+    if row != before:
+        write_json_atomic(path, row)
+    return row or None
+
+
+def _syntaxgym_chance(spec: StudySpec, data_dir: str | None) -> dict[str, Any] | None:
     from structpe.data.paths import data_root
     from structpe.eval.syntaxgym.evaluate import chance_scores
     from structpe.eval.syntaxgym.suites import load_suites
@@ -48,14 +60,26 @@ def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[
     except FileNotFoundError:
         return None
     sg = chance_scores(suites, seed=0)
-    row = {
+    return {
         "blimp": BLIMP_CHANCE,
         "syntaxgym": sg["sg_score"],
         "syntaxgym_circuits": sg["circuits"],
         "syntaxgym_method": f"{sg['distribution']}, {sg['draws_per_item']} draws per item, seed {sg['seed']}",
     }
-    write_json_atomic(path, row)
-    return row
+
+
+def _glue_chance(glue: GlueSpec, data_dir: str | None) -> dict[str, Any] | None:
+    from structpe.eval.glue.tasks import load_glue, majority_baseline
+
+    try:
+        scores = {}
+        for task in glue.tasks:
+            train = [e.label for e in load_glue(task, "train", data_dir, glue.limit)]
+            dev = [e.label for e in load_glue(task, "dev", data_dir, glue.limit)]
+            scores[task] = majority_baseline(task, train, dev)
+    except FileNotFoundError:
+        return None
+    return {"glue": scores, "glue_settings": {"tasks": glue.tasks, "limit": glue.limit}}
 
 
 def _ppl_modes(recipes: dict[str, Any]) -> list[str]:
@@ -76,7 +100,11 @@ def _ppl_modes(recipes: dict[str, Any]) -> list[str]:
 
 
 def _plots(
-    out: Path, agg: dict[str, Any], cells: list[dict[str, Any]], chance: dict[str, Any] | None = None
+    out: Path,
+    agg: dict[str, Any],
+    cells: list[dict[str, Any]],
+    spec: StudySpec,
+    chance: dict[str, Any] | None = None,
 ) -> list[Path]:
     from structpe.eval.report import bar_plot
 
@@ -99,7 +127,7 @@ def _plots(
         for bench, group, title, total in groups:
             labels, series, errors = grouped(f"{bench}.{mode}.{group}.")
             hline = 0.5
-            if bench == "syntaxgym" and chance is not None:  # chance differs per circuit: bars, no line
+            if bench == "syntaxgym" and chance and "syntaxgym" in chance:  # per circuit: bars, no line
                 circuits = chance["syntaxgym_circuits"]
                 series["chance"] = [circuits.get(c, math.nan) for c in labels]
                 errors["chance"] = [0.0] * len(labels)
@@ -139,7 +167,158 @@ def _plots(
                 ylabel="word PPL (lower is better)",
             )
         )
+    glue_plot = _glue_plot(out, agg, spec, chance)
+    if glue_plot is not None:
+        plots.append(glue_plot)
     return plots
+
+
+def _glue_tasks(agg: dict[str, Any], spec: StudySpec) -> list[str]:
+    """The GLUE tasks the cells hold, in the spec's order (then any others the cells have)."""
+    found = {m.split(".")[1] for r in agg["recipes"].values() for m in r["scores"] if m.endswith(".n_dev")}
+    order = spec.evaluations.glue.tasks if spec.evaluations.glue is not None else []
+    return [t for t in order if t in found] + sorted(t for t in found - set(order) if t in TASKS)
+
+
+def _glue_plot(out: Path, agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] | None) -> Path | None:
+    """Per task (and the macro) each recipe's GLUE score in points, error bars the sd over
+    pre-training seeds; the majority class beside them when known."""
+    from structpe.eval.report import bar_plot
+
+    tasks = _glue_tasks(agg, spec)
+    if not tasks:
+        return None
+    keys = [f"glue.{t}.main" for t in tasks] + ["glue.macro"]
+    series, errors = {}, {}
+    for label, r in agg["recipes"].items():
+        series[label] = [100 * r["scores"].get(k, {}).get("mean", math.nan) for k in keys]
+        errors[label] = [100 * _zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
+    majority = (chance or {}).get("glue") or {}
+    if all(t in majority for t in tasks):
+        values = [100 * majority[t] for t in tasks]
+        series["majority class"] = [*values, sum(values) / len(values)]
+        errors["majority class"] = [0.0] * len(keys)
+    return bar_plot(
+        out / "glue_tasks.png",
+        [f"{t} ({TASKS[t].metric})" for t in tasks] + ["macro"],
+        series,
+        errors=errors,
+        title="GLUE dev per task: best epoch, mean over fine-tuning seeds\n"
+        "(mean ± sd over pre-training seeds)",
+        ylabel="task metric (points)",
+    )
+
+
+def _glue_section(agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] | None) -> list[str]:
+    """The GLUE table: per recipe and task the fine-tuned score in points (mean ± sd over
+    pre-training seeds of each cell's mean over fine-tuning seeds; the fine-tuning spread apart),
+    the majority class, and the paper's numbers for the recipes its GLUE claims name."""
+    tasks = _glue_tasks(agg, spec)
+    glue = spec.evaluations.glue
+    if not tasks or glue is None:
+        return []
+
+    def pts(s: dict[str, Any] | None) -> str:  # points, as the paper's tables
+        if not s or not s.get("n") or math.isnan(s["mean"]):
+            return "-"
+        return f"{100 * s['mean']:.1f}" + ("" if math.isnan(s["sd"]) else f" ± {100 * s['sd']:.1f}")
+
+    rows = []
+    for label, r in agg["recipes"].items():
+        sc = r["scores"]
+        if not sc.get("glue.macro", {}).get("n"):
+            continue
+        cells = []
+        for t in tasks:
+            spread = sc.get(f"glue.{t}.ft_sd", {})
+            ft = f" (ft sd {100 * spread['mean']:.1f})" if spread.get("n") else ""
+            cells.append(pts(sc.get(f"glue.{t}.main")) + ft)
+        rows.append(
+            [
+                label,
+                str(sc["glue.macro"]["n"]),
+                *cells,
+                pts(sc.get("glue.macro")),
+                pts(sc.get("glue.macro_last")),
+            ]
+        )
+    majority = (chance or {}).get("glue") or {}
+    if all(t in majority for t in tasks):
+        values = [100 * majority[t] for t in tasks]
+        rows.append(
+            [
+                "*majority class*",
+                "-",
+                *(f"*{v:.1f}*" for v in values),
+                f"*{sum(values) / len(values):.1f}*",
+                "-",
+            ]
+        )
+    for label, numbers, macro, source in _glue_paper(spec):
+        here = [numbers.get(t) for t in tasks]
+        same = f"*{sum(here) / len(here):.2f}*" if None not in here else "-"
+        rows.append(
+            [
+                f"*paper: {label}* ({source})",
+                "-",
+                *(f"*{v:.2f}*" if v is not None else "-" for v in here),
+                f"{same} (its {len(numbers)} tasks: {macro})",
+                "-",
+            ]
+        )
+    header = [
+        "recipe",
+        "pre-training seeds",
+        *(f"{t} [{TASKS[t].metric}; n = {_glue_n(agg, t)} dev]" for t in tasks),
+        "macro",
+        "macro, last epoch",
+    ]
+    limit = f"the first {glue.limit} train and dev examples of each task" if glue.limit else "every example"
+    return [
+        "",
+        "## GLUE: each cell's final model fine-tuned",
+        "",
+        f"Per cell and task: the dev metric at the **best dev epoch** (selected on the dev split it "
+        f"reports, as the paper's tables and `structpe finetune glue` do: optimistic), averaged over "
+        f"the {len(glue.seeds)} fine-tuning seeds {glue.seeds}; the table gives the mean ± sd of "
+        f"those cell means over the pre-training seeds, in points, and after it `ft sd`, the sd over "
+        f"fine-tuning seeds averaged over the cells. Macro = the mean over the tasks run (last epoch: "
+        f"the same after the last epoch, no selection). Settings: {glue.epochs} epochs, lr {glue.lr}, "
+        f"weight decay {glue.weight_decay}, batch {glue.batch_size}, {glue.max_length} tokens, "
+        f"{limit}. Metrics: MCC (CoLA), F1 (MRPC), Spearman (STS-B), accuracy (SST-2, RTE). "
+        f"*majority class*: the most frequent training label predicted for every dev example (0 for "
+        f"MCC and correlations). The paper fine-tunes 20 epochs on whole tasks and averages 8 tasks "
+        f"(CoLA, SST-2, QQP, QNLI, MNLI, RTE, STS-B, MRPC); its rows give its per-task numbers, "
+        f"their mean over the tasks run here, and its own 8-task macro.",
+        "",
+        *md_table(rows, header),
+    ]
+
+
+def _glue_paper(spec: StudySpec) -> list[tuple[str, dict[str, float], Any, str]]:
+    """(recipe label, the paper's score per task, its macro, source) for each side of each claim on
+    a GLUE metric whose ``paper`` gives ``tasks: {task: [comparison, recipe]}``; a label once."""
+    out: dict[str, tuple[str, dict[str, float], Any, str]] = {}
+    for c in spec.claims:
+        numbers = c.paper.get("tasks") or {}
+        if not numbers or not any(m.startswith("glue.") for m in [*c.metrics, *c.honest, *c.show]):
+            continue
+        for side, label in ((0, c.against), (1, c.recipe)):
+            macro = c.paper.get("recipe" if side else "baseline")
+            per_task = {t: float(v[side]) for t, v in numbers.items()}
+            out.setdefault(label, (label, per_task, macro, str(c.paper.get("source", ""))))
+    return list(out.values())
+
+
+def _glue_n(agg: dict[str, Any], task: str) -> str:
+    ns = sorted(
+        {
+            int(v)
+            for r in agg["recipes"].values()
+            for v in r["scores"].get(f"glue.{task}.n_dev", {}).get("by_seed", {}).values()
+        }
+    )
+    return "-".join(str(n) for n in sorted({ns[0], ns[-1]})) if ns else "-"
 
 
 def render(
@@ -265,7 +444,7 @@ def render(
                 pm(r["wall_s"], 1 / 60),
             ]
         )
-    if chance is not None:
+    if chance and "syntaxgym" in chance:
         at = {
             **{f"blimp.{m}.overall": chance["blimp"] for m in LIKELIHOODS},
             **{f"syntaxgym.{m}.sg_score": chance["syntaxgym"] for m in LIKELIHOODS},
@@ -273,7 +452,7 @@ def render(
         rows.append(["*chance*", "-", *(f"*{at[k]:.3f}*" if k in at else "-" for _, k in columns), "-"])
     header = [f"{h} [{'; '.join(x for x in (mode_note(k), count_of(k, cells)) if x)}]" for h, k in columns]
     lines += md_table(rows, ["recipe", "seeds", *(h.replace(" []", "") for h in header), "wall min/cell"])
-    if chance is not None:
+    if chance and "syntaxgym" in chance:
         lines += [
             "",
             f"*chance*: what a model without information scores. BLiMP 0.5; SyntaxGym by Monte Carlo "
@@ -304,6 +483,7 @@ def render(
     lines += md_table(
         rows, ["recipe", "metric [mode; n]", "signed diff per seed", "seeds better", "mean [95% t CI]"]
     )
+    lines += _glue_section(agg, spec, chance)
     lines += [
         "",
         "## Leakage audit: how much of the conditional gain survives causal tagging",
@@ -404,13 +584,16 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def write_study_report(out: str | Path, spec: StudySpec, command: str | None = None) -> dict[str, Path]:
-    """Aggregate the finished cells of ``out`` into study.json, study.md and the plots."""
+def write_study_report(
+    out: str | Path, spec: StudySpec, command: str | None = None, data_dir: str | None = None
+) -> dict[str, Path]:
+    """Aggregate the finished cells of ``out`` into study.json, study.md and the plots
+    (``data_dir``: the data root the chance row reads, default ``$STRUCTPE_DATA``)."""
     out = Path(out)
     cells = load_cell_metrics(out)
     agg = aggregate(cells, spec)
-    chance = chance_row(out, spec) if cells else None
-    plots = _plots(out, agg, cells, chance) if cells else []
+    chance = chance_row(out, spec, data_dir) if cells else None
+    plots = _plots(out, agg, cells, spec, chance) if cells else []
     command = command or _command_from(out)
     summary = {**agg, "spec": spec.to_dict(), "command": command, "chance": chance}
     write_json_atomic(out / "study.json", summary)

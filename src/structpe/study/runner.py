@@ -6,7 +6,8 @@ Layout of the output folder::
     cells/<recipe>/seed-<s>/
         cell.json                the cell's configuration and its hash (written first)
         run/                     the pre-training run folder (checkpoints, final/, metrics.csv)
-        evals/<name>.json        one cached result per evaluation (ppl-joint, blimp-conditional, ...)
+        evals/<name>.json        one cached result per evaluation (ppl-joint, blimp-conditional, ...;
+                                 GLUE: glue-<task>-ft<seed>, one per task and fine-tuning seed)
         metrics.json             written last: config hash, data fingerprint, seed, wall times, scores
     study.json, study.md, *.png  the aggregate (``structpe study report``)
 
@@ -45,7 +46,15 @@ from structpe.io import (
     write_json_atomic,
 )
 from structpe.provenance import provenance
-from structpe.study.cell_scores import blimp_scores, flat, leakage_summary, ppl_scores, sg_scores
+from structpe.study.cell_scores import (
+    blimp_scores,
+    flat,
+    glue_run_scores,
+    glue_scores,
+    leakage_summary,
+    ppl_scores,
+    sg_scores,
+)
 from structpe.study.cells import (
     CELL_FILE,
     METRICS_FILE,
@@ -119,7 +128,18 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
         if leak["full_parse"] == "test":  # the default keys as before the option existed
             del leak["full_parse"]
         keys["leakage"] = stable_hash([own, "leakage", leak, base])
+    if ev.glue is not None:  # one key per task and fine-tuning seed; the test sentences play no part
+        trained = cell_train_hash(spec, label, seed, data)
+        settings = {f: v for f, v in dataclasses.asdict(ev.glue).items() if f not in ("tasks", "seeds")}
+        for task in ev.glue.tasks:
+            for ft in ev.glue.seeds:
+                keys[glue_eval_name(task, ft)] = stable_hash([trained, "glue", task, settings, ft])
     return keys
+
+
+def glue_eval_name(task: str, ft_seed: int) -> str:
+    """The cache name of one GLUE run: ``evals/glue-<task>-ft<seed>.json``."""
+    return f"glue-{task}-ft{ft_seed}"
 
 
 def run_cell(
@@ -140,7 +160,10 @@ def run_cell(
     The caller holds the cell's :func:`claim`; ``poll_s`` paces the wait for a baseline model
     that another worker is still training.
     """
+    import torch
+
     from structpe.eval.blimp import evaluate_blimp
+    from structpe.eval.glue.finetune import finetune_task, load_classifier
     from structpe.eval.leakage import leakage_audit
     from structpe.eval.ppl import evaluate_ppl, sentence_text
     from structpe.eval.scoring.types import model_kind, uses_tags
@@ -306,6 +329,42 @@ def run_cell(
             "leakage",
         )
 
+    if ev.glue is not None:
+        # the final model under a fresh classification head, once per task and fine-tuning seed,
+        # tagged by the cell's own tag source (structpe.eval.glue: the protocol of finetune glue)
+        final = final_model_dir(run_dir)
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # a training loop: the GPU when there is one
+        runs: dict[str, dict[int, dict[str, float]]] = {}
+        for task in ev.glue.tasks:
+            runs[task] = {}
+            for ft in ev.glue.seeds:
+                glue_name = glue_eval_name(task, ft)
+                runs[task][ft], wall[glue_name] = _cached_eval(
+                    evals,
+                    glue_name,
+                    keys[glue_name],
+                    lambda t=task, s=ft: glue_run_scores(
+                        finetune_task(
+                            lambda n: load_classifier(final, n).to(device),
+                            tokenizer,
+                            t,
+                            cell_parser,
+                            data_dir,
+                            seeds=(s,),
+                            epochs=ev.glue.epochs,
+                            lr=ev.glue.lr,
+                            weight_decay=ev.glue.weight_decay,
+                            batch_size=ev.glue.batch_size,
+                            max_length=ev.glue.max_length,
+                            max_train=ev.glue.limit,
+                            max_eval=ev.glue.limit,
+                            progress=progress,
+                        )
+                    ),
+                    log,
+                )
+        scores.update(flat("glue", glue_scores(runs)))
+
     wall["total"] = sum(wall.values())
     metrics = {
         "study": spec.name,
@@ -442,5 +501,5 @@ def run_study(
     if report:
         from structpe.study.report import write_study_report
 
-        write_study_report(out, spec, command)
+        write_study_report(out, spec, command, data_dir)
     return paths

@@ -14,8 +14,8 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
                  replacing the spec's list; the baseline must have every seed of every recipe)
     dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len,
                   num_proc, shard_units}
-    evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}}  (each optional;
-                 null switches one off)
+    evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}, glue: {...}}  (each
+                 optional; null switches one off; ``glue`` fine-tunes each cell's final model)
     profiles:    {name: {recipe_profile, overrides, recipe_overrides: {label: [key=value]},
                          dataset: {...}, evaluations: {...}, recipes: [label], seeds: [int]}}
                  a profile overrides dataset / evaluation fields and adds recipe overrides (to
@@ -27,6 +27,9 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
                  ``metrics`` decide the replication verdict (the paper's protocol), ``honest`` a
                  second verdict on leak-free likelihoods, ``show`` are reported beside them;
                  ``against`` (default: the baseline) may be any recipe; ``paper`` is optional
+                 (for GLUE also ``tasks: {task: [comparison, recipe]}``, the paper's per-task
+                 scores the report prints); a claim whose every metric comes from evaluations a
+                 profile switches off is not part of that profile
 
 Every key is checked before anything runs; an unknown key or recipe fails with one line naming
 the file, the key and the valid choices (the same contract as the pre-training recipes).
@@ -40,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.errors import RecipeError
+from structpe.errors import RecipeError, closest
+from structpe.eval.glue.tasks import FINETUNE_TASKS, task_spec
 from structpe.io import read_json
 from structpe.names import check_name
 from structpe.parser.tag_controls import TAG_SOURCES
@@ -126,11 +130,28 @@ class SyntaxGymSpec:
 
 
 @dataclass
+class GlueSpec:
+    """GLUE fine-tuning of each cell's final model (``structpe.eval.glue``, the protocol of
+    ``structpe finetune glue`` and its defaults): every task once per fine-tuning seed, scored at its
+    best dev epoch; ``limit`` caps the train and the dev examples of each task (None = all)."""
+
+    tasks: list[str] = field(default_factory=lambda: list(FINETUNE_TASKS))
+    epochs: int = 3
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # fine-tuning seeds
+    limit: int | None = None
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    batch_size: int = 32
+    max_length: int = 128
+
+
+@dataclass
 class EvaluationsSpec:
     ppl: PplSpec | None = None
     leakage: LeakageSpec | None = None
     blimp: BlimpSpec | None = None
     syntaxgym: SyntaxGymSpec | None = None
+    glue: GlueSpec | None = None
 
 
 @dataclass
@@ -241,6 +262,7 @@ EVAL_SPECS: dict[str, type] = {
     "leakage": LeakageSpec,
     "blimp": BlimpSpec,
     "syntaxgym": SyntaxGymSpec,
+    "glue": GlueSpec,
 }
 
 
@@ -285,6 +307,8 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         list(EVAL_SPECS),
         f"{where}: evaluations",
     )
+    if isinstance(evals_raw.get("glue"), dict):
+        evals_raw["glue"] = _glue_numbers(evals_raw["glue"], f"{where}: evaluations.glue")
     # an evaluation set to null is skipped (a profile can switch one off)
     evals = EvaluationsSpec(
         **{
@@ -306,6 +330,9 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         if "full" not in evals.leakage.conditions:
             raise StudySpecError(f"{where}: evaluations.leakage.conditions must include 'full'")
         _check_choices([evals.leakage.full_parse], FULL_PARSES, f"{where}: evaluations.leakage.full_parse")
+
+    if evals.glue is not None:
+        _check_glue(evals.glue, f"{where}: evaluations.glue")
 
     seeds = _seed_list(prof.get("seeds", raw.get("seeds")), f"{where}: seeds")
 
@@ -386,6 +413,9 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
             paper=dict(c.get("paper") or {}),
             honest=list(c.get("honest") or []),
         )
+        _check_paper_tasks(claim.paper.get("tasks"), f"{cw} ({claim.id}): paper.tasks")
+        if _all_switched_off([*claim.metrics, *claim.honest, *claim.show], evals):
+            continue  # a claim on evaluations this profile does not run (e.g. GLUE switched off)
         for lab in (claim.recipe, claim.against):
             if lab not in labels:
                 raise StudySpecError(
@@ -417,6 +447,68 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         description=str(raw.get("description") or ""),
         profile_description=str(prof.get("description") or "").strip(),
     )
+
+
+def _all_switched_off(metrics: list[str], evals: EvaluationsSpec) -> bool:
+    """Whether every metric comes from an evaluation this profile does not run (absent or null)."""
+    benches = {str(m).split(".")[0] for m in metrics}
+    return bool(benches) and all(b in EVAL_SPECS and getattr(evals, b) is None for b in benches)
+
+
+def _check_paper_tasks(tasks: Any, where: str) -> None:
+    """The paper's per-task GLUE scores: ``{task: [comparison, recipe]}``, two numbers each."""
+    if tasks is None:
+        return
+
+    def pair(v: Any) -> bool:
+        return (
+            isinstance(v, list)
+            and len(v) == 2
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+        )
+
+    if not isinstance(tasks, dict) or not all(pair(v) for v in tasks.values()):
+        raise StudySpecError(f"{where}: expected {{task: [comparison, recipe]}} with two numbers each")
+
+
+def _glue_numbers(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """``lr`` / ``weight_decay`` as floats: YAML reads ``2e-5`` (no dot) as a string, ``0`` as an int."""
+    out = dict(raw)
+    for key in ("lr", "weight_decay"):
+        value = out.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            raise StudySpecError(f"{where}.{key}: expected a number, got {value!r}") from None
+    return out
+
+
+def _check_glue(glue: GlueSpec, where: str) -> None:
+    """Known fine-tunable tasks (canonical names, in place), fine-tuning seeds, positive sizes."""
+    if not isinstance(glue.tasks, list) or not glue.tasks:
+        raise StudySpecError(f"{where}.tasks: expected a non-empty list from {', '.join(FINETUNE_TASKS)}")
+    names = []
+    for task in glue.tasks:
+        try:
+            name = task_spec(str(task)).name
+        except ValueError:
+            name = None
+        if name not in FINETUNE_TASKS:
+            raise StudySpecError(
+                f"{where}.tasks: unknown or not fine-tunable GLUE task {task!r}; choose from "
+                f"{', '.join(FINETUNE_TASKS)}{closest(str(task).lower(), FINETUNE_TASKS)}"
+            )
+        if name in names:
+            raise StudySpecError(f"{where}.tasks: {task!r} is given twice")
+        names.append(name)
+    glue.tasks = names
+    glue.seeds = _seed_list(glue.seeds, f"{where}.seeds")
+    if not glue.lr > 0:
+        raise StudySpecError(f"{where}.lr: must be > 0, got {glue.lr}")
+    if not glue.weight_decay >= 0:
+        raise StudySpecError(f"{where}.weight_decay: must be >= 0, got {glue.weight_decay}")
 
 
 def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] | None = None) -> StudySpec:

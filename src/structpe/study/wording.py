@@ -5,6 +5,7 @@ hand-written verdict prose that could drift). ``structpe.study.report`` assemble
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from structpe.study.aggregate import ALPHA, bound_of
@@ -36,6 +37,7 @@ COLUMNS = (  # the recipes table: (short name, metric); a column appears when a 
     ("SG", "syntaxgym.conditional.sg_score"),
     ("SG", "syntaxgym.joint.sg_score"),
     ("SG", "syntaxgym.marginal.sg_score"),
+    ("GLUE macro", "glue.macro"),
 )
 
 
@@ -80,9 +82,32 @@ def count_of(metric: str, cells: list[dict[str, Any]]) -> str:
     return f"n = {ns[0]} {noun}" if len(ns) == 1 else f"n = {ns[0]}-{ns[-1]} {noun}"
 
 
+def glue_note(metric: str, cells: list[dict[str, Any]]) -> str:
+    """``best dev epoch; 3 fine-tuning seeds; cola, rte`` for a GLUE score (empty for any other):
+    the epoch it is read at, the fine-tuning seeds each cell averages and, for a macro, its tasks."""
+    parts = metric.split(".")
+    if parts[0] != "glue" or len(parts) < 2:
+        return ""
+    per_seed = re.compile(r"glue\.[^.]+\.(ft\d+)\.main$")
+    runs = sorted({len({m.group(1) for k in c["scores"] if (m := per_seed.match(k))}) for c in cells} - {0})
+    tasks = sorted(
+        {k.split(".")[1] for c in cells for k in c["scores"] if re.match(r"glue\.[^.]+\.n_dev$", k)}
+    )
+    last = parts[-1].startswith("last_") or parts[-1] == "macro_last"
+    return "; ".join(
+        x
+        for x in (
+            "last epoch" if last else "best dev epoch",
+            f"{'-'.join(str(n) for n in sorted({runs[0], runs[-1]}))} fine-tuning seeds" if runs else "",
+            ", ".join(tasks) if parts[1].startswith("macro") else "",
+        )
+        if x
+    )
+
+
 def describe(metric: str, cells: list[dict[str, Any]]) -> str:
     """``metric`` with its mode and count, the way every table names a column or row."""
-    parts = [x for x in (mode_note(metric), count_of(metric, cells)) if x]
+    parts = [x for x in (mode_note(metric), count_of(metric, cells), glue_note(metric, cells)) if x]
     return f"`{metric}`" + (f" [{'; '.join(parts)}]" if parts else "")
 
 

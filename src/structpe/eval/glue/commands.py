@@ -45,7 +45,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
         tasks = resolve_tasks(args.tasks)
     except ValueError as err:
         raise StructpeError(f"--tasks: {err}") from None
-    probe = load_classifier(model_path, 2)  # a family without a classification head fails here
+    probe = load_classifier(model_path, 2)  # which tags (and parser) the classifier reads
     from structpe.train.tokenizer import auto_tokenizer
 
     tok = auto_tokenizer(find_tokenizer_dir(model_path, args.tokenizer))

@@ -8,6 +8,7 @@ tokenizer and the parser, not on the classifier.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,35 @@ def _deprel_row(text: str, offsets: Sequence[tuple[int, int]], parse: Any, scora
                           strict=True):
         if tok is not None:
             row[tok] = label
+
+
+def frame_sentences(tokenizer: Any) -> Any:
+    """A copy of ``tokenizer`` that frames each text as pre-training's packed rows do (``<s> A </s>``,
+    pairs ``<s> A </s> B </s>``): the input of our decoder's classifier, which pools the last token.
+
+    structpe's byte-level BPE adds no special tokens (``structpe prepare`` inserts BOS / EOS), so
+    without this a pair would run its two sentences together with no boundary and no final EOS. A
+    tokenizer that already adds special tokens (WordPiece's ``[CLS] A [SEP] B [SEP]``) is returned
+    as it is.
+    """
+    from tokenizers import processors
+
+    probe = "a b"
+    if tokenizer(probe)["input_ids"] != tokenizer(probe, add_special_tokens=False)["input_ids"]:
+        return tokenizer
+    bos, eos = tokenizer.bos_token, tokenizer.eos_token
+    if bos is None or eos is None:
+        raise ValueError("a decoder's GLUE input is framed <s> A </s> (B </s>): its tokenizer needs BOS, EOS")
+    framed = copy.deepcopy(tokenizer)
+    backend = framed.backend_tokenizer
+    template = processors.TemplateProcessing(
+        single=f"{bos} $A {eos}",
+        pair=f"{bos} $A {eos} $B:1 {eos}:1",
+        special_tokens=[(bos, tokenizer.bos_token_id), (eos, tokenizer.eos_token_id)],
+    )
+    own = backend.post_processor  # e.g. a byte-level offset trimmer: kept, the template after it
+    backend.post_processor = template if own is None else processors.Sequence([own, template])
+    return framed
 
 
 def featurize(

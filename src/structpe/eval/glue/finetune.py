@@ -10,8 +10,9 @@ SiPE paper's GLUE tables 4-6, 9-10 report).
 Tags: each sentence is parsed on its own (pairs: tag each separately) and its tags are placed on
 the first token of each word within that sentence's segment of the pair encoding (character
 offsets). Loss is computed here from the logits (CE, or MSE for STS-B), so any
-classifier works: our encoders' ``...ForSequenceClassification`` or any HF
-``AutoModelForSequenceClassification``.
+classifier works: our encoders' ``...ForSequenceClassification``, our decoder's
+``TransfoXLSiPEForSequenceClassification`` (its input framed ``<s> A </s> B </s>`` as in
+pre-training, ``features.frame_sentences``) or any HF ``AutoModelForSequenceClassification``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from structpe.eval.glue.features import Features, _collate, featurize, uses_deprels
+from structpe.eval.glue.features import Features, _collate, featurize, frame_sentences, uses_deprels
 from structpe.eval.glue.report import best_epoch, macro_average, summarize
 from structpe.eval.glue.tasks import (
     FINETUNE_TASKS,
@@ -35,7 +36,14 @@ from structpe.eval.glue.tasks import (
     resolve_tasks,
     task_spec,
 )
-from structpe.eval.scoring.types import Parser, forward_logits, is_structpe_model, model_device, uses_tags
+from structpe.eval.scoring.types import (
+    Parser,
+    forward_logits,
+    is_structpe_model,
+    model_device,
+    model_kind,
+    uses_tags,
+)
 from structpe.io import read_json
 
 
@@ -161,9 +169,12 @@ def finetune_task(
         if tagged not in feats_by_tagging:
             kw = {"max_length": max_length, "tagged": tagged, "parse_cache": cache}
             kw["deprels"] = uses_deprels(model)
+            # our decoder reads sentences framed as in pre-training and pools the last token
+            decoder = is_structpe_model(model) and model_kind(model) == "causal"
+            framed = frame_sentences(tokenizer) if decoder else tokenizer
             feats_by_tagging[tagged] = (
-                featurize(train, tokenizer, parser, **kw),
-                featurize(dev, tokenizer, parser, **kw),
+                featurize(train, framed, parser, **kw),
+                featurize(dev, framed, parser, **kw),
             )
         ftrain, fdev = feats_by_tagging[tagged]
         steps = epochs * math.ceil(len(train) / batch_size)

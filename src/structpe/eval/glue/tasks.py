@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import csv
 import gzip
+import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +164,19 @@ def glue_metrics(task: str, predictions: Sequence[float], labels: Sequence[float
         out["spearman"] = float(spearmanr(p, y)[0])
     out["main"] = out[spec.metric]
     return out
+
+
+def majority_baseline(task: str, train_labels: Sequence[float], dev_labels: Sequence[float]) -> float:
+    """The task's ``main`` metric when every dev example gets the most frequent training label: what
+    a model without information reaches (accuracy / F1 of that class, MCC 0). A regression task's
+    constant prediction has no correlation: 0 by convention."""
+    spec = task_spec(task)
+    if spec.regression:
+        return 0.0
+    majority = Counter(train_labels).most_common(1)[0][0]
+    with warnings.catch_warnings():  # F1 of a class never predicted: sklearn warns, the value is 0
+        warnings.simplefilter("ignore")
+        return glue_metrics(task, [majority] * len(dev_labels), dev_labels)["main"]
 
 
 def resolve_tasks(tasks: Sequence[str] | str) -> list[str]:
