@@ -17,7 +17,7 @@ import structpe.train.pretrain as pretrain_module
 from structpe.io import read_json, stable_hash
 from structpe.study.cell_scores import glue_scores
 from structpe.study.cells import cell_dir
-from structpe.study.data import StudyData
+from structpe.study.data import StudyData, TagVariant
 from structpe.study.runner import eval_keys, run_study, train_config
 from structpe.study.spec import load_spec
 from structpe.study.spec_checks import StudySpecError
@@ -242,11 +242,18 @@ def test_a_spec_without_glue_hashes_as_before() -> None:
     plain.evaluations.glue = None
     committed = sorted(root.glob("cells/*/seed-*/metrics.json"))
     assert committed
+    # the parse's training data (the baseline's); a tag control trains on its own variant
+    parse_cell = read_json(root / "cells" / spec.baseline / "seed-1" / "cell.json")
+    parse_fp = parse_cell["config"]["data_fingerprint"]
     for path in committed:
         m, cell = read_json(path), read_json(path.parent / "cell.json")
         label, seed = m["recipe_label"], m["seed"]
         train_fp = cell["config"]["data_fingerprint"]
-        data = StudyData(Path("tok"), Path("ds"), m["data_fingerprint"], [], train_fingerprint=train_fp)
+        tags = spec.recipe(label).tags
+        variants = {} if tags == "parse" else {tags: TagVariant(Path("ds"), train_fp)}
+        data = StudyData(
+            Path("tok"), Path("ds"), m["data_fingerprint"], [], train_fingerprint=parse_fp, variants=variants
+        )
         assert train_config(spec, label, seed, train_fp) == cell["config"]
         assert stable_hash(cell["config"]) == m["train_hash"] == cell["train_hash"]
         before = eval_keys(plain, label, seed, data)
