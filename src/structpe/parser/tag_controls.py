@@ -10,7 +10,10 @@
               and ``deprels`` are likewise each word's own in its prefix parse. A word's tags sit on
               its first subword and are computed from the whole word, so within a word split into
               several subwords the later subwords can read them: the tags are causal over words,
-              not over subwords.
+              not over subwords. As each word ends its own parse, its tags are nearly constant
+              (the closing non-terminal; terminal "right" 95% of the time): 0.29 bits per word
+              against the parse's 2.82 on Brown train (benchmarks/tag_information.py), so a model
+              on these tags has almost no syntax to read (docs/studies/README.md, "Controls").
 ``shuffled``  syntax-free tags of the same form: a sentence of n words carries the parse (tags,
               heads) of another training sentence of n words. Training sentences are permuted
               within each word count by a fixed seeded derangement (:func:`shuffle_within_lengths`);
