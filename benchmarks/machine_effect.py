@@ -12,6 +12,14 @@ be read:
 
 Each folder holds ``<recipe>/seed-<s>/metrics.json``; per metric: the per-seed differences
 (second folder - first), their mean, the paired t 95% interval and the two-sided paired t p.
+
+``--second-recipe`` pairs another recipe of the second folder with the first's, which gives the
+other half of the picture: a control against the baseline rerun on the control's own machine,
+free of the machine's effect (exploratory: outside the study's Holm family)::
+
+  python benchmarks/machine_effect.py \
+      docs/studies/sipe-txl-cpu-mini/machines/amd-epyc-avx2-fp32/cells \
+      docs/studies/sipe-txl-cpu-mini/cells --recipe none --second-recipe none_tagloss
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ METRICS = (
     "ppl.conditional.word_ppl",
     "blimp.conditional.overall",
     "syntaxgym.conditional.sg_score",
+    "syntaxgym.marginal.sg_score",
 )
 
 
@@ -45,11 +54,15 @@ def main() -> int:
     ap.add_argument("first", type=Path, help="cells folder of the first machine")
     ap.add_argument("second", type=Path, help="cells folder of the second machine")
     ap.add_argument("--recipe", default="none", help="recipe label (default: none)")
+    ap.add_argument("--second-recipe", help="recipe label in the second folder (default: --recipe)")
     args = ap.parse_args()
-    a, b = cells(args.first, args.recipe), cells(args.second, args.recipe)
+    second_recipe = args.second_recipe or args.recipe
+    a, b = cells(args.first, args.recipe), cells(args.second, second_recipe)
     seeds = sorted(set(a) & set(b))
     if not seeds:
-        msg = f"machine_effect: no seed of {args.recipe!r} is in both {args.first} and {args.second}"
+        msg = (
+            f"machine_effect: no seed is in both {args.first / args.recipe} and {args.second / second_recipe}"
+        )
         print(msg, file=sys.stderr)
         return 2
     rows = {}
@@ -69,6 +82,7 @@ def main() -> int:
         }
     out = {
         "recipe": args.recipe,
+        "second_recipe": second_recipe,
         "seeds": seeds,
         "first": {"cells": str(args.first), "machines": sorted({machine_of(a[s]) or "?" for s in seeds})},
         "second": {"cells": str(args.second), "machines": sorted({machine_of(b[s]) or "?" for s in seeds})},
