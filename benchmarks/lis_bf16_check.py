@@ -46,25 +46,36 @@ KG_ROLES_LR = 5e-4  # LIS App. F.3
 
 def shakespeare_setup(args: argparse.Namespace) -> Callable[[], Setup]:
     data = CharData(load_corpus(args.data), 1_000_000, 0.9)
-    pe, instance_alibi = MODEL_SCHEMES[args.model]
+    scheme = MODEL_SCHEMES[args.model]
 
     def setup() -> Setup:
-        model = LISformer(LISformerConfig(vocab_size=data.vocab_size, pe=pe, instance_alibi=instance_alibi),
-                          newline_id=data.newline_id)
+        model = LISformer(LISformerConfig(vocab_size=data.vocab_size, **scheme), newline_id=data.newline_id)
         opt = torch.optim.AdamW(model.parameters(), lr=SHAKESPEARE_LR, weight_decay=0.1)
         gen = torch.Generator().manual_seed(0)
-        return (model, opt, lambda: (*data.batch(256, 64, gen), None),
-                lambda m: evaluate_ppl(m, data.val, 256, 16384, 8))
+        return (
+            model,
+            opt,
+            lambda: (*data.batch(256, 64, gen), None),
+            lambda m: evaluate_ppl(m, data.val, 256, 16384, 8),
+        )
 
     return setup
 
 
 def kg_roles_setup(args: argparse.Namespace) -> Callable[[], Setup]:
     transfer = args.diagnostic == "transfer"
-    cfg = kg_roles.RoleKGConfig(setting=args.diagnostic, n_train_names=3000 if transfer else 1000,
-                                d_model=500 if transfer else 60, n_eval=args.n_eval, lr=KG_ROLES_LR)
-    data = (kg_roles.transfer_data(cfg.n_train_names, cfg.seed) if transfer
-            else kg_roles.zero_shot_data(cfg.n_train_names, cfg.n_test_names, cfg.seed))
+    cfg = kg_roles.RoleKGConfig(
+        setting=args.diagnostic,
+        n_train_names=3000 if transfer else 1000,
+        d_model=500 if transfer else 60,
+        n_eval=args.n_eval,
+        lr=KG_ROLES_LR,
+    )
+    data = (
+        kg_roles.transfer_data(cfg.n_train_names, cfg.seed)
+        if transfer
+        else kg_roles.zero_shot_data(cfg.n_train_names, cfg.n_test_names, cfg.seed)
+    )
     vocab = kg_roles.Vocab()
     sets = kg_roles.evaluation_sets(cfg, data)
 
@@ -80,8 +91,12 @@ def kg_roles_setup(args: argparse.Namespace) -> Callable[[], Setup]:
     def setup() -> Setup:
         model = kg_roles.build_model(args.model, cfg, vocab)
         sample = kg_roles.training_sampler(args.model, cfg, vocab, data, random.Random(cfg.seed + 1))
-        return (model, configure_optimizer(model, cfg.lr, cfg.weight_decay),
-                lambda: collate(sample(), vocab.pad), held_out)
+        return (
+            model,
+            configure_optimizer(model, cfg.lr, cfg.weight_decay),
+            lambda: collate(sample(), vocab.pad),
+            held_out,
+        )
 
     return setup
 
@@ -89,8 +104,11 @@ def kg_roles_setup(args: argparse.Namespace) -> Callable[[], Setup]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--diagnostic", default="shakespeare", choices=["shakespeare", *kg_roles.SETTINGS])
-    ap.add_argument("--model", default="lis",
-                    help=f"shakespeare: {' '.join(MODEL_SCHEMES)}; KG roles: {' '.join(kg_roles.MODELS)}")
+    ap.add_argument(
+        "--model",
+        default="lis",
+        help=f"shakespeare: {' '.join(MODEL_SCHEMES)}; KG roles: {' '.join(kg_roles.MODELS)}",
+    )
     ap.add_argument("--updates", type=int, default=100)
     ap.add_argument("--window", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
@@ -114,22 +132,30 @@ def main() -> None:
         model.eval()
         with torch.no_grad():
             runs["bf16" if bf16 else "fp32"] = {
-                "losses": losses, "cpu_s_per_update": cpu / args.updates, "held_out": held_out(model)
+                "losses": losses,
+                "cpu_s_per_update": cpu / args.updates,
+                "held_out": held_out(model),
             }
     a, b, w = runs["fp32"]["losses"], runs["bf16"]["losses"], args.window
-    gaps = [abs(sum(b[i : i + w]) - sum(a[i : i + w])) / sum(a[i : i + w])
-            for i in range(0, len(a) - w + 1, w)]
-    print(json.dumps({
-        "diagnostic": args.diagnostic,
-        "model": args.model,
-        "updates": args.updates,
-        "threads": args.threads,
-        "max_window_relative_gap": max(gaps),
-        "final_window_loss": {k: sum(r["losses"][-w:]) / w for k, r in runs.items()},
-        "held_out": ("val_ppl_256" if args.diagnostic == "shakespeare" else "entity_char_ppl"),
-        "held_out_score": {k: r["held_out"] for k, r in runs.items()},
-        "cpu_s_per_update": {k: r["cpu_s_per_update"] for k, r in runs.items()},
-    }, indent=1))
+    gaps = [
+        abs(sum(b[i : i + w]) - sum(a[i : i + w])) / sum(a[i : i + w]) for i in range(0, len(a) - w + 1, w)
+    ]
+    print(
+        json.dumps(
+            {
+                "diagnostic": args.diagnostic,
+                "model": args.model,
+                "updates": args.updates,
+                "threads": args.threads,
+                "max_window_relative_gap": max(gaps),
+                "final_window_loss": {k: sum(r["losses"][-w:]) / w for k, r in runs.items()},
+                "held_out": ("val_ppl_256" if args.diagnostic == "shakespeare" else "entity_char_ppl"),
+                "held_out_score": {k: r["held_out"] for k, r in runs.items()},
+                "cpu_s_per_update": {k: r["cpu_s_per_update"] for k, r in runs.items()},
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

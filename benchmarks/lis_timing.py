@@ -96,7 +96,7 @@ def address_step(model, x, device: str) -> float:
         torch.cuda.synchronize()
     t0 = clock()
     st = model.default_structure(x)
-    _, _, k_addr = model.addresses(model.tok_emb(x), st)
+    _, _, k_addr, _ = model.addresses(model.tok_emb(x), st)
     k_addr.sum().backward()
     if device == "cuda":
         torch.cuda.synchronize()

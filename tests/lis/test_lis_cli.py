@@ -76,6 +76,23 @@ def test_kg_training_runs_under_the_configured_autocast(bf16, monkeypatch):
     assert seen["autocast_bf16"] is bf16
 
 
+def test_dropout_and_ablation_models_from_the_command_line(capsys):
+    from structpe.cli import main
+    from structpe.lis.commands import build_config
+    from structpe.lis.shakespeare import ShakespeareConfig
+
+    args = _parser().parse_args(
+        ["lis", "shakespeare", "--models", "lis-qprev", "random-qprev", "--dropout", "0.2"]
+    )
+    cfg = build_config(ShakespeareConfig, "shakespeare", args)
+    assert cfg.dropout == 0.2 and cfg.models == ["lis-qprev", "random-qprev"]
+    tiny = build_config(ShakespeareConfig, "shakespeare", _parser().parse_args(["lis", "shakespeare"]))
+    assert tiny.dropout == 0.0  # without the flag: the profile's
+    assert main(["lis", "shakespeare", "--dropout", "1.5", "--out", "unused"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--dropout must be in [0, 1)" in err
+
+
 def test_kg_end_to_end(tmp_path):
     cfg = {
         "n_train_names": 20,
@@ -184,8 +201,18 @@ def test_merge_refuses_runs_of_another_configuration(tmp_path, capsys):
     that differ only in how a sitting ran (threads, bf16 autocast) do."""
     from structpe.cli import main
 
-    base = {"n_train_names": 20, "n_test_names": 8, "iters": 1, "batch_size": 4, "d_model": 16,
-            "n_layers": 1, "n_eval": 4, "eval_batch": 4, "device": "cpu", "settings": ["single"]}
+    base = {
+        "n_train_names": 20,
+        "n_test_names": 8,
+        "iters": 1,
+        "batch_size": 4,
+        "d_model": 16,
+        "n_layers": 1,
+        "n_eval": 4,
+        "eval_batch": 4,
+        "device": "cpu",
+        "settings": ["single"],
+    }
     runs = {"B": {}, "J": {"threads": 1, "autocast_bf16": True}, "J-lr": {"lr": 1e-3}}
     for name, change in runs.items():
         path = tmp_path / f"{name}.yaml"
@@ -206,8 +233,18 @@ def test_merge_refuses_runs_of_another_configuration(tmp_path, capsys):
 def test_kg_roles_run_keeps_only_results_of_its_configuration(tmp_path, capsys):
     from structpe.cli import main
 
-    cfg = {"setting": "kg2text", "n_train_names": 30, "n_test_names": 8, "iters": 1, "batch_size": 4,
-           "d_model": 8, "n_eval": 4, "eval_batch": 8, "device": "cpu", "n_layers": 1}
+    cfg = {
+        "setting": "kg2text",
+        "n_train_names": 30,
+        "n_test_names": 8,
+        "iters": 1,
+        "batch_size": 4,
+        "d_model": 8,
+        "n_eval": 4,
+        "eval_batch": 8,
+        "device": "cpu",
+        "n_layers": 1,
+    }
     out = tmp_path / "o"
     for models, d_model, ok in ((["B"], 8, True), (["J"], 8, True), (["J"], 12, False)):
         path = tmp_path / "c.yaml"

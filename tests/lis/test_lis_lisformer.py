@@ -47,11 +47,16 @@ def test_line_structure():
     assert st.address.tolist() == [[0, 0, 0, 1, 1, -1, -1]]  # the unterminated last line: none
 
 
-@pytest.mark.parametrize("pe", ["lis", "rope", "alibi", "random", "lis-alibi", "lis-flex", "alibi-flex"])
+@pytest.mark.parametrize(
+    "pe",
+    ["lis", "rope", "alibi", "random", "lis-alibi", "lis-qprev", "random-qprev", "lis-flex", "alibi-flex"],
+)
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 def test_causal_no_earlier_prediction_moves(pe, monkeypatch):
     """Every model (and the block-sparse path, eager FlexAttention so no compiler is needed)."""
     kw = {"instance_alibi": True} if pe == "lis-alibi" else {}
+    if pe.endswith("-qprev"):
+        kw["query_address"] = "previous"
     if pe.endswith("-flex"):
         monkeypatch.setattr(flex, "compiled_flex", lambda: flex_attention)
         monkeypatch.setattr(flex, "flex_compiles", lambda device_type: True)
@@ -90,7 +95,8 @@ def test_incomplete_last_line_has_zero_address():
     x = _seq()
     emb = m.tok_emb(x)
     st = line_structure(x, NL)
-    q_ang, k_loc, k_addr = m.addresses(emb, st)
+    q_ang, k_loc, k_addr, q_addr = m.addresses(emb, st)
+    assert q_addr is None  # the default: no query-side address
     delta = (k_addr - k_loc)[:, 0].abs().amax(-1)  # [B, L]: the instance factor
     last = st.address == -1
     assert last[0, 34:].all() and last[1, 26:].all()
@@ -101,22 +107,24 @@ def test_incomplete_last_line_has_zero_address():
 
 @pytest.mark.parametrize("chunk", [7, 16, 256])
 @pytest.mark.parametrize("instance_alibi", [False, True])
-def test_two_term_attention_matches_explicit_scores(chunk, instance_alibi):
-    m = _model("lis")
+@pytest.mark.parametrize("query_address", ["none", "previous"])
+def test_two_term_attention_matches_explicit_scores(chunk, instance_alibi, query_address):
+    m = _model("lis", query_address=query_address)
     x = _seq()
     attn = m.blocks[0].attn
     slopes = alibi_slopes(2) if instance_alibi else None
     with torch.no_grad():
         h = m.blocks[0].ln1(m.tok_emb(x))
         st = line_structure(x, NL)
-        q_ang, k_loc, k_addr = m.addresses(m.tok_emb(x), st)
+        q_ang, k_loc, k_addr, q_addr = m.addresses(m.tok_emb(x), st)
         dtype = torch.float32 if instance_alibi else None
-        got = attn(h, q_ang, k_loc, k_addr, two_term_plan(st.instance, chunk, dtype, slopes))
+        got = attn(h, q_ang, k_loc, k_addr, two_term_plan(st.instance, chunk, dtype, slopes), q_addr)
         B, L, D = h.shape
         q, k, v = attn.qkv(h).view(B, L, 3, 2, D // 2).permute(2, 0, 3, 1, 4)
         qr = apply_rotary(q, q_ang)
         s_local = qr @ apply_rotary(k, k_loc).transpose(-1, -2)
-        s_addr = qr @ apply_rotary(k, k_addr).transpose(-1, -2)
+        qa = qr if q_addr is None else apply_rotary(q, q_addr)  # the query-side address: addressed term only
+        s_addr = qa @ apply_rotary(k, k_addr).transpose(-1, -2)
         same = (st.instance[:, :, None] == st.instance[:, None, :])[:, None]
         s = torch.where(same, s_local, s_addr) / math.sqrt(D // 2)
         if instance_alibi:  # -m_h * (line distance); 0 within a line
@@ -218,3 +226,43 @@ def test_own_instance_attention_is_a_probability_mass():
     assert torch.allclose(m.own_instance_attention(single), torch.ones(2, 1, 2, 16))
     with pytest.raises(ValueError, match="two-term"):
         _model("rope").own_instance_attention(x)
+
+
+def test_query_previous_address_changes_the_cross_line_term_only():
+    """``query_address="previous"``: no new parameters; the query of line e carries the address of
+    line e-1 on the addressed term (so keys of line e-1 meet it with the identity journey); line 0,
+    same-line scores and a text without newlines are exactly the default model's."""
+    base = _model("lis")
+    prev = _model("lis", query_address="previous")
+    prev.load_state_dict(base.state_dict())  # strict: the same parameters
+    x = _seq()
+    st = line_structure(x, NL)
+    with torch.no_grad():
+        q_ang, k_loc, k_addr, q_addr = prev.addresses(prev.tok_emb(x), st)
+        q_factor, k_factor = q_addr - q_ang, k_addr - k_loc  # [B, H, L, pairs]
+        for b in range(2):
+            for t in range(x.shape[1]):
+                e = int(st.instance[b, t])
+                if e == 0:
+                    assert q_factor[b, :, t].abs().max() == 0
+                else:  # the factor of any key in line e - 1
+                    j = int((st.instance[b] == e - 1).nonzero()[0])
+                    assert torch.allclose(q_factor[b, :, t], k_factor[b, :, j], atol=1e-5)
+        assert torch.equal(base.addresses(base.tok_emb(x), st)[2], k_addr)  # keys unchanged
+        a, c = base(x).logits, prev(x).logits
+        first = st.instance == 0
+        assert (a - c)[first].abs().max() < 1e-5  # line 0 has no earlier line: the same
+        assert (a - c)[~first].abs().amax(-1).min() > 0  # later lines: the cross-line term moved
+        single = torch.randint(1, 12, (1, 16))  # no newline: one instance, nothing to address
+        assert torch.allclose(base(single).logits, prev(single).logits, atol=1e-6)
+        mass = prev.own_instance_attention(x)
+        assert bool(((mass >= 0) & (mass <= 1 + 1e-6)).all())
+
+
+def test_query_address_config_errors():
+    with pytest.raises(ValueError, match="query_address must be"):
+        LISformerConfig(query_address="own")
+    with pytest.raises(ValueError, match="needs pe='lis' or 'random'"):
+        LISformerConfig(pe="rope", query_address="previous")
+    with pytest.raises(ValueError, match="SDPA path"):
+        LISformerConfig(query_address="previous", attn_backend="flex")

@@ -39,8 +39,10 @@ def load_profile(diagnostic: str, profile: str | None, config_path: str | None) 
 def build_config(cls, diagnostic: str, args: argparse.Namespace):
     values = load_profile(diagnostic, args.profile, args.config)
     if not isinstance(values, dict):
-        raise StructpeError(f"{args.config or args.profile}: expected a mapping of config keys, "
-                            f"got a YAML {type(values).__name__}")
+        raise StructpeError(
+            f"{args.config or args.profile}: expected a mapping of config keys, "
+            f"got a YAML {type(values).__name__}"
+        )
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - fields)
     if unknown:
@@ -48,7 +50,7 @@ def build_config(cls, diagnostic: str, args: argparse.Namespace):
             f"unknown {diagnostic} config key {unknown[0]!r}{closest(unknown[0], fields)} "
             f"(all unknown: {unknown})"
         )
-    for key in ("models", "iters", "batch_size", "seed", "threads", "device"):
+    for key in ("models", "iters", "batch_size", "seed", "threads", "device", "dropout"):
         val = getattr(args, key, None)
         if val is not None and key in fields:
             values[key] = val
@@ -94,6 +96,9 @@ def check_args(values: dict, valid_models: list[str]) -> None:
     for key in ("iters", "batch_size"):
         if key in values:
             check_positive(f"--{key.replace('_', '-')}", values[key])
+    dropout = values.get("dropout")
+    if dropout is not None and not (isinstance(dropout, (int, float)) and 0 <= dropout < 1):
+        raise StructpeError(f"--dropout must be in [0, 1), got {dropout}")
     if values.get("threads") is not None and values["threads"] < 0:
         raise StructpeError(f"--threads must be >= 0, got {values['threads']}")
     if values.get("device") is not None:
@@ -106,12 +111,21 @@ def _common(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--out", default=default_out, help="output folder (JSON, Markdown, PNG, checkpoints)")
     p.add_argument("--data", default=None, help="data root (default: $STRUCTPE_DATA or ../shared/data)")
     p.add_argument(
-        "--models", nargs="+", default=None,
-        help="models to train (shakespeare: lis rope alibi random, or the extension lis-alibi; kg: B Bl J)",
+        "--models",
+        nargs="+",
+        default=None,
+        help="models to train (shakespeare: lis rope alibi random; the extension lis-alibi; the ablations "
+        "lis-qprev random-qprev; kg: B Bl J)",
     )
     p.add_argument("--iters", type=int, default=None, help="training iterations per model")
     p.add_argument("--batch-size", dest="batch_size", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--dropout",
+        type=float,
+        default=None,
+        help="dropout of embeddings, attention and residuals (default: the profile's)",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (0: default)")
     p.add_argument("--device", default=None, help="auto | cpu | cuda")
     p.add_argument(

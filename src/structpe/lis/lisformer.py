@@ -17,7 +17,10 @@ therefore two terms selected by a same-instance mask:
     score_ij = (R_loc(i) q_i)^T (R_loc(j) k_j)          if inst(j) == inst(i)   (local only)
     score_ij = (R_loc(i) q_i)^T (R_e(j) R_loc(j) k_j)   if inst(j) <  inst(i)   (+ address of e(j))
 
-i.e. the query's own, still incomplete, instance acts with R_e = I. Both terms go through
+i.e. the query's own, still incomplete, instance acts with R_e = I. ``query_address="previous"``
+(an ablation, not the default) rotates the query of the addressed term by the address of the
+instance just before its own, R_e(i)-1, so that term becomes the paper's relative journey
+A(i)^-1 A(j) with the query's incomplete instance replaced by the latest complete one. Both terms go through
 ``F.scaled_dot_product_attention`` over the keys stacked twice ([addressed; local]) with a boolean
 mask that keeps exactly one copy of every causal key; queries are processed in chunks so each chunk
 only sees the keys it can reach (``two_term_plan``). ``attn_backend="flex"`` runs the same score
@@ -43,6 +46,7 @@ from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
 
 MODEL_TYPE = "structpe-lisformer"
 PE_SCHEMES = ("rope", "alibi", "lis", "random")
+QUERY_ADDRESSES = ("none", "previous")
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
 
@@ -68,6 +72,11 @@ class LISformerConfig:
     # extension, not in the paper: ALiBi over instance (line) distance on the addressed term, so
     # distant lines fade; the own-line attention diagnostic motivates it (docs/lis.md)
     instance_alibi: bool = False
+    # ablation, not the default: what rotates the query on the addressed (earlier-instance) term.
+    # "none": nothing (the query's own instance is incomplete, R_e = I); "previous": the address of
+    # the instance before the query's (complete, so causal), giving the relative journey
+    # R_e(i)-1^-1 R_e(j) of the paper's A(i)^-1 A(j) form (docs/lis.md, "Why the curve rises")
+    query_address: str = "none"
     activation: str = "gelu"  # feed-forward nonlinearity: gelu (F.1) or relu (the KG models of F.3)
     # two-term / ALiBi attention: sdpa (chunked masked SDPA, runs everywhere), flex (block-sparse
     # FlexAttention where it can run, else sdpa; see structpe.lis.flex), auto (flex on CUDA only)
@@ -80,6 +89,14 @@ class LISformerConfig:
             raise ValueError("d_model / n_heads must be an even integer (rotary pairs)")
         if self.instance_alibi and self.pe not in ("lis", "random"):
             raise ValueError("instance_alibi biases the two-term score; it needs pe='lis' or 'random'")
+        if self.query_address not in QUERY_ADDRESSES:
+            raise ValueError(f"query_address must be one of {QUERY_ADDRESSES}, got {self.query_address!r}")
+        if self.query_address != "none" and self.pe not in ("lis", "random"):
+            raise ValueError(
+                "query_address rotates the two-term score's queries; it needs pe='lis' or 'random'"
+            )
+        if self.query_address != "none" and self.attn_backend == "flex":
+            raise ValueError("query_address runs on the SDPA path only (attn_backend sdpa or auto)")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
         if self.attn_backend not in ("sdpa", "flex", "auto"):
@@ -90,7 +107,6 @@ class LISformerConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
-
 
 
 # --- structure of a character stream ---------------------------------------------------------------
@@ -149,8 +165,10 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 class Addresses(nn.Module):
     """Computes, once per forward, the rotary angles every layer uses.
 
-    Returns (q_angles, k_angles_local, k_angles_addressed or None): [B, 1, L, d_head/2], the
-    addressed keys' angles [B, H, L, d_head/2] (one address per head) or [B, 1, L, d_head/2].
+    Returns (q_angles, k_angles_local, k_angles_addressed or None, q_angles_addressed or None):
+    [B, 1, L, d_head/2], the addressed keys' angles [B, H, L, d_head/2] (one address per head) or
+    [B, 1, L, d_head/2], and, with ``query_address="previous"`` only, the queries' angles on the
+    addressed term (local + the address of the instance before the query's), shaped like the keys'.
     A(p, s, e) = R_pos^p R_s R_e (LIS Prop. 4.7): angles = p * w + phi_s + phi_e.
     """
 
@@ -175,27 +193,42 @@ class Addresses(nn.Module):
         if role is not None:
             local = local + role  # R_pos^p R_s
         if cfg.pe == "rope":
-            return local[:, None], local[:, None], None
+            return local[:, None], local[:, None], None, None
         if cfg.pe == "alibi":
-            return None, None, None
+            return None, None, None, None
         n_inst = int(st.instance.max().item()) + 1
         if cfg.pe == "lis":
             # rotate embeddings by their local angles at the embedding width (roles repeated per head)
             emb_local = rope_angles(st.position, cfg.d_model, cfg.theta)
             if role is not None:
                 emb_local = emb_local + role.repeat(1, 1, cfg.n_heads)
-            inst = self.content(x, emb_local, st.address, n_inst)
+            table = self.content.instance_angles(x, emb_local, st.address, n_inst)
         else:  # random line addresses, fresh every pass
             # one draw per possible instance index (L of them), so a line's draw never depends on
-            # how many lines follow it
+            # how many lines follow it; instances no token addresses keep R_e = I
             n_addr = self.address_heads * local.shape[-1]
             xi = torch.randn(x.shape[0], x.shape[1], n_addr, device=x.device)
-            inst = torch.gather(xi, 1, st.address.clamp(min=0)[..., None].expand(-1, -1, n_addr))
-            inst = inst * (st.address >= 0)[..., None]
-        B, L, _ = inst.shape  # [B, L, heads * pairs] -> [B, heads, L, pairs]
-        inst = inst.view(B, L, self.address_heads, -1).transpose(1, 2)
+            addressed = torch.zeros_like(st.address).scatter_add_(
+                1, st.address.clamp(min=0), (st.address >= 0).long()
+            )
+            table = xi * (addressed > 0)[..., None]
         local = local[:, None]
-        return local, local, local + inst  # ... R_e for keys of completed instances
+        k_addr = local + self._heads(_rows(table, st.address))  # ... R_e for keys of completed instances
+        q_addr = None
+        if cfg.query_address == "previous":  # the instance before the query's is complete: causal
+            q_addr = local + self._heads(_rows(table, st.instance - 1))
+        return local, local, k_addr, q_addr
+
+    def _heads(self, inst: torch.Tensor) -> torch.Tensor:
+        """[B, L, heads * pairs] -> [B, heads, L, pairs]."""
+        B, L, _ = inst.shape
+        return inst.view(B, L, self.address_heads, -1).transpose(1, 2)
+
+
+def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Per-token rows of a per-instance table [B, N, A] at ``index`` [B, L]; zero where index < 0."""
+    rows = torch.gather(table, 1, index.clamp(min=0)[..., None].expand(-1, -1, table.shape[-1]))
+    return rows * (index >= 0)[..., None]
 
 
 def two_term_plan(
@@ -256,26 +289,42 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, L, 3, H, D // H).permute(2, 0, 3, 1, 4)  # each [B, H, L, hd]
         return q, k, v
 
+    @staticmethod
+    def two_term_qk(q, k, q_ang, k_ang, k_ang_addr, q_ang_addr=None):
+        """Rotated queries and (addressed, local) keys of the two-term score.
+
+        With a query-side address (``q_ang_addr``) the two terms rotate the query differently yet
+        share one softmax: the query becomes [q_addressed | q_local], the addressed keys
+        [k_addressed | 0] and the local keys [0 | k_local], so each dot product is exactly one
+        term's; the caller keeps the scale at 1/sqrt(d_head).
+        """
+        q_loc, ka, kl = apply_rotary(q, q_ang), apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)
+        if q_ang_addr is None:
+            return q_loc, ka, kl
+        zero = torch.zeros_like(kl)
+        q_addr = apply_rotary(q, q_ang_addr)
+        return torch.cat([q_addr, q_loc], -1), torch.cat([ka, zero], -1), torch.cat([zero, kl], -1)
+
     @torch.no_grad()
-    def own_instance_mass(self, x, q_ang, k_ang, k_ang_addr, plan) -> torch.Tensor:
+    def own_instance_mass(self, x, q_ang, k_ang, k_ang_addr, plan, q_ang_addr=None) -> torch.Tensor:
         """Attention probability each query puts on keys of its own instance, [B, H, L].
 
         A diagnostic for the two-term score: the explicit softmax over the plan's
         [addressed | local] keys, summed over the local (same-instance) block.
         """
-        q, k, _ = self._qkv(x)
-        q, ka, kl = apply_rotary(q, q_ang), apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)
+        q, k, v = self._qkv(x)
+        q, ka, kl = self.two_term_qk(q, k, q_ang, k_ang, k_ang_addr, q_ang_addr)
         out = []
         for s, e, s0, m in plan:
             keys = torch.cat([ka[:, :, :e], kl[:, :, s0:e]], dim=2)
-            scores = q[:, :, s:e] @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            scores = q[:, :, s:e] @ keys.transpose(-1, -2) / math.sqrt(v.shape[-1])
             bias = m
             if m.dtype == torch.bool:
                 bias = torch.zeros_like(m, dtype=q.dtype).masked_fill(~m, float("-inf"))
             out.append(torch.softmax(scores + bias, -1)[..., e:].sum(-1))
         return torch.cat(out, dim=2)
 
-    def forward(self, x, q_ang, k_ang, k_ang_addr, mask):
+    def forward(self, x, q_ang, k_ang, k_ang_addr, mask, q_ang_addr=None):
         B, L, D = x.shape
         q, k, v = self._qkv(x)
         p = self.cfg.dropout if self.training else 0.0
@@ -286,12 +335,17 @@ class CausalSelfAttention(nn.Module):
             else:
                 y = flex_attend(q, k, v, mask)
         elif k_ang_addr is not None:  # two-term LIS score (see module docstring); mask = plan
-            q, ka, kl = apply_rotary(q, q_ang), apply_rotary(k, k_ang_addr), apply_rotary(k, k_ang)
+            q, ka, kl = self.two_term_qk(q, k, q_ang, k_ang, k_ang_addr, q_ang_addr)
+            scale = None if q_ang_addr is None else 1 / math.sqrt(v.shape[-1])  # None: 1/sqrt(d_head)
             ys = []
             for s, e, s0, m in mask:
                 keys = torch.cat([ka[:, :, :e], kl[:, :, s0:e]], dim=2)
                 vals = torch.cat([v[:, :, :e], v[:, :, s0:e]], dim=2)
-                ys.append(F.scaled_dot_product_attention(q[:, :, s:e], keys, vals, attn_mask=m, dropout_p=p))
+                ys.append(
+                    F.scaled_dot_product_attention(
+                        q[:, :, s:e], keys, vals, attn_mask=m, dropout_p=p, scale=scale
+                    )
+                )
             y = torch.cat(ys, dim=2)
         elif mask is not None:  # ALiBi bias
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
@@ -358,10 +412,15 @@ class LISformer(nn.Module):
         B, L = idx.shape
         st = structure if structure is not None else self.default_structure(idx)
         x = self.tok_emb(idx)
-        q_ang, k_ang, k_addr = self.addresses(x, st)
+        q_ang, k_ang, k_addr, q_addr = self.addresses(x, st)
         mask = None
-        # FlexAttention has no dropout: the block-sparse path serves dropout-free passes only
-        flex = (self.cfg.dropout == 0 or not self.training) and use_flex(self.cfg.attn_backend, idx.device)
+        # FlexAttention has no dropout: the block-sparse path serves dropout-free passes only; a
+        # query-side address (an ablation) runs on the SDPA path
+        flex = (
+            (self.cfg.dropout == 0 or not self.training)
+            and q_addr is None
+            and use_flex(self.cfg.attn_backend, idx.device)
+        )
         if k_addr is not None and flex:
             mask = two_term_flex_plan(st.instance, self._instance_slopes())
         elif k_addr is not None:
@@ -374,7 +433,7 @@ class LISformer(nn.Module):
             mask = (-self.slopes[:, None, None] * dist).masked_fill(dist < 0, float("-inf"))[None]
         x = self.drop(x)
         for block in self.blocks:
-            x = block(x, q_ang, k_ang, k_addr, mask)
+            x = block(x, q_ang, k_ang, k_addr, mask, q_addr)
         logits = self.lm_head(self.ln_f(x))
         loss = None
         if targets is not None:
@@ -394,12 +453,12 @@ class LISformer(nn.Module):
             raise ValueError("own-instance attention is defined for the two-term score (pe lis / random)")
         st = structure if structure is not None else self.default_structure(idx)
         x = self.tok_emb(idx)
-        q_ang, k_ang, k_addr = self.addresses(x, st)
+        q_ang, k_ang, k_addr, q_addr = self.addresses(x, st)
         plan = two_term_plan(st.instance, self.cfg.attn_chunk, x.dtype, self._instance_slopes())
         masses = []
         for block in self.blocks:
-            masses.append(block.attn.own_instance_mass(block.ln1(x), q_ang, k_ang, k_addr, plan))
-            x = block(x, q_ang, k_ang, k_addr, plan)
+            masses.append(block.attn.own_instance_mass(block.ln1(x), q_ang, k_ang, k_addr, plan, q_addr))
+            x = block(x, q_ang, k_ang, k_addr, plan, q_addr)
         return torch.stack(masses)
 
     def num_params(self) -> int:

@@ -40,14 +40,19 @@ MODEL_LABELS = {
     "alibi": "ALiBi",
     "random": "random line addresses",
     "lis-alibi": "LISformer + ALiBi over line distance (extension)",
+    "lis-qprev": "LISformer, query rotated by the previous line's address (ablation)",
+    "random-qprev": "random line addresses, query rotated by the previous line's (ablation)",
 }
-# model name -> (pe scheme, instance_alibi); "lis-alibi" is not in the paper: opt in with --models
-MODEL_SCHEMES = {
-    "lis": ("lis", False),
-    "rope": ("rope", False),
-    "alibi": ("alibi", False),
-    "random": ("random", False),
-    "lis-alibi": ("lis", True),
+# model name -> the LISformerConfig fields that make it. The paper's four come first; the rest are
+# opt-in with --models: "lis-alibi" is an extension, "*-qprev" the query-side ablation (docs/lis.md)
+MODEL_SCHEMES: dict[str, dict] = {
+    "lis": {"pe": "lis"},
+    "rope": {"pe": "rope"},
+    "alibi": {"pe": "alibi"},
+    "random": {"pe": "random"},
+    "lis-alibi": {"pe": "lis", "instance_alibi": True},
+    "lis-qprev": {"pe": "lis", "query_address": "previous"},
+    "random-qprev": {"pe": "random", "query_address": "previous"},
 }
 
 
@@ -155,8 +160,16 @@ def train_model(
         return (*data.batch(cfg.train_ctx, cfg.batch_size, gen), None)
 
     train_steps(
-        model, opt, cfg, next_batch, start=start, losses=losses, desc=desc, log_every=10,
-        autocast_bf16=cfg.resolved_bf16(), after_step=sitting,
+        model,
+        opt,
+        cfg,
+        next_batch,
+        start=start,
+        losses=losses,
+        desc=desc,
+        log_every=10,
+        autocast_bf16=cfg.resolved_bf16(),
+        after_step=sitting,
     )
     return losses, before + time.time() - t0
 
@@ -272,9 +285,8 @@ def run(
             n_heads=cfg.n_heads,
             d_model=cfg.d_model,
             dropout=cfg.dropout,
-            pe=MODEL_SCHEMES[name][0],
-            instance_alibi=MODEL_SCHEMES[name][1],
             attn_backend=cfg.attn_backend,
+            **MODEL_SCHEMES[name],
         )
         partial = out / "checkpoints" / f"{name}-partial"
         t0 = time.time()
