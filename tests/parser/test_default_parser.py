@@ -36,3 +36,32 @@ def test_the_packaged_model_parses_ewt_test_near_its_card(shared_data):
     gold = load_sentences(treebank_file(shared_data, "ewt", "test"), limit=300)
     res = evaluate_parser("hexatagger", gold)
     assert res["uas"] >= 84.0, res["uas"]
+
+
+def test_fit_subwords_shortens_only_the_longest_words():
+    from structpe.parser.tokenizer import fit_subwords
+
+    # [CLS] w0 (1 subword) w1 (5) w2 (2) [SEP]: 10 positions
+    ids, firsts = [101, 1, 2, 3, 4, 5, 6, 7, 8, 102], [1, 2, 7]
+    assert fit_subwords(ids, firsts, 10) == (ids, firsts)
+    assert fit_subwords(ids, firsts, 8) == ([101, 1, 2, 3, 4, 7, 8, 102], [1, 2, 5])  # w1 keeps 3
+    assert fit_subwords(ids, firsts, 5) == ([101, 1, 2, 7, 102], [1, 2, 3])  # every word its first
+    with pytest.raises(ValueError, match="3 words; the model takes at most 2"):
+        fit_subwords(ids, firsts, 4)
+
+
+def test_the_packaged_parser_tags_a_sentence_past_its_positions():
+    """A table of contents' dot leaders run to ~8 subwords per word: 100 such words exceed the
+    encoder's 512 positions, and each word still gets a tag (its first subword is kept)."""
+    from structpe.parser.registry import get_parser
+    from structpe.parser.tokenizer import encode_words
+
+    words = ["Chapter", "One", "." * 40, "12"] * 25
+    parser = get_parser("hexatagger")
+    [(ids, _)] = encode_words(parser.tokenizer, [words])
+    assert len(ids) > parser.model.config.max_positions
+    [sent] = parser.parse_words([words])
+    assert sent.words == words and len(sent.terminals) == len(words)
+    assert decode(sent.terminals, sent.nonterminals) == sent.heads  # still one well-formed tree
+    with pytest.raises(ValueError, match="sentence 0: 600 words; the model takes at most 510"):
+        parser.parse_words([["word"] * 600])

@@ -206,6 +206,19 @@ def test_text_test_sentences_are_cut_and_scored_as_trained() -> None:
     assert [s.meta["text"] for s in sents] == ["The dog barked at me.", "It ran away!", '"Who is there?"']
 
 
+def test_test_sentences_take_the_training_sentence_cap() -> None:
+    from structpe.parser.registry import get_parser
+    from structpe.study.data import parse_units
+
+    para = ["one two three four five six seven eight nine ten eleven ."]
+    sents = parse_units(get_parser("hexatagger"), para, "text", 5, max_words=5)
+    assert [s.words for s in sents] == [["one", "two", "three", "four"], ["five", "six", "seven", "eight"],
+                                        ["nine", "ten", "eleven", "."]]
+    assert load_spec("sipe-txl", "cpu-small").dataset.max_sentence_words == 128
+    # no cap at cpu-mini: Brown's prepared data and cells keep their fingerprints and hashes
+    assert load_spec("sipe-txl", "cpu-mini").dataset.max_sentence_words is None
+
+
 def test_a_profile_runs_some_recipes_at_its_own_seeds(tiny_spec: Path) -> None:
     """A profile's ``recipes`` keep those recipes (and the claims about them only); its ``seeds``
     replace the spec's; bad values name the key."""

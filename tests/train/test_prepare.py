@@ -217,6 +217,43 @@ def test_text_units_are_cut_by_one_rule_whatever_the_parser(tmp_path: Path) -> N
         assert out["words"] == words, parser
 
 
+def test_sentence_cap_cuts_long_sentences_into_near_equal_pieces() -> None:
+    """``max_words``: a longer sentence becomes consecutive pieces (no word lost, reordered or longer
+    than the cap, lengths within one of each other); shorter sentences and no cap change nothing."""
+    from structpe.syntax.sentences import split_sentences
+    from structpe.train.prepare_steps import _parse_batch
+
+    long = " ; ".join(f"word{i} and more{i}" for i in range(20)) + " ."  # 80 words, one sentence
+    [[uncut]] = split_sentences([long])
+    assert len(uncut) == 80
+    [pieces] = split_sentences([long], max_words=27)
+    assert [len(p) for p in pieces] == [27, 27, 26]  # ceil(80 / 27) = 3 near-equal pieces
+    assert [w for p in pieces for w in p] == uncut
+    assert split_sentences(PROSE, max_words=27) == split_sentences(PROSE)
+    assert split_sentences([long], max_words=80) == [[uncut]]
+    with pytest.raises(ValueError, match="max_words must be >= 1"):
+        split_sentences([long], max_words=0)
+    out = _parse_batch({"text": [long]}, "hexatagger", {"nonprojective": "lift"}, max_words=27)
+    assert out["words"] == pieces  # each piece parsed as a sentence of its own
+
+
+def test_sentence_cap_enters_the_fingerprint_only_when_set(tmp_path: Path) -> None:
+    from structpe.train.prepare_settings import settings_record
+
+    assert "max_words" not in settings_record(PrepareSettings())  # earlier data keeps its fingerprint
+    assert settings_record(PrepareSettings(max_words=128))["max_words"] == 128
+    with pytest.raises(ValueError, match="max_words must be >= 1"):
+        PrepareSettings(max_words=0).validate()
+
+
+def test_sentence_cap_refused_for_given_sentences(
+    ewt_slices: dict, bpe_tokenizer: Path, tmp_path: Path
+) -> None:
+    settings = PrepareSettings(parser="gold", seq_len=SEQ_LEN, max_words=10)
+    with pytest.raises(ValueError, match="max_words cuts sentences of raw text"):
+        prepare({"train": [ewt_slices["train"]]}, bpe_tokenizer, tmp_path / "x", settings=settings)
+
+
 def test_sharded_parse_resumes_after_a_kill_and_matches_one_pass(
     bpe_tokenizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

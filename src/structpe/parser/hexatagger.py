@@ -41,6 +41,7 @@ from structpe.parser.model import (
 )
 from structpe.parser.tokenizer import (
     encode_words,
+    fit_subwords,
     load_tokenizer,
 )
 from structpe.syntax.sentences import split_sentences as split_into_sentences
@@ -125,17 +126,19 @@ def predict(
     batch_tokens: int = 8192,
     progress: bool = False,
 ) -> list[Prediction]:
-    """Tag pre-split sentences end to end: subword-encode, run the encoder in length-sorted batches,
-    read the scores at first subwords, decode each sentence to a well-formed tree."""
+    """Tag pre-split sentences end to end: subword-encode (a sentence past the encoder's positions
+    keeps its longest words' first subwords only, :func:`fit_subwords`), run the encoder in
+    length-sorted batches, read the scores at first subwords, decode each sentence to a well-formed
+    tree."""
     if any(len(s) == 0 for s in sentences):
         raise ValueError("every sentence needs at least one word")
-    encoded = encode_words(tokenizer, sentences)
     limit = model.config.max_positions
-    for k, (ids, _) in enumerate(encoded):
-        if len(ids) > limit:
-            raise ValueError(
-                f"sentence {k} has {len(ids)} subwords; the model takes at most {limit} (split the sentence)"
-            )
+    encoded = []
+    for k, (ids, firsts) in enumerate(encode_words(tokenizer, sentences)):
+        try:  # past the encoder's positions the longest words keep only their first subwords
+            encoded.append(fit_subwords(ids, firsts, limit))
+        except ValueError as err:
+            raise ValueError(f"sentence {k}: {err}") from None
     device = next(model.parameters()).device
     deprels = model.config.deprels
     root_id = deprels.index("root") if "root" in deprels else -1

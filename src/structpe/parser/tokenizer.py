@@ -99,6 +99,30 @@ def encode_words(tokenizer: Any, sentences: Sequence[Sequence[str]]) -> list[tup
     return out
 
 
+def fit_subwords(ids: list[int], firsts: list[int], limit: int) -> tuple[list[int], list[int]]:
+    """``encode_words``'s output shortened to at most ``limit`` positions by keeping only the first
+    ``c`` subwords of every word, with the largest ``c`` that fits: only the longest words lose their
+    tails (a table of contents' dot leaders run to 7.7 subwords per word), and every word keeps the
+    first subword its tags are read at. Unchanged when it fits; a ValueError when even one subword
+    per word does not (then the sentence itself has to be cut)."""
+    if len(ids) <= limit:
+        return ids, firsts
+    n = len(firsts)
+    if n + 2 > limit:
+        raise ValueError(f"{n} words; the model takes at most {limit - 2} (cut the sentence)")
+    bounds = [*firsts, len(ids) - 1]  # word w owns ids[bounds[w]:bounds[w + 1]]; the last id is [SEP]
+    lengths = [bounds[w + 1] - bounds[w] for w in range(n)]
+    cap = max(lengths)
+    while cap > 1 and sum(min(m, cap) for m in lengths) + 2 > limit:
+        cap -= 1
+    out, new_firsts = [ids[0]], []
+    for w in range(n):
+        new_firsts.append(len(out))
+        out.extend(ids[bounds[w] : bounds[w] + min(lengths[w], cap)])
+    out.append(ids[-1])
+    return out, new_firsts
+
+
 def _first_positions(word_ids: Sequence[int | None], n_words: int) -> list[int] | None:
     firsts = [-1] * n_words
     for pos, w in enumerate(word_ids):

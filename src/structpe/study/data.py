@@ -140,16 +140,19 @@ def parse_token_lines(parser: Any, lines: Sequence[str]) -> list[Any]:
     return sents
 
 
-def parse_units(parser: Any, units: list[str], fmt: str, limit: int) -> list[Any]:
+def parse_units(
+    parser: Any, units: list[str], fmt: str, limit: int, max_words: int | None = None
+) -> list[Any]:
     """Tagged test sentences: ``lines`` units detokenized (raw text in ``meta``); ``text`` paragraphs
-    cut by the corpus's sentence rule (``split_sentences``, as in training), each sentence scored as
-    the detokenized text of its words, the form the prepare step trains the model on."""
+    cut by the corpus's sentence rule (``split_sentences`` with the training data's ``max_words``),
+    each sentence scored as the detokenized text of its words, the form the prepare step trains the
+    model on."""
     if fmt == "lines":  # Brown's tokenized lines: scored in the raw form the model was trained on
         return parse_token_lines(parser, [u for u in units if u.split()])[:limit]
     from structpe.syntax.sentences import split_sentences
     from structpe.train.corpus import detokenize_words
 
-    words = [s for para in split_sentences(units) for s in para][:limit]
+    words = [s for para in split_sentences(units, max_words) for s in para][:limit]
     sents = parser.parse_words(words) if words else []
     for s in sents:
         s.meta = {**(getattr(s, "meta", None) or {}), "text": detokenize_words(s.words)[1]}
@@ -213,7 +216,14 @@ def prepare_study_data(
         )
 
     def settings(n: int, tags: str = "parse") -> PrepareSettings:
-        return PrepareSettings(parser=ds.parser, input_format=fmt, seq_len=ds.seq_len, max_units=n, tags=tags)
+        return PrepareSettings(
+            parser=ds.parser,
+            input_format=fmt,
+            seq_len=ds.seq_len,
+            max_units=n,
+            tags=tags,
+            max_words=ds.max_sentence_words,
+        )
 
     run = {"num_proc": ds.num_proc, "shard_units": ds.shard_units}  # how, not what: same output
     train = prepare(
@@ -229,7 +239,7 @@ def prepare_study_data(
     merged = merge_prepared(train, valid, out / "merged")
     _, meta = load_prepared(merged)
     units = read_test_units(splits["test"][0], fmt, ds.test_sentences, ds.test_seed)
-    test = parse_units(parser, units, fmt, ds.test_sentences)
+    test = parse_units(parser, units, fmt, ds.test_sentences, ds.max_sentence_words)
     test_key = stable_hash([[t.to_dict(), (t.meta or {}).get("text")] for t in test])  # + the scored text
     fingerprint = stable_hash([meta["fingerprint"], test_key])
     variants = {}

@@ -13,7 +13,7 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
                  (structpe.parser.tag_controls; default the parse); ``seeds``: this recipe's seeds,
                  replacing the spec's list; the baseline must have every seed of every recipe)
     dataset:     {corpus, parser, vocab_size, train_sentences, valid_sentences, test_sentences, seq_len,
-                  num_proc, shard_units}
+                  max_sentence_words, num_proc, shard_units}
     evaluations: {ppl: {...}, leakage: {...}, blimp: {...}, syntaxgym: {...}, glue: {...}}  (each
                  optional; null switches one off; ``glue`` fine-tunes each cell's final model)
     profiles:    {name: {recipe_profile, overrides, recipe_overrides: {label: [key=value]},
@@ -82,6 +82,9 @@ class DatasetSpec:
     test_sentences: int = 500
     test_seed: int = 0  # the stratified test sample's draw (study.data.read_test_units)
     seq_len: int = 128
+    # text corpora: a sentence of more words is cut into pieces (structpe.syntax.sentences); None: no
+    # cap. Enters the prepared data's fingerprint (and so every cell's hash) only when set
+    max_sentence_words: int | None = None
     # how the data stage runs, not what it builds (so not in TRAIN_DATA_FIELDS): parse processes,
     # and units per resumable parse shard (None: one pass); see structpe.train.prepare.prepare
     num_proc: int = 1

@@ -138,6 +138,8 @@ def _check_dataset(ds: Any, where: str) -> None:
     for key in ("vocab_size", "train_sentences", "valid_sentences", "test_sentences", "seq_len"):
         if getattr(ds, key) < 1:
             raise StudySpecError(f"{where}.{key}: must be >= 1, got {getattr(ds, key)}")
+    if ds.max_sentence_words is not None and ds.max_sentence_words < 1:
+        raise StudySpecError(f"{where}.max_sentence_words: must be >= 1 or null, got {ds.max_sentence_words}")
 
 
 def _check_sizes(evals: Any, where: str) -> None:

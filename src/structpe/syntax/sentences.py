@@ -19,18 +19,37 @@ def _sentencizer() -> object:
     return nlp
 
 
-def split_sentences(paragraphs: Sequence[str]) -> list[list[list[str]]]:
+def split_sentences(paragraphs: Sequence[str], max_words: int | None = None) -> list[list[list[str]]]:
     """Per paragraph, its sentences as lists of words: spaCy's rule-based English tokenizer and its
     ``sentencizer`` (a sentence ends after ``.``, ``!``, ``?`` and similar marks, closing quotes and
-    brackets included), whitespace tokens dropped.
+    brackets included), whitespace tokens dropped. With ``max_words``, a longer sentence (in old
+    books mostly run-on passages joined by semicolons, lists and verse) is cut into consecutive
+    pieces of near-equal length, none longer: a parser's encoder takes a bounded number of subwords
+    (the hexatagger 512), and every piece is then a sentence of its own, to the parser and the LM.
 
     The one sentence split of ``text`` corpora: the prepare step parses these word lists with
     whichever parser (``parse_words``: spaCy's dependency parse does not move the boundaries), the
     LM is trained on them (one packed sentence each) and the study's test sentences are cut the same
     way, so no parser choice changes what a sentence is. Rule-based, hence fast (no model).
     """
+    if max_words is not None and max_words < 1:
+        raise ValueError(f"max_words must be >= 1, got {max_words}")
     out = []
     for doc in _sentencizer().pipe(list(paragraphs)):
         sents = [[t.text for t in s if not t.is_space] for s in doc.sents]
-        out.append([s for s in sents if s])
+        out.append([piece for s in sents if s for piece in _cut(s, max_words)])
+    return out
+
+
+def _cut(words: list[str], max_words: int | None) -> list[list[str]]:
+    """``words`` in ceil(n / max_words) consecutive pieces whose lengths differ by at most one."""
+    if max_words is None or len(words) <= max_words:
+        return [words]
+    pieces = -(-len(words) // max_words)
+    size, extra = divmod(len(words), pieces)
+    out, start = [], 0
+    for k in range(pieces):
+        end = start + size + (k < extra)
+        out.append(words[start:end])
+        start = end
     return out

@@ -90,6 +90,10 @@ def _prepare_split(
     from datasets import Dataset
 
     nproc = num_proc if num_proc and num_proc > 1 else None
+    if settings.max_words is not None and fmt != "text":
+        raise ValueError(
+            f"max_words cuts sentences of raw text; {paths[0]} is read as {fmt!r}, whose sentences are given"
+        )
     if fmt == "conllu" and settings.parser == "gold":
         cols, n_units = _gold_units(paths, settings.nonprojective, settings.max_units)
         sents = Dataset.from_dict(cols)
@@ -121,7 +125,12 @@ def _prepare_split(
             "batched": True,
             "batch_size": 64,
             "num_proc": nproc,
-            "fn_kwargs": {"parser": settings.parser, "parser_kwargs": kwargs, "tags": settings.tags},
+            "fn_kwargs": {
+                "parser": settings.parser,
+                "parser_kwargs": kwargs,
+                "tags": settings.tags,
+                "max_words": settings.max_words,
+            },
             "desc": f"parse {name} ({settings.parser}{', prefixes' if settings.tags == 'prefix' else ''})",
         }
         if shards is not None:

@@ -65,6 +65,9 @@ class PrepareSettings:
     nonprojective: str = "lift"
     text_form: str | None = None  # raw | tokenized; None: the tokenizer's form (resolve_text_form)
     tags: str = "parse"  # parse | prefix | shuffled: the study's tag controls (parser/tag_controls.py)
+    # raw-text corpora: a longer sentence is cut into pieces of at most this many words
+    # (structpe.syntax.sentences.split_sentences); None: no cap
+    max_words: int | None = None
 
     def validate(self) -> None:
         if self.parser not in PARSERS:
@@ -79,6 +82,8 @@ class PrepareSettings:
             raise ValueError(f"nonprojective must be lift | skip | error, got {self.nonprojective!r}")
         if self.max_units is not None and self.max_units < 1:
             raise ValueError("max_units must be >= 1")
+        if self.max_words is not None and self.max_words < 1:
+            raise ValueError(f"max_words must be >= 1, got {self.max_words}")
         if self.text_form is not None and self.text_form not in TEXT_FORMS:
             raise ValueError(f"text_form must be one of {TEXT_FORMS}, got {self.text_form!r}")
         from structpe.parser.tag_controls import TAG_SOURCES
@@ -90,11 +95,13 @@ class PrepareSettings:
 
 
 def settings_record(settings: PrepareSettings) -> dict[str, Any]:
-    """The settings as recorded and fingerprinted: ``tags`` only when it is not the parse, so data
-    prepared before the tag controls existed keeps its fingerprint and metadata."""
+    """The settings as recorded and fingerprinted: ``tags`` only when it is not the parse and
+    ``max_words`` only when set, so data prepared before either existed keeps its fingerprint."""
     record = asdict(settings)
     if record["tags"] == "parse":
         del record["tags"]
+    if record["max_words"] is None:
+        del record["max_words"]
     return record
 
 

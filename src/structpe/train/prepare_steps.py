@@ -82,11 +82,16 @@ def _sentence_columns(sentences: Iterable[Any]) -> dict[str, list]:
 
 
 def _parse_batch(
-    batch: dict[str, list], parser: str, parser_kwargs: dict[str, Any], tags: str = "parse"
+    batch: dict[str, list],
+    parser: str,
+    parser_kwargs: dict[str, Any],
+    tags: str = "parse",
+    max_words: int | None = None,
 ) -> dict:
     """Parse a batch of units; the number of output rows (sentences) may differ from the input.
     ``tags="prefix"``: every word's tags come from the parse of its sentence's prefix
-    (:class:`structpe.parser.tag_controls.PrefixParser`)."""
+    (:class:`structpe.parser.tag_controls.PrefixParser`); ``max_words``: the sentence cap of raw
+    text (:func:`structpe.syntax.sentences.split_sentences`)."""
     p = _get_parser(parser, parser_kwargs)
     if tags == "prefix":
         from structpe.parser.tag_controls import PrefixParser
@@ -95,7 +100,7 @@ def _parse_batch(
     # raw paragraphs: cut into sentences of words by the corpus rule; otherwise pre-tokenized
     # sentences (Brown lines, or CoNLL-U words re-parsed by a predicted parser)
     if "text" in batch:
-        words = [s for para in split_sentences(batch["text"]) for s in para]
+        words = [s for para in split_sentences(batch["text"], max_words) for s in para]
         return _sentence_columns(p.parse_words(words) if words else [])
     cols = _sentence_columns(p.parse_words(batch["words_in"]))
     if "raw_text" in batch:
