@@ -190,3 +190,40 @@ def test_end_to_end(tmp_path, setting):
     if setting != "kg2text":
         with pytest.raises(ValueError, match="setting"):
             bad.func(bad)
+
+
+def test_learning_curve(tmp_path):
+    """--eval-every scores every evaluation set at those updates and leaves the training itself
+    unchanged (the same final scores as a run without the curve)."""
+    cfg = dict(setting="kg2text", n_train_names=30, n_test_names=8, iters=4, batch_size=4, d_model=8)
+    cfg.update(n_eval=4, eval_batch=8, device="cpu", n_layers=1, threads=0, models=["J"])
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    base = ["lis", "kg", "--setting", "kg2text", "--config", str(path)]
+    args = _parser().parse_args([*base, "--eval-every", "2", "--out", str(tmp_path / "curve")])
+    assert args.func(args) == 0
+    res = json.loads((tmp_path / "curve" / "results.json").read_text())
+    curve = res["models"]["J"]["curve"]
+    assert [p["updates"] for p in curve] == [2, 4]
+    assert set(curve[0]["scores"]) == {"kg2text/train", "kg2text/test"}
+    # the last point is the final model: the same numbers as the final scores
+    assert curve[-1]["scores"]["kg2text/test"] == res["models"]["J"]["scores"]["kg2text/test"]["all"]
+    assert "Learning curve" in (tmp_path / "curve" / "results.md").read_text()
+    assert (tmp_path / "curve" / "curve.png").is_file()
+    args = _parser().parse_args([*base, "--out", str(tmp_path / "plain")])
+    assert args.func(args) == 0
+    plain = json.loads((tmp_path / "plain" / "results.json").read_text())["models"]["J"]
+    assert "curve" not in plain and not (tmp_path / "plain" / "curve.png").exists()
+    assert plain["scores"] == res["models"]["J"]["scores"]
+
+
+def test_eval_every_refused_where_it_means_nothing(tmp_path):
+    from structpe.errors import StructpeError
+
+    args = _parser().parse_args(["lis", "kg", "--eval-every", "5", "--out", str(tmp_path / "t")])
+    with pytest.raises(StructpeError, match="--eval-every"):
+        args.func(args)
+    argv = ["lis", "kg", "--setting", "kg2text", "--eval-every", "-1", "--out", str(tmp_path / "n")]
+    args = _parser().parse_args(argv)
+    with pytest.raises(StructpeError, match="--eval-every must be >= 0"):
+        args.func(args)

@@ -50,7 +50,7 @@ def build_config(cls, diagnostic: str, args: argparse.Namespace):
             f"unknown {diagnostic} config key {unknown[0]!r}{closest(unknown[0], fields)} "
             f"(all unknown: {unknown})"
         )
-    for key in ("models", "iters", "batch_size", "seed", "threads", "device", "dropout"):
+    for key in ("models", "iters", "batch_size", "seed", "threads", "device", "dropout", "eval_every"):
         val = getattr(args, key, None)
         if val is not None and key in fields:
             values[key] = val
@@ -99,6 +99,8 @@ def check_args(values: dict, valid_models: list[str]) -> None:
     dropout = values.get("dropout")
     if dropout is not None and not (isinstance(dropout, (int, float)) and 0 <= dropout < 1):
         raise StructpeError(f"--dropout must be in [0, 1), got {dropout}")
+    if values.get("eval_every") is not None and values["eval_every"] < 0:
+        raise StructpeError(f"--eval-every must be >= 0 (0: no learning curve), got {values['eval_every']}")
     if values.get("threads") is not None and values["threads"] < 0:
         raise StructpeError(f"--threads must be >= 0, got {values['threads']}")
     if values.get("device") is not None:
@@ -169,6 +171,10 @@ def cmd_kg(args: argparse.Namespace) -> int:
 
     if args.setting != "template":
         return cmd_kg_roles(args)
+    if args.eval_every is not None:
+        raise StructpeError(
+            "--eval-every: only --setting transfer | kg2text | bidirectional record a learning curve"
+        )
     if args.merge:
         _check_merge(args.merge)
         merge(args.merge, args.out)
@@ -181,10 +187,10 @@ def cmd_kg(args: argparse.Namespace) -> int:
 def cmd_kg_roles(args: argparse.Namespace) -> int:
     """The role-addressing settings of App. F.3 (Tables 5-7); profiles kg_<setting>_<profile>."""
     from structpe.lis.kg_report import merge
-    from structpe.lis.kg_roles import RoleKGConfig, markdown_table, run
+    from structpe.lis.kg_roles import RoleKGConfig, markdown_table, plot_curve, run
 
     if args.merge:
-        merge(args.merge, args.out, render=markdown_table, draw=False)
+        merge(args.merge, args.out, render=markdown_table, draw=plot_curve, figure="curve.png")
         print((Path(args.out) / "results.md").read_text())
         return 0
     if args.profile == "tiny" and not args.config:
@@ -224,5 +230,13 @@ def register(subparsers) -> None:
         help="template: template-diverse KG->text (F.4); transfer: independent KG/text tiers (Table 5); "
         "kg2text: zero-shot KG->text (Table 6); bidirectional: KG<->text (Table 7). "
         "Profiles of the last three: cpu (default) and paper",
+    )
+    p.add_argument(
+        "--eval-every",
+        dest="eval_every",
+        type=int,
+        default=None,
+        help="role settings: score the evaluation sets every N updates (a learning curve in results.json, "
+        "results.md and curve.png; 0: off)",
     )
     p.set_defaults(func=cmd_kg)

@@ -31,6 +31,7 @@ import math
 import random
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,13 +110,26 @@ def train_kg(model: LISformer, kind: str, data: KGData, vocab: Vocab, cfg: KGCon
     return train_loop(model, batch, vocab.pad, cfg, desc=kind)
 
 
-def train_loop(model: LISformer, make_batch, pad: int, cfg, desc: str = "") -> list[float]:
+def train_loop(
+    model: LISformer,
+    make_batch,
+    pad: int,
+    cfg,
+    desc: str = "",
+    after_step: Callable[[int, list[float]], None] | None = None,
+) -> list[float]:
     """``training.train_steps`` over batches of ``Example`` from ``make_batch()`` (AdamW, cosine
     schedule, clipping, bf16 autocast; ``cfg``: a ``Bf16Option`` with iters, lr, weight_decay, warmup
-    and grad_clip)."""
+    and grad_clip); ``after_step(done, losses)`` runs after each update."""
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
     return train_steps(
-        model, opt, cfg, lambda: collate(make_batch(), pad), desc=desc, autocast_bf16=cfg.resolved_bf16()
+        model,
+        opt,
+        cfg,
+        lambda: collate(make_batch(), pad),
+        desc=desc,
+        autocast_bf16=cfg.resolved_bf16(),
+        after_step=after_step,
     )
 
 

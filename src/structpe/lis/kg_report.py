@@ -12,11 +12,13 @@ from structpe.io import save_figure
 from structpe.lis.training import merge_results
 
 
-def merge(folders: list[str | Path], out: str | Path, render=None, draw=None) -> dict:
+def merge(
+    folders: list[str | Path], out: str | Path, render=None, draw=None, figure: str = "hit5.png"
+) -> dict:
     """Combine results.json of runs that trained different models (e.g. in parallel processes);
-    ``render`` / ``draw`` replace the Markdown table and plot of the template diagnostic."""
+    ``render`` / ``draw`` / ``figure`` replace the Markdown table and plot of the template diagnostic."""
     plot_fn = None if draw is False else (draw or plot)
-    return merge_results(folders, out, ("config", "data"), render or markdown_tables, plot_fn, "hit5.png")
+    return merge_results(folders, out, ("config", "data"), render or markdown_tables, plot_fn, figure)
 
 
 def markdown_tables(results: dict) -> str:

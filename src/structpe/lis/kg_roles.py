@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from structpe.io import atomic_write_text, earlier_results
+from structpe.io import atomic_write_text, earlier_results, save_figure
 from structpe.lis.kg import score, train_loop
 from structpe.lis.kg_encode import Example
 from structpe.lis.kg_roles_data import (
@@ -62,6 +62,7 @@ class RoleKGConfig(Bf16Option):
     warmup: int = 0
     n_eval: int = 500  # evaluation entities per (tier or split, form or direction)
     eval_batch: int = 100
+    eval_every: int = 0  # > 0: score the evaluation sets every this many updates (a learning curve)
     seed: int = 0
     threads: int = 0
     device: str = "auto"
@@ -69,6 +70,8 @@ class RoleKGConfig(Bf16Option):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every must be >= 0 (0: no learning curve), got {self.eval_every}")
         if self.setting not in SETTINGS:
             raise ValueError(f"setting must be one of {SETTINGS}, got {self.setting!r}")
         bad = [m for m in self.models if m not in MODELS]
@@ -169,12 +172,14 @@ def run(cfg: RoleKGConfig, out: str | Path, eval_only: bool = False) -> dict:
             rec = results["models"].get(kind, {})
         else:
             model = build_model(kind, cfg, vocab).to(dev)
+            curve: list[dict] = []
             losses = train_loop(
                 model,
                 training_sampler(kind, cfg, vocab, data, random.Random(cfg.seed + 1)),
                 vocab.pad,
                 cfg,
                 kind,
+                after_step=_curve_recorder(model, kind, cfg, vocab, sets, curve),
             )
             rec = {
                 "train_seconds": round(time.time() - t1, 1),
@@ -182,6 +187,8 @@ def run(cfg: RoleKGConfig, out: str | Path, eval_only: bool = False) -> dict:
                 "updates": cfg.iters,
                 "bf16": cfg.resolved_bf16(),
             }
+            if curve:
+                rec["curve"] = curve
             if cfg.save_checkpoints:
                 model.save_pretrained(ckpt)
         rec.update(label=MODELS[kind], params=model.num_params(), scores={})
@@ -195,7 +202,28 @@ def run(cfg: RoleKGConfig, out: str | Path, eval_only: bool = False) -> dict:
         prov = provenance(started=t0, seed=cfg.seed, data_generated=f"synthetic, seed {cfg.seed}")
         atomic_write_text(out / "results.json", json.dumps({**results, "provenance": prov}, indent=2))
     atomic_write_text(out / "results.md", markdown_table(results))
+    plot_curve(results, out / "curve.png")
     return results
+
+
+def _curve_recorder(model: LISformer, kind: str, cfg: RoleKGConfig, vocab: Vocab, sets: dict, curve: list):
+    """``after_step`` that scores every evaluation set (all arities) each ``cfg.eval_every`` updates
+    into ``curve``; the points are of the one run, whose cosine schedule spans all ``cfg.iters``."""
+    if not cfg.eval_every:
+        return None
+
+    def record(done: int, losses: list[float]) -> None:
+        if done % cfg.eval_every:
+            return
+        scores = {
+            key: score(model, eval_examples(kind, cfg, vocab, key, items), vocab.pad, cfg.eval_batch)["all"]
+            for key, items in sets.items()
+        }
+        window = losses[-cfg.eval_every :]
+        curve.append({"updates": done, "train_loss": sum(window) / len(window), "scores": scores})
+        model.train()  # ``score`` left the model in eval mode
+
+    return record
 
 
 def markdown_table(results: dict) -> str:
@@ -219,7 +247,63 @@ def markdown_table(results: dict) -> str:
         f"{m}: {r['params']:,} params, {r.get('updates', '?')} updates, {r.get('train_seconds', '?')} s"
         for m, r in results["models"].items()
     )
-    return "\n".join(lines) + f"\n\n{foot}\n"
+    return "\n".join(lines) + f"\n\n{foot}\n" + curve_table(results)
+
+
+def curve_table(results: dict) -> str:
+    """The learning curves (``eval_every``): h@5 / PPL over all target entities per set and model."""
+    models = [m for m, r in results["models"].items() if r.get("curve")]
+    if not models:
+        return ""
+    keys = list(results["models"][models[0]]["curve"][0]["scores"])
+    cols = [f"{m} {key} h@5 / PPL" for m in models for key in keys]
+    lines = [
+        "",
+        "Learning curve (every target entity of each evaluation set; one run, its cosine schedule "
+        "over all updates):",
+        "",
+        "| updates | " + " | ".join(cols) + " |",
+        "|" + "---|" * (1 + len(cols)),
+    ]
+    points = {m: {p["updates"]: p["scores"] for p in results["models"][m]["curve"]} for m in models}
+    for n in sorted({u for m in models for u in points[m]}):
+        cells = []
+        for m in models:
+            for key in keys:
+                r = points[m].get(n, {}).get(key)
+                cells.append(f"{r['hit@5']:.3f} / {_fmt(r['ppl'])}" if r else "-")
+        lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curve(results: dict, path: Path) -> None:
+    """Entity PPL and hit@5 against updates, one line per (model, evaluation set); nothing is written
+    when no model recorded a curve."""
+    if not any(r.get("curve") for r in results["models"].values()):
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_ppl, ax_hit) = plt.subplots(1, 2, figsize=(9, 3.5))
+    for m, rec in results["models"].items():
+        points = rec.get("curve") or []
+        if not points:
+            continue
+        x = [p["updates"] for p in points]
+        for key in points[0]["scores"]:
+            style = "-" if key.endswith("/train") else "--"
+            ax_ppl.plot(x, [p["scores"][key]["ppl"] for p in points], style, marker=".", label=f"{m} {key}")
+            ax_hit.plot(x, [p["scores"][key]["hit@5"] for p in points], style, marker=".", label=f"{m} {key}")
+    ax_ppl.set_yscale("log")
+    ax_ppl.set_ylabel("entity PPL (per character)")
+    ax_hit.set_ylabel("hit@5 (target entities)")
+    for ax in (ax_ppl, ax_hit):
+        ax.set_xlabel("updates")
+        ax.grid(alpha=0.3)
+    ax_hit.legend(fontsize=6)
+    save_figure(fig, path, dpi=120)
 
 
 def _fmt(ppl: float) -> str:
