@@ -54,3 +54,36 @@ def test_sweep_trains_each_size_for_the_same_budget_and_resumes(
     monkeypatch.setattr(pretrain_mod, "pretrain", lambda *a, **k: pytest.fail("trained again"))
     again = sweep.size_sweep(spec, ["1x64", "2x64"], 1.5, out, calibrate_steps=2, data=tiny_data)
     assert again["sizes"] == result["sizes"]
+
+
+def test_a_second_worker_reports_the_sizes_it_did_not_train(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers share the sweep's cells: one that finds a size claimed by the other lists it as
+    pending and leaves sweep.json to the worker that finishes last."""
+    import contextlib
+
+    import structpe.study.runner as runner
+
+    spec = load_spec(tiny_spec, "test")
+    next(r for r in spec.recipes if r.label == spec.baseline).overrides.append("train.warmup=0")
+    out = tmp_path / "sweep"
+    real_claim = runner.claim
+
+    @contextlib.contextmanager
+    def busy_2x64(folder, label, seed):
+        if label == "none-2x64":  # held by the other worker
+            yield False
+        else:
+            with real_claim(folder, label, seed) as mine:
+                yield mine
+
+    monkeypatch.setattr(runner, "claim", busy_2x64)
+    first = sweep.size_sweep(spec, ["1x64", "2x64"], 1.5, out, calibrate_steps=2, data=tiny_data)
+    assert [r["size"] for r in first["sizes"]] == ["1x64"] and first["pending"] == ["2x64"]
+    assert not (out / "sweep.json").exists()
+    monkeypatch.setattr(runner, "claim", real_claim)
+    last = sweep.size_sweep(spec, ["1x64", "2x64"], 1.5, out, calibrate_steps=2, data=tiny_data)
+    assert [r["size"] for r in last["sizes"]] == ["1x64", "2x64"] and "pending" not in last
+    assert json.loads((out / "sweep.json").read_text()) == last
+

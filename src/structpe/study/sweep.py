@@ -103,10 +103,13 @@ def size_sweep(
     parser: Any = None,
     data_dir: str | None = None,
 ) -> dict[str, Any]:
-    """Calibrate, train and evaluate every size (see the module docstring); returns the table and
-    writes it to ``out/sweep.json``. ``data`` / ``parser`` replace the study's data stage (tests)."""
+    """Calibrate, train and evaluate every size (see the module docstring); returns the table and,
+    once no size is left to another worker (``pending``), writes it to ``out/sweep.json``. Start a
+    second worker once ``out/calibration.json`` lists every size, so both train the same cells.
+    ``data`` / ``parser`` replace the study's data stage (tests)."""
     from structpe.io import write_json_atomic
     from structpe.parser.cached import CachedParser
+    from structpe.study.cells import METRICS_FILE, cell_dir
     from structpe.study.runner import run_study
     from structpe.train.recipe import load_recipe
 
@@ -133,10 +136,16 @@ def size_sweep(
             write_json_atomic(cal_file, cal)
     steps = {s: max(1, int(budget_cpu_s / cal[s])) for s in sizes}
     sweep = sweep_spec(spec, steps, seed)
-    paths = run_study(sweep, out / "study", data=data, parser=parser, data_dir=data_dir, report=False)
+    run_study(sweep, out / "study", data=data, parser=parser, data_dir=data_dir, report=False)
+    # parallel workers (the same command in several shells) each train the sizes they claim: the
+    # table holds every finished size, and the worker that finds none pending writes sweep.json
+    done = {s: cell_dir(out / "study", f"none-{s}", seed) / METRICS_FILE for s in sizes}
+    pending = [s for s, path in done.items() if not path.is_file()]
     rows = []
-    for size, path in zip(sizes, paths, strict=True):
-        m = json.loads(Path(path).read_text())
+    for size, path in done.items():
+        if size in pending:
+            continue
+        m = json.loads(path.read_text())
         label = f"none-{size}"
         train = load_recipe(sweep.recipe_name(label), sweep.cell_overrides(label)).train
         s = m["scores"]
@@ -163,5 +172,8 @@ def size_sweep(
         "data_fingerprint": data.fingerprint,
         "sizes": rows,
     }
-    write_json_atomic(out / "sweep.json", result)
+    if pending:
+        result["pending"] = pending  # still training in another worker
+    else:
+        write_json_atomic(out / "sweep.json", result)
     return result
