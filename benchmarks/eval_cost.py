@@ -140,7 +140,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             row(f"ppl-{mode}", cpu, len(sample), full, "sentences")
     if ev.blimp is not None:
         paradigms = None if ev.blimp.paradigms == "all" else list(ev.blimp.paradigms)
-        per = ev.blimp.limit or 1000
         for mode in modes_of(ev.blimp.likelihoods):
             res, cpu = timed(
                 lambda m=mode: evaluate_blimp(
@@ -156,7 +155,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 )
             )
             n_par = len(paradigms) if paradigms else 67
-            row(f"blimp-{mode}", cpu, n_par * args.blimp_pairs, n_par * per, "pairs")
+            full = n_par * (ev.blimp.limit_for(mode) or 1000)
+            row(f"blimp-{mode}", cpu, n_par * args.blimp_pairs, full, "pairs")
     if ev.syntaxgym is not None:
         suites = suite_names(ev.syntaxgym.suites, root / "syntaxgym")
         loaded = load_suites(root / "syntaxgym", suites)

@@ -241,6 +241,43 @@ def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     assert again["ppl-marginal"] == after["ppl-marginal"]
 
 
+def test_blimp_marginal_limit_scores_the_same_fewer_pairs_for_every_recipe(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BLiMP's marginal_limit: the marginal mode scores the first N pairs of each paradigm, for the
+    tagged recipe and the baseline alike (the baseline runs it on its own rather than filing its
+    p(x) over every pair under that name); the other modes keep ``limit``; unset, the keys and the
+    single baseline run are as before."""
+    import structpe.eval.blimp as blimp_module
+    from structpe.eval.scoring.types import uses_tags
+    from structpe.study.spec import BlimpSpec
+
+    calls: list[tuple[bool, str, int]] = []
+
+    def scored(model, *args, limit: int, likelihood: str, **kw) -> dict:
+        calls.append((uses_tags(model), likelihood, limit))
+        return {"overall": 0.5 + limit / 100, "n_pairs": 2 * limit, "per_phenomenon": {}, "per_paradigm": {}}
+
+    monkeypatch.setattr(blimp_module, "evaluate_blimp", scored)
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1]
+    modes = ["conditional", "joint", "marginal"]
+    spec.evaluations.blimp = BlimpSpec(paradigms=["p1", "p2"], limit=8, likelihoods=modes)
+    data = StudyData(Path("tok"), Path("ds"), "fp", [], train_fingerprint="train-fp")
+    unset = eval_keys(spec, "position", 1, data)
+    spec.evaluations.blimp.marginal_limit = 3
+    capped = eval_keys(spec, "position", 1, data)
+    assert capped["blimp-marginal"] != unset["blimp-marginal"]
+    assert all(capped[f"blimp-{m}"] == unset[f"blimp-{m}"] for m in ("conditional", "joint"))
+
+    run_study(spec, tmp_path / "study", data=tiny_data, report=False)
+    tagged = [(True, m, 3 if m == "marginal" else 8) for m in modes]
+    assert sorted(calls) == sorted([(False, "conditional", 8), (False, "marginal", 3), *tagged])
+    for label in ("none", "position"):
+        s = json.loads((cell_dir(tmp_path / "study", label, 1) / "metrics.json").read_text())["scores"]
+        assert [s[f"blimp.{m}.n_pairs"] for m in modes] == [16, 16, 6]
+
+
 def test_every_ppl_mode_on_the_same_sentences_with_the_marginal_ladder(
     tiny_spec: Path, tiny_data: StudyData, tmp_path: Path
 ) -> None:

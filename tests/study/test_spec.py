@@ -141,6 +141,16 @@ def test_a_claim_may_read_the_marginal_at_a_width_of_the_ladder(tiny_spec: Path,
             "evaluations.ppl.sentences: expected int or null, got 'twelve'",
         ),
         ("seq_len: 64", "seq_len: null", "dataset.seq_len: expected int, got None"),
+        (
+            "sentences: 12}",
+            "sentences: 12}\n  blimp: {limit: 5, marginal_limit: 3}",
+            "evaluations.blimp.marginal_limit is set but 'marginal' is not a likelihood",
+        ),
+        (
+            "sentences: 12}",
+            "sentences: 12}\n  blimp: {limit: 5, marginal_limit: 9, likelihoods: [conditional, marginal]}",
+            "evaluations.blimp.marginal_limit 9 exceeds limit 5",
+        ),
     ],
 )
 def test_bad_spec_names_the_key(tiny_spec: Path, old: str, new: str, expect: str) -> None:
@@ -212,8 +222,11 @@ def test_test_sentences_take_the_training_sentence_cap() -> None:
 
     para = ["one two three four five six seven eight nine ten eleven ."]
     sents = parse_units(get_parser("hexatagger"), para, "text", 5, max_words=5)
-    assert [s.words for s in sents] == [["one", "two", "three", "four"], ["five", "six", "seven", "eight"],
-                                        ["nine", "ten", "eleven", "."]]
+    assert [s.words for s in sents] == [
+        ["one", "two", "three", "four"],
+        ["five", "six", "seven", "eight"],
+        ["nine", "ten", "eleven", "."],
+    ]
     assert load_spec("sipe-txl", "cpu-small").dataset.max_sentence_words == 128
     # no cap at cpu-mini: Brown's prepared data and cells keep their fingerprints and hashes
     assert load_spec("sipe-txl", "cpu-mini").dataset.max_sentence_words is None

@@ -118,10 +118,13 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
     for name in ("ppl", "blimp", "syntaxgym"):
         sub = getattr(ev, name)
         if sub is not None:
-            settings = {f: v for f, v in dataclasses.asdict(sub).items() if f != "k"}
+            # the beam width k (and BLiMP's marginal_limit) shape marginal scores only: changing
+            # them re-runs nothing else, and an unset marginal_limit keeps the keys it had before
+            settings = {f: v for f, v in dataclasses.asdict(sub).items() if f not in ("k", "marginal_limit")}
             for mode in sub.likelihoods:
-                # the beam width k shapes marginal scores only: raising it re-runs nothing else
                 beam = [sub.k] if mode == "marginal" else []
+                if mode == "marginal" and getattr(sub, "marginal_limit", None) is not None:
+                    beam.append({"marginal_limit": sub.marginal_limit})
                 keys[f"{name}-{mode}"] = stable_hash([own, name, mode, settings, *beam])
     if ev.leakage is not None:
         leak = dataclasses.asdict(ev.leakage)
@@ -230,10 +233,13 @@ def run_cell(
         scores.update(flat(prefix, s))
         wall[name] = w
 
-    def modes(likelihoods: list[str]) -> list[str]:
+    def modes(likelihoods: list[str], own: tuple[str, ...] = ()) -> list[str]:
         # a decoder that reads no tags scores p(x) in every mode: run it once and file it under
-        # each mode; a masked LM has only its PLL (filed as conditional, no joint / marginal)
-        return list(likelihoods) if tagged and causal else ["conditional"]
+        # each mode, except the modes in `own` that score other items (BLiMP's marginal_limit); a
+        # masked LM has only its PLL (filed as conditional, no joint / marginal)
+        if tagged and causal:
+            return list(likelihoods)
+        return ["conditional", *(m for m in own if m in likelihoods)] if causal else ["conditional"]
 
     def file_under_all(bench: str, likelihoods: list[str]) -> None:
         if causal and not tagged:
@@ -270,7 +276,8 @@ def run_cell(
             file_ladder(ev.ppl.k)
     if ev.blimp is not None:
         paradigms = None if ev.blimp.paradigms == "all" else list(ev.blimp.paradigms)
-        for mode in modes(ev.blimp.likelihoods):
+        own = tuple(m for m in ev.blimp.likelihoods if ev.blimp.limit_for(m) != ev.blimp.limit)
+        for mode in modes(ev.blimp.likelihoods, own):
             run(
                 f"blimp-{mode}",
                 lambda m=mode: blimp_scores(
@@ -280,7 +287,7 @@ def run_cell(
                         cell_parser,
                         Path(_data_root(data_dir)) / "blimp",
                         paradigms,
-                        limit=ev.blimp.limit,
+                        limit=ev.blimp.limit_for(m),
                         likelihood=m,
                         k=ev.blimp.k,
                         progress=progress,
@@ -288,7 +295,7 @@ def run_cell(
                 ),
                 f"blimp.{mode}",
             )
-        file_under_all("blimp", ev.blimp.likelihoods)
+        file_under_all("blimp", [m for m in ev.blimp.likelihoods if m not in own])
     if ev.syntaxgym is not None:
         root = Path(_data_root(data_dir)) / "syntaxgym"
         suites = suite_names(ev.syntaxgym.suites, root)

@@ -115,12 +115,21 @@ class LeakageSpec:
 
 @dataclass
 class BlimpSpec:
-    """BLiMP: ``paradigms: all`` is the 67; ``limit`` pairs per paradigm (None = all 1,000)."""
+    """BLiMP: ``paradigms: all`` is the 67; ``limit`` pairs per paradigm (None = all 1,000).
+
+    ``marginal_limit`` caps the marginal mode alone (None = ``limit``): its k-best beam costs ~6x a
+    plain pass, so a profile can score every pair in the cheap modes and the first N of each
+    paradigm in the leak-free one (the baseline is scored on the same pairs)."""
 
     paradigms: str | list[str] = "all"
     limit: int | None = None
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
     k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
+    marginal_limit: int | None = None
+
+    def limit_for(self, mode: str) -> int | None:
+        """Pairs per paradigm that ``mode`` scores."""
+        return self.marginal_limit if mode == "marginal" and self.marginal_limit is not None else self.limit
 
 
 @dataclass
@@ -326,6 +335,13 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
             _check_choices(sub.likelihoods, LIKELIHOODS, f"{where}: evaluations.{name}.likelihoods")
             if not isinstance(sub.k, int) or sub.k < 1:
                 raise StudySpecError(f"{where}: evaluations.{name}.k must be an integer >= 1, got {sub.k!r}")
+    blimp = evals.blimp
+    if blimp is not None and blimp.marginal_limit is not None:
+        at = f"{where}: evaluations.blimp.marginal_limit"
+        if "marginal" not in blimp.likelihoods:
+            raise StudySpecError(f"{at} is set but 'marginal' is not a likelihood")
+        if blimp.limit is not None and blimp.marginal_limit > blimp.limit:
+            raise StudySpecError(f"{at} {blimp.marginal_limit} exceeds limit {blimp.limit}")
     if evals.leakage is not None:
         _check_choices(
             evals.leakage.conditions, LEAKAGE_CONDITIONS, f"{where}: evaluations.leakage.conditions"
