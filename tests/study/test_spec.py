@@ -11,7 +11,7 @@ from structpe.study.spec import load_spec, select
 from structpe.study.spec_checks import StudySpecError
 
 
-@pytest.mark.parametrize("profile", ["cpu-mini", "cpu-small", "smoke", "paper"])
+@pytest.mark.parametrize("profile", ["cpu-mini", "smoke", "paper"])
 def test_shipped_spec_loads(profile: str) -> None:
     spec = load_spec("sipe-txl", profile)
     assert [r.label for r in spec.recipes] == [
@@ -64,6 +64,17 @@ def test_paper_profile_is_the_papers_depth() -> None:
     spec = load_spec("sipe-txl", "paper")
     assert "model.n_layers=16" in spec.profile_overrides
     assert spec.evaluations.blimp.limit is None  # every BLiMP pair
+
+
+def test_cpu_small_is_the_sweeps_size_with_the_marginal_on_a_blimp_sample() -> None:
+    """cpu-small: the size sweep's 4 x 256 (docs/pretraining.md), the scale issue's four recipes,
+    every BLiMP pair but the leak-free marginal's 100 per paradigm."""
+    spec = load_spec("sipe-txl", "cpu-small")
+    assert [r.label for r in spec.recipes] == ["none", "input", "position", "position_shuffled"]
+    assert {"model.n_layers=4", "model.d_model=256", "train.max_steps=1200"} <= set(spec.profile_overrides)
+    blimp = spec.evaluations.blimp
+    assert blimp.limit is None and [blimp.limit_for(m) for m in blimp.likelihoods] == [None, None, 100]
+    assert spec.evaluations.glue is None and {c.recipe for c in spec.claims} == {"input", "position"}
 
 
 def test_scaled_profiles_train_on_the_gutenberg_corpus() -> None:
