@@ -244,17 +244,21 @@ def prepare_study_data(
     fingerprint = stable_hash([meta["fingerprint"], test_key])
     variants = {}
     for tags in tag_sources:
+        # a variant parses its split again (the parse's shards are gone once its data is written):
+        # the same processes and resumable shards as the parse's own
         vtrain = prepare(
             {"train": splits["train"]},
             tok_dir,
             out / f"train-{tags}",
             settings=settings(ds.train_sentences, tags),
+            **run,
         )
         vvalid = prepare(
             {"validation": splits["validation"]},
             tok_dir,
             out / f"validation-{tags}",
             settings=settings(ds.valid_sentences, tags),
+            **run,
         )
         vmerged = merge_prepared(vtrain, vvalid, out / f"merged-{tags}")
         _, vmeta = load_prepared(vmerged)
