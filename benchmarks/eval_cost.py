@@ -141,7 +141,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     if ev.blimp is not None:
         paradigms = None if ev.blimp.paradigms == "all" else list(ev.blimp.paradigms)
         for mode in modes_of(ev.blimp.likelihoods):
-            res, cpu = timed(
+            _, cpu = timed(
                 lambda m=mode: evaluate_blimp(
                     model,
                     tokenizer,

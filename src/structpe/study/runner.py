@@ -123,7 +123,7 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
             settings = {f: v for f, v in dataclasses.asdict(sub).items() if f not in ("k", "marginal_limit")}
             for mode in sub.likelihoods:
                 beam = [sub.k] if mode == "marginal" else []
-                if mode == "marginal" and getattr(sub, "marginal_limit", None) is not None:
+                if mode == "marginal" and name == "blimp" and sub.marginal_limit is not None:
                     beam.append({"marginal_limit": sub.marginal_limit})
                 keys[f"{name}-{mode}"] = stable_hash([own, name, mode, settings, *beam])
     if ev.leakage is not None:
