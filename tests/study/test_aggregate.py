@@ -320,3 +320,27 @@ def test_claims_across_machines_say_so(tiny_spec: Path, tmp_path: Path) -> None:
         write_json_atomic(f, m)
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")
     assert "different machines" not in (tmp_path / "study.md").read_text()
+
+
+def test_a_contradiction_shows_the_opposite_tests_adjusted_p(tiny_spec: Path, tmp_path: Path) -> None:
+    # position's conditional PPL is worse than the baseline's on both paired seeds (not a bound:
+    # it can contradict); the verdict comes from the opposite test, so the page must show its p
+    spec = load_spec(tiny_spec, "test")
+    spec.claims[0].metrics = ["ppl.conditional.word_ppl"]
+    spec.claims[0].honest = []
+    _synthetic(tmp_path)
+    for seed, worse in ((1, 10.0), (2, 11.0)):
+        f = tmp_path / "cells" / "position" / f"seed-{seed}" / "metrics.json"
+        m = json.loads(f.read_text())
+        m["scores"]["ppl.conditional.word_ppl"] = (100.0 if seed == 1 else 110.0) + worse
+        write_json_atomic(f, m)
+    row = aggregate(load_cell_metrics(tmp_path), spec)["claims"][0]["metrics"][0]
+    # d = -10, -11: t = -21 on 1 df, the opposite one-sided p = 1/2 - atan(21)/pi; one test, no adjustment
+    assert row["p_against_adj"] == pytest.approx(0.5 - math.atan(21) / math.pi)
+    assert row["verdict"] == "contradicts" and row["p_adj"] > 0.5
+    write_study_report(tmp_path, spec, command="structpe study run tiny-study")
+    md = (tmp_path / "study.md").read_text()
+    q = f"{row['p_against_adj']:.3f}"
+    assert f"(opposite direction: {q}), sign-flip p" in md  # the verdict paragraph
+    assert f"| {row['p_adj']:.3f} / {q} |" in md  # the claims table
+    assert "(opposite direction: -)" not in md  # not a bound: the opposite test is made

@@ -375,7 +375,9 @@ def render(
         "",
         "Differences signed so that > 0 = the paper's direction. Roles: `replication` decides the "
         "replication verdict (the paper's protocol), `honest` the second verdict on leak-free "
-        "likelihoods, `shown` is reported beside them and not tested (no verdict, not in the family).",
+        "likelihoods, `shown` is reported beside them and not tested (no verdict, not in the family). "
+        "Holm p: the adjusted p of the test in the paper's direction (< 0.05: replicates) / of the "
+        "opposite test (< 0.05: contradicts; - where a bound cannot contradict).",
         "",
     ]
     rows = []
@@ -394,7 +396,7 @@ def render(
                         ", ".join(_num(d) for d in r["signed"]) or "-",
                         f"{_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]",
                         _p(r["p"]),
-                        _p(r["p_adj"]) if tested else "-",
+                        f"{_p(r['p_adj'])} / {_p(r['p_against_adj'])}" if tested else "-",
                         f"{_p(r['p_perm'])} (min {_p(r['p_perm_min'])})",
                         (r["verdict"] if tested else "-") if r["ran"] else "not run",
                     ]
@@ -413,7 +415,7 @@ def render(
             "signed diff per seed",
             "mean [95% t CI]",
             "one-sided p",
-            "Holm p",
+            "Holm p (paper's way / opposite)",
             "sign-flip p",
             "verdict",
         ],

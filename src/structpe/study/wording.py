@@ -201,7 +201,8 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
             parts.append(
                 f"{role} {describe(r['metric'], cells)}{bound}: the paper's way on {_seeds_way(r)} "
                 f"seeds, mean {_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}], "
-                f"one-sided p {_p(r['p'])}, Holm p {_p(r['p_adj'])}, sign-flip p {_p(r['p_perm'])} "
+                f"one-sided p {_p(r['p'])}, Holm p {_p(r['p_adj'])} (opposite direction: "
+                f"{_p(r['p_against_adj'])}), sign-flip p {_p(r['p_perm'])} "
                 f"(smallest possible {_p(r['p_perm_min'])}) -> {r['verdict']}"
             )
     text = head + (" " + "; ".join(parts) + "." if parts else "")
