@@ -337,3 +337,25 @@ def test_bad_input(scales: dict[str, Path], tmp_path: Path, capsys: pytest.Captu
     err = _one_line_error(["study", "scaling", small, large, "--output", out, "--order", "size"], capsys)
     assert "--order size" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "other-study-large", "other-study.yaml"]
+
+
+def test_plot_panels_show_every_interval(scales: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # each panel's axes must hold every plotted mean and interval end, however large (PPL in
+    # points, SyntaxGym in fractions), and both scales' x positions
+    from structpe.study import scaling
+
+    figures = []
+    monkeypatch.setattr(scaling, "save_figure", lambda fig, path: figures.append(fig) or Path(path))
+    paths = write_scaling([scales["small"], scales["large"]], scales["root"] / "plot" / "scaling.md")
+    data = json.loads(paths["json"].read_text())
+    (fig,) = figures
+    claims = [c for c in data["claims"] if scaling.ran_anywhere(c)]
+    xs = [0.32, 0.55]  # the baseline's mean SyntaxGym at each scale (BASE): the x axis
+    assert len(claims) == 6
+    for ax, c in zip(fig.axes, claims, strict=False):
+        lo, hi = ax.get_ylim()
+        for r in c["rows"]:
+            for a in r["at"].values():
+                if a and a.get("n", 0) >= 2:
+                    assert lo <= a["ci95"][0] and a["ci95"][1] <= hi, (c["id"], ax.get_ylim(), a)
+        assert ax.get_xlim()[0] < min(xs) and max(xs) < ax.get_xlim()[1]

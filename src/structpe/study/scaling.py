@@ -426,6 +426,7 @@ def plot_effects(path: Path, scales: Sequence[Scale], claims: list[dict[str, Any
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
     xs = [s.baseline_score(xm)["mean"] for s in scales]
     for ax, c in zip(axes.flat, claims, strict=False):
+        ys = [0.0]  # the panel's y range: every mean and interval end, and zero
         for j, r in enumerate(c["rows"]):
             # lines of one panel side by side by a few points, so equal x values do not hide each other
             dodge = ScaledTranslation((j - (len(c["rows"]) - 1) / 2) * 4 / 72, 0, fig.dpi_scale_trans)
@@ -433,6 +434,7 @@ def plot_effects(path: Path, scales: Sequence[Scale], claims: list[dict[str, Any
             pts = [(x, a) for x, a in pts if _ran(a)]
             if not pts:
                 continue
+            ys += [v for _, a in pts for v in (a["mean"], *a["ci95"]) if v is not None and math.isfinite(v)]
             ax.errorbar(
                 [x for x, _ in pts],
                 [a["mean"] for _, a in pts],
@@ -446,6 +448,9 @@ def plot_effects(path: Path, scales: Sequence[Scale], claims: list[dict[str, Any
                 label=f"{r['role']}: {r['metric']}",
             )
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
+        # the dodge transform hides the bars from autoscaling, so the limits are set here
+        ax.set_ylim(*_span(ys))
+        ax.set_xlim(*_span([x for x in xs if math.isfinite(x)]))
         ax.set_title(textwrap.fill(f"{c['id']}: {c['claim']}", 48), fontsize=8)
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{s.profile}\n{x:.3f}" for s, x in zip(scales, xs, strict=True)], fontsize=7)
@@ -456,6 +461,13 @@ def plot_effects(path: Path, scales: Sequence[Scale], claims: list[dict[str, Any
     for ax in list(axes.flat)[len(claims) :]:
         ax.axis("off")
     return save_figure(fig, path)
+
+
+def _span(values: list[float], pad: float = 0.12) -> tuple[float, float]:
+    """Axis limits around ``values`` with a margin of ``pad`` x their range (a unit range for one value)."""
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    margin = pad * (hi - lo) if hi > lo else max(abs(lo), 1.0) * pad
+    return lo - margin, hi + margin
 
 
 def _finite(x: float) -> float:
