@@ -230,6 +230,38 @@ def test_merge_refuses_runs_of_another_configuration(tmp_path, capsys):
     assert not (tmp_path / "no").exists()
 
 
+def test_shakespeare_merge_of_seeds_keys_models_by_seed_and_shows_the_spread(tmp_path, shared_data, capsys):
+    """Runs that differ only in their seed merge into one table: one row per model and seed, and a
+    mean ± sd row per model with two seeds or more; a run that differs in anything else still does not."""
+    from structpe.cli import main
+
+    cfg = {"n_chars": 20000, "eval_ctx": [64, 128], "eval_chars": 256, "iters": 2, "batch_size": 2,
+           "train_ctx": 64, "d_model": 32, "n_layers": 1, "device": "cpu", "save_checkpoints": False}
+    runs = {"s0": ("lis", {"seed": 0}), "s1": ("lis", {"seed": 1}), "a0": ("alibi", {"seed": 0}),
+            "lr": ("lis", {"seed": 2, "lr": 1e-2})}
+    for name, (model, change) in runs.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({**cfg, **change}))
+        argv = ["lis", "shakespeare", "--config", str(path), "--models", model, "--out", str(tmp_path / name),
+                "--data", str(shared_data)]
+        assert main(argv) == 0
+    folders = [str(tmp_path / n) for n in ("s0", "s1", "a0")]
+    assert main(["lis", "shakespeare", "--merge", *folders, "--out", str(tmp_path / "m")]) == 0
+    res = json.loads((tmp_path / "m" / "results.json").read_text())
+    assert set(res["models"]) == {"lis/seed-0", "lis/seed-1", "alibi/seed-0"}
+    assert res["config"]["seed"] == [0, 1] and res["models"]["lis/seed-1"]["seed"] == 1
+    ppl = [res["models"][f"lis/seed-{s}"]["ppl"]["128"] for s in (0, 1)]
+    table = (tmp_path / "m" / "results.md").read_text()
+    (spread,) = [line for line in table.splitlines() if "mean ± sd over 2 seeds" in line]
+    mean = (ppl[0] + ppl[1]) / 2
+    assert spread.startswith("| LISformer") and f"{mean:.3f} ± " in spread
+    assert "ALiBi (seed 0)" in table and "ALiBi, mean" not in table  # one seed: no spread row
+    capsys.readouterr()
+    bad = ["lis", "shakespeare", "--merge", folders[0], str(tmp_path / "lr"), "--out", str(tmp_path / "no")]
+    assert main(bad) == 2
+    assert "'lr'" in capsys.readouterr().err and not (tmp_path / "no").exists()
+
+
 def test_kg_roles_run_keeps_only_results_of_its_configuration(tmp_path, capsys):
     from structpe.cli import main
 

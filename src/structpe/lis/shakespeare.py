@@ -12,6 +12,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -354,9 +355,17 @@ def markdown_table(results: dict) -> str:
         p = r["ppl"]
         ratio = p[ctxs[-1]] / p[ctxs[0]]
         lines.append(
-            f"| {r['label']} | {r['params']:,} | "
+            f"| {_row_label(r)} | {r['params']:,} | "
             + " | ".join(f"{p[c]:.3f}" for c in ctxs)
             + f" | {ratio:.3f} |"
+        )
+    for runs in _seed_groups(results).values():  # runs merged from several seeds: their spread
+        ppl = {c: [r["ppl"][c] for r in runs] for c in ctxs}
+        ratios = [r["ppl"][ctxs[-1]] / r["ppl"][ctxs[0]] for r in runs]
+        lines.append(
+            f"| {runs[0]['label']}, mean ± sd over {len(runs)} seeds | {runs[0]['params']:,} | "
+            + " | ".join(_mean_sd(ppl[c]) for c in ctxs)
+            + f" | {_mean_sd(ratios)} |"
         )
     with_mass = [r for r in results["models"].values() if "own_line_mass" in r]
     if with_mass:
@@ -370,8 +379,25 @@ def markdown_table(results: dict) -> str:
         for r in with_mass:
             m = r["own_line_mass"]
             cells = [" / ".join(f"{v:.2f}" for v in m[c]) if c in m else "-" for c in ctxs]
-            lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {_row_label(r)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _row_label(record: dict) -> str:
+    return f"{record['label']} (seed {record['seed']})" if "seed" in record else record["label"]
+
+
+def _seed_groups(results: dict) -> dict[str, list[dict]]:
+    """The models that ``merge`` keyed by seed, grouped by model, where a model has two seeds or more."""
+    groups: dict[str, list[dict]] = {}
+    for r in results["models"].values():
+        if "seed" in r:
+            groups.setdefault(r["model"], []).append(r)
+    return {m: runs for m, runs in groups.items() if len(runs) > 1}
+
+
+def _mean_sd(values: list[float]) -> str:
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
 def plot(results: dict, path: Path) -> None:
@@ -383,7 +409,7 @@ def plot(results: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for r in results["models"].values():
         ctx = [int(c) for c in r["ppl"]]
-        ax.plot(ctx, list(r["ppl"].values()), marker="o", label=r["label"])
+        ax.plot(ctx, list(r["ppl"].values()), marker="o", label=_row_label(r))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("evaluation context (characters)")
     ax.set_ylabel("all-token validation PPL")

@@ -122,17 +122,23 @@ def merge_results(
     draw: Callable[[dict, Path], Any] | None,
     figure: str,
 ) -> dict:
-    """Combine results.json of runs that trained different models (e.g. in parallel processes).
+    """Combine results.json of runs that trained different models (e.g. in parallel processes),
+    or the same models under different seeds.
 
     ``carry``: the keys taken from the first run that has them (the config, the data summary);
-    models already in ``out`` under the same config are kept. Writes results.json, results.md
+    models already in ``out`` under the same config are kept. Runs may differ in how a sitting ran
+    (``SITTING_KEYS``) and in ``seed``; with more than one seed every model is keyed
+    ``<model>/seed-<s>`` and records ``model`` and ``seed`` (the config's ``seed`` becomes the list),
+    so a table can put each seed's row and the spread side by side. Writes results.json, results.md
     (``render``) and, unless ``draw`` is None, the figure ``figure``.
     """
+    runs = [json.loads((Path(f) / "results.json").read_text()) for f in folders]
+    seeds = sorted({r["config"].get("seed") for r in runs if r.get("config")}, key=str)
+    by_seed = len(seeds) > 1
     merged: dict = {**dict.fromkeys(carry), "models": {}, "merged_from": [str(f) for f in folders]}
-    for f in folders:
-        res = json.loads((Path(f) / "results.json").read_text())
+    for f, res in zip(folders, runs, strict=True):
         if merged["config"] is not None:  # one table holds runs of one configuration only
-            differ = config_differences(res["config"], merged["config"], SITTING_KEYS)
+            differ = config_differences(res["config"], merged["config"], (*SITTING_KEYS, "seed"))
             if differ:
                 raise StructpeError(
                     f"--merge {f}: trained under another configuration than {folders[0]} (differs in "
@@ -140,7 +146,12 @@ def merge_results(
                 )
         for key in carry:
             merged[key] = merged[key] or res[key]
-        merged["models"].update(res["models"])
+        seed = res["config"].get("seed")
+        for name, record in res["models"].items():
+            key = f"{name}/seed-{seed}" if by_seed else name
+            merged["models"][key] = {**record, "model": name, "seed": seed} if by_seed else record
+    if by_seed:
+        merged["config"] = {**merged["config"], "seed": seeds}
     out = Path(out)
     kept = earlier_results(
         out / "results.json", merged["config"], ignore=SITTING_KEYS
