@@ -8,9 +8,9 @@ One training step as the Trainer takes it for each listed recipe of the profile:
 profile's overrides, a forward under bf16 autocast, backward, grad-norm clipping, AdamW, on random
 ids and tags shaped like a packed batch (``random_batch`` of train_throughput.py; the profile's
 batch size and ``dataset.seq_len``, its ``dataset.vocab_size``). Reported per recipe: the median
-step time over ``--steps`` timed steps after ``--warmup``, tokens/s, peak memory, the model FLOPs
-per token (6 x weights, the usual estimate; attention left out) and the utilisation that implies,
-and the projected training wall time of ``train.max_steps`` per cell; then all of the profile's
+step time over ``--steps`` timed steps after ``--warmup``, tokens/s, peak memory, the model
+TFLOP/s that implies (6 x weights FLOPs per token, the usual estimate; attention left out), and the
+projected training wall time of ``train.max_steps`` per cell; then all of the profile's
 cells (each recipe's seed count times the measured step of its recipe, `none`'s where a recipe was
 not timed). Training only: evaluation and data preparation are not in it.
 """

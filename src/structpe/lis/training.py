@@ -133,7 +133,7 @@ def merge_results(
     (``render``) and, unless ``draw`` is None, the figure ``figure``.
     """
     runs = [json.loads((Path(f) / "results.json").read_text()) for f in folders]
-    seeds = sorted({r["config"].get("seed") for r in runs if r.get("config")}, key=str)
+    seeds = sorted({r["config"]["seed"] for r in runs})
     by_seed = len(seeds) > 1
     merged: dict = {**dict.fromkeys(carry), "models": {}, "merged_from": [str(f) for f in folders]}
     for f, res in zip(folders, runs, strict=True):
