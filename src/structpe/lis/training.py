@@ -133,7 +133,8 @@ def merge_results(
     (``render``) and, unless ``draw`` is None, the figure ``figure``.
     """
     runs = [json.loads((Path(f) / "results.json").read_text()) for f in folders]
-    seeds = sorted({r["config"]["seed"] for r in runs})
+    # A run without a seed (the KG runs record none) counts as one seed of its own.
+    seeds = sorted({r["config"].get("seed") for r in runs}, key=lambda s: -1 if s is None else s)
     by_seed = len(seeds) > 1
     merged: dict = {**dict.fromkeys(carry), "models": {}, "merged_from": [str(f) for f in folders]}
     for f, res in zip(folders, runs, strict=True):
