@@ -323,3 +323,66 @@ def test_report_of_a_copied_folder_uses_the_shipped_spec(tmp_path: Path) -> None
     (out / "spec.json").write_text(json.dumps(saved))
     assert main(["study", "report", str(out)]) == 0
     assert "Study `sipe-txl` at profile `smoke`" in (out / "study.md").read_text()
+
+
+def test_a_study_run_in_slices_plans_and_reports_every_slice(tmp_path: Path) -> None:
+    """cpu-small runs over several sittings in slices of recipes and seeds; each command adds its
+    selection to spec.json's `runs`, and the folder plans (and the report counts) the union of their
+    cells, which no single recipes x seeds selection expresses (input: seeds 1-3, position: 1-5)."""
+    from structpe.study.cells import cells
+    from structpe.study.report import write_study_report
+    from structpe.study.runner import spec_record
+    from structpe.study.spec import folder_commands, folder_spec, select
+
+    full = load_spec("sipe-txl", "cpu-small")
+    out = tmp_path / "study"
+    out.mkdir()
+    slices = [
+        (["none", "position"], [1, 2, 3]),
+        (["position"], [4, 5]),
+        (["input", "position_shuffled"], [1, 2, 3]),
+        (["position"], [4, 5]),  # a second worker with the same command adds nothing
+    ]
+    commands = []
+    for recipes, seeds in slices:
+        command = f"structpe study run sipe-txl --recipes {' '.join(recipes)} --seeds {seeds}"
+        earlier = json.loads((out / "spec.json").read_text()) if (out / "spec.json").is_file() else None
+        record = spec_record(select(full, recipes, seeds), command, "fp", earlier)
+        (out / "spec.json").write_text(json.dumps(record))
+        commands.append(command)
+    assert folder_commands(out) == list(dict.fromkeys(commands))
+    assert record["command"] == commands[-1] and record["seeds"] == [1, 2, 3, 4, 5]
+    planned = folder_spec(out)
+    assert sorted(cells(planned)) == sorted(
+        [("none", s) for s in range(1, 6)]
+        + [("position", s) for s in range(1, 6)]
+        + [(r, s) for r in ("input", "position_shuffled") for s in (1, 2, 3)]
+    )
+    assert {c.recipe for c in planned.claims} | {c.against for c in planned.claims} == {
+        "none", "input", "position", "position_shuffled"
+    }
+    write_study_report(out, planned)
+    study = json.loads((out / "study.json").read_text())
+    assert study["cells_planned"] == 16 and study["commands"] == folder_commands(out)
+    md = (out / "study.md").read_text()
+    assert "Cells finished: 0 of 16" in md and all(c in md for c in commands)
+
+
+def test_a_folder_written_before_runs_keeps_its_one_selection(tmp_path: Path) -> None:
+    """spec.json without `runs` (the committed study folders of earlier sittings) is one selection:
+    the next command adds its own beside it instead of replacing it."""
+    from structpe.study.cells import cells
+    from structpe.study.runner import spec_record
+    from structpe.study.spec import folder_commands, folder_spec, select
+
+    full = load_spec("sipe-txl", "cpu-small")
+    out = tmp_path / "old"
+    out.mkdir()
+    old = {k: v for k, v in spec_record(select(full, ["none"], [1]), "first", "fp").items() if k != "runs"}
+    (out / "spec.json").write_text(json.dumps(old))
+    assert cells(folder_spec(out)) == [("none", 1)] and folder_commands(out) == ["first"]
+    new = spec_record(select(full, ["none"], [2]), None, "fp", old)  # a resume without a command
+    assert new["runs"] == [
+        {"recipes": ["none"], "seeds": [1], "command": "first"},
+        {"recipes": ["none"], "seeds": [2], "command": "first"},
+    ]

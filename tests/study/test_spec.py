@@ -183,6 +183,16 @@ def test_select_keeps_the_baseline(tiny_spec: Path) -> None:
         select(spec, None, [7])
 
 
+def test_select_leaves_the_spec_it_restricts_as_it_was() -> None:
+    """Selecting recipes and seeds restricts a copy: the same spec can then be sliced again (a study
+    run in slices selects the seeds 1-3 of some recipes, then 4-5 of one of them)."""
+    full = load_spec("sipe-txl", "cpu-small")
+    before = [(r.label, list(r.seeds or [])) for r in full.recipes]
+    assert select(full, ["position"], [1, 2, 3]).recipe_seeds("position") == [1, 2, 3]
+    assert [(r.label, list(r.seeds or [])) for r in full.recipes] == before
+    assert select(full, ["position"], [4, 5]).recipe_seeds("position") == [4, 5]
+
+
 def test_cli_error_is_one_line(tiny_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _edit(tiny_spec, "{recipe: txl/position}", "{recipe: txl/nonsense}")
     assert main(["study", "run", str(bad), "--dry-run"]) == 2

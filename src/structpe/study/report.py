@@ -10,7 +10,7 @@ from structpe.eval.glue.tasks import TASKS
 from structpe.eval.syntaxgym.evaluate import suite_names
 from structpe.io import atomic_write_text, read_json, write_json_atomic
 from structpe.study.aggregate import aggregate, load_cell_metrics, machine_of
-from structpe.study.spec import LIKELIHOODS, GlueSpec, StudySpec
+from structpe.study.spec import LIKELIHOODS, GlueSpec, StudySpec, folder_commands
 from structpe.study.wording import (
     COLUMNS,
     _across,
@@ -326,11 +326,12 @@ def render(
     spec: StudySpec,
     cells: list[dict[str, Any]],
     plots: list[Path],
-    command: str | None = None,
+    commands: list[str] | None = None,
     chance: dict[str, Any] | None = None,
 ) -> str:
-    """The Markdown of study.md (``chance``: the chance row, see :func:`chance_row`). Every
-    verdict word and summary line is generated from the numbers; nothing is written by hand."""
+    """The Markdown of study.md (``commands``: the runs' commands in order, see :func:`folder_commands`;
+    ``chance``: the chance row, see :func:`chance_row`). Every verdict word and summary line is
+    generated from the numbers; nothing is written by hand."""
     claimed = {r["metric"] for c in agg["claims"] for g in ("metrics", "honest", "show") for r in c[g]}
     present = {m for c in cells for m in c["scores"]}
     columns = [(h, m) for h, m in COLUMNS if m in present or m in claimed]
@@ -350,7 +351,7 @@ def render(
         "- Commands (resumable; `report` rebuilds this page from the cells' `metrics.json`):",
         "",
         "```bash",
-        command or f"structpe study run {spec.name} --profile {spec.profile} --output <folder>",
+        *(commands or [f"structpe study run {spec.name} --profile {spec.profile} --output <folder>"]),
         "structpe study report <folder>",
         "```",
         "",
@@ -590,20 +591,23 @@ def write_study_report(
     out: str | Path, spec: StudySpec, command: str | None = None, data_dir: str | None = None
 ) -> dict[str, Path]:
     """Aggregate the finished cells of ``out`` into study.json, study.md and the plots
-    (``data_dir``: the data root the chance row reads, default ``$STRUCTPE_DATA``)."""
+    (``command``: the command to print when the folder records none; ``data_dir``: the data root
+    the chance row reads, default ``$STRUCTPE_DATA``)."""
     out = Path(out)
     cells = load_cell_metrics(out)
     agg = aggregate(cells, spec)
     chance = chance_row(out, spec, data_dir) if cells else None
     plots = _plots(out, agg, cells, spec, chance) if cells else []
-    command = command or _command_from(out)
-    summary = {**agg, "spec": spec.to_dict(), "command": command, "chance": chance}
+    commands = folder_commands(out) or ([command] if command else [])
+    summary = {
+        **agg,
+        "spec": spec.to_dict(),
+        "command": commands[-1] if commands else None,
+        "commands": commands,
+        "chance": chance,
+    }
     write_json_atomic(out / "study.json", summary)
-    atomic_write_text(out / "study.md", render(agg, spec, cells, plots, command, chance))
+    atomic_write_text(out / "study.md", render(agg, spec, cells, plots, commands, chance))
     print(f"study {spec.name}: {len(cells)} cells aggregated -> {out / 'study.md'}")
     return {"json": out / "study.json", "markdown": out / "study.md"}
 
-
-def _command_from(out: Path) -> str | None:
-    p = out / "spec.json"
-    return read_json(p).get("command") if p.is_file() else None

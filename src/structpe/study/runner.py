@@ -66,7 +66,7 @@ from structpe.study.cells import (
     claim,
 )
 from structpe.study.data import StudyData
-from structpe.study.spec import StudySpec
+from structpe.study.spec import StudySpec, folder_spec
 from structpe.train.prepare_settings import parser_record, prepared_data_files
 
 # The dataset fields that shape a trained model. The test set is an evaluation setting: changing
@@ -408,16 +408,28 @@ def _data_root(data_dir: str | None) -> Path:
     return data_root(data_dir)
 
 
-def spec_record(spec: StudySpec, command: str | None, data_fingerprint: str) -> dict[str, Any]:
+def spec_record(
+    spec: StudySpec, command: str | None, data_fingerprint: str, earlier: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A study folder's ``spec.json``: the spec file and profile (``folder_spec`` reloads them), the
-    selected recipes and seeds, the command, the data's fingerprint and the whole spec as it ran
-    (what a later reader compares settings against, e.g. ``structpe quickstart --reference``)."""
+    data's fingerprint, the whole spec as it ran (what a later reader compares settings against,
+    e.g. ``structpe quickstart --reference``) and ``runs``: every selection (recipes, seeds,
+    command) run into the folder, ``earlier``'s first, so that a study run in slices over several
+    sittings plans, and reports, the cells of all of them. ``recipes`` / ``seeds`` are their union,
+    ``command`` the latest (a resume without a command keeps the earlier one)."""
+    if command is None and earlier is not None:
+        command = earlier.get("command")
+    run = {"recipes": [r.label for r in spec.recipes], "seeds": spec.all_seeds(), "command": command}
+    runs = [] if earlier is None else list(earlier.get("runs") or [{k: earlier.get(k) for k in run}])
+    if run not in runs:
+        runs.append(run)
     return {
         "source": spec.source,
         "profile": spec.profile,
-        "recipes": [r.label for r in spec.recipes],
-        "seeds": spec.all_seeds(),
+        "recipes": list(dict.fromkeys(label for r in runs for label in r["recipes"] or [])),
+        "seeds": list(dict.fromkeys(s for r in runs for s in r["seeds"] or [])),
         "command": command,
+        "runs": runs,
         "data_fingerprint": data_fingerprint,
         "spec": spec.to_dict(),
     }
@@ -459,9 +471,9 @@ def run_study(
                 progress=progress,
                 tag_sources=tag_sources,
             )
-    if command is None and (out / "spec.json").is_file():  # a resume without a command keeps the first
-        command = read_json(out / "spec.json").get("command")
-    write_json_atomic(out / "spec.json", spec_record(spec, command, data.fingerprint))
+    with FileLock(out / "spec.lock"):  # workers started together must not drop each other's run
+        earlier = read_json(out / "spec.json") if (out / "spec.json").is_file() else None
+        write_json_atomic(out / "spec.json", spec_record(spec, command, data.fingerprint, earlier))
     paths: list[Path] = []
     busy: list[tuple[str, int]] = []
     for label, seed in cells(spec):
@@ -508,5 +520,5 @@ def run_study(
     if report:
         from structpe.study.report import write_study_report
 
-        write_study_report(out, spec, command, data_dir)
+        write_study_report(out, folder_spec(out), data_dir=data_dir)  # every run's cells, not this one's
     return paths

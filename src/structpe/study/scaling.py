@@ -28,7 +28,7 @@ from typing import Any
 from structpe.io import atomic_write_text, read_json, save_figure, write_json_atomic
 from structpe.study.aggregate import aggregate, better_of, load_cell_metrics, machines_text
 from structpe.study.cells import StudyError
-from structpe.study.spec import StudySpec, folder_spec
+from structpe.study.spec import StudySpec, folder_commands, folder_spec
 from structpe.study.wording import COLUMNS, _num, count_of, md_table, mode_note, pm
 
 NOT_DISTINGUISHABLE = "not distinguishable at these seed counts"
@@ -47,7 +47,7 @@ class Scale:
     cells: list[dict[str, Any]]
     agg: dict[str, Any]
     chance: dict[str, Any] | None
-    command: str | None
+    commands: list[str]  # the folder's runs, in order (a study run in slices has several)
 
     @property
     def profile(self) -> str:
@@ -69,8 +69,7 @@ def load_scale(folder: str | Path) -> Scale:
     if not cells:
         raise StudyError(f"{folder}: no finished cells (no cells/<recipe>/seed-<s>/metrics.json)")
     chance = read_json(folder / "chance.json") if (folder / "chance.json").is_file() else None
-    command = read_json(folder / "spec.json").get("command")
-    return Scale(folder, spec, cells, aggregate(cells, spec), chance, command)
+    return Scale(folder, spec, cells, aggregate(cells, spec), chance, folder_commands(folder))
 
 
 def check_scales(scales: Sequence[Scale]) -> None:
@@ -281,14 +280,14 @@ def render(
             [
                 f"`{s.profile}`",
                 f"`{s.folder}`",
-                f"`{s.command}`" if s.command else "-",
+                "<br>".join(f"`{c}`" for c in s.commands) or "-",
                 f"{s.agg['cells_finished']} of {s.agg['cells_planned']}",
                 _seed_counts(s),
                 machines_text(s.cells),
             ]
             for s in scales
         ],
-        ["profile", "folder", "command", "cells finished", "seeds per recipe", "CPU (cells' provenance)"],
+        ["profile", "folder", "commands", "cells finished", "seeds per recipe", "CPU (cells' provenance)"],
     )
     lines += ["", *(f"- `{s.profile}`: {s.spec.profile_description or '-'}" for s in scales), ""]
     metrics = {k: m for k, m in base["metrics"].items() if m}
@@ -504,7 +503,8 @@ def write_scaling(
             {
                 "profile": s.profile,
                 "folder": str(s.folder),
-                "command": s.command,
+                "command": s.commands[-1] if s.commands else None,
+                "commands": s.commands,
                 "cells_finished": s.agg["cells_finished"],
                 "cells_planned": s.agg["cells_planned"],
                 "seeds": {label: r["seeds"] for label, r in s.agg["recipes"].items()},

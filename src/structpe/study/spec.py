@@ -540,8 +540,8 @@ def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] |
                 f"--recipes: unknown {unknown}; the spec has {', '.join(x.label for x in spec.recipes)}"
             )
         keep = {spec.baseline, *recipes}
-        out.recipes = [r for r in spec.recipes if r.label in keep]
-        out.claims = [c for c in spec.claims if c.recipe in keep and c.against in keep]
+        out.recipes = [r for r in out.recipes if r.label in keep]  # the copies: `spec` stays as it was
+        out.claims = [c for c in out.claims if c.recipe in keep and c.against in keep]
     if seeds:
         every = spec.all_seeds()
         unknown_s = [s for s in seeds if s not in every]
@@ -554,13 +554,43 @@ def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] |
     return out
 
 
+def select_union(spec: StudySpec, selections: list[tuple[list[str] | None, list[int] | None]]) -> StudySpec:
+    """The spec restricted to every cell that some selection (recipes, seeds; see :func:`select`)
+    picks: a study run in slices (``--recipes none position --seeds 1 2 3``, then ``--recipes
+    position --seeds 4 5``) plans the cells of all its slices, which no single selection expresses."""
+    parts = [select(spec, recipes, seeds) for recipes, seeds in selections]
+    picked: dict[str, set[int]] = {}
+    for part in parts:
+        for r in part.recipes:
+            picked.setdefault(r.label, set()).update(part.recipe_seeds(r.label))
+    out = copy.deepcopy(spec)
+    out.recipes = [r for r in out.recipes if r.label in picked]
+    for r in out.recipes:  # each recipe's own seeds: the union need not be recipes x seeds
+        r.seeds = [s for s in spec.recipe_seeds(r.label) if s in picked[r.label]]
+    out.seeds = [s for s in spec.seeds if any(s in seeds for seeds in picked.values())]
+    out.claims = [c for c in spec.claims if c.recipe in picked and c.against in picked]
+    return out
+
+
 def folder_spec(out: str | Path) -> StudySpec:
     """The spec a study folder was run with: its ``spec.json`` names the spec file (or, for a folder
     copied from another machine where that path is gone, the shipped spec by name), the profile
-    and the selected recipes / seeds."""
+    and the recipes / seeds that its runs selected (``runs``: one entry per distinct command)."""
     spec_file = Path(out) / "spec.json"
     if not spec_file.is_file():
         raise StudySpecError(f"{spec_file} not found (not a study folder)")
     saved = read_json(spec_file)
     source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
-    return select(load_spec(source, saved["profile"]), saved.get("recipes"), saved.get("seeds"))
+    runs = saved.get("runs") or [saved]  # a folder written before `runs` holds one selection
+    selections = [(r.get("recipes"), r.get("seeds")) for r in runs]
+    return select_union(load_spec(source, saved["profile"]), selections)
+
+
+def folder_commands(out: str | Path) -> list[str]:
+    """The distinct commands that ran into a study folder, in order (its ``spec.json``'s ``runs``)."""
+    spec_file = Path(out) / "spec.json"
+    if not spec_file.is_file():
+        return []
+    saved = read_json(spec_file)
+    runs = saved.get("runs") or [saved]  # a folder written before `runs` records one command
+    return list(dict.fromkeys(r["command"] for r in runs if r.get("command")))
