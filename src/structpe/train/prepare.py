@@ -189,9 +189,11 @@ PREFIX_SHARD = 2048  # units per saved shard of prefix parses (tags="prefix") un
 def _shuffle_tags(sents: Any) -> Any:
     """Every sentence takes the parse (tags and labels) of another of its word count
     (:func:`structpe.parser.tag_controls.shuffle_within_lengths`); words and text stay."""
-    donor = shuffle_within_lengths([len(w) for w in sents["words"]])
+    donor = shuffle_within_lengths([len(w) for w in sents["words"][:]])
     for col in ("terminals", "nonterminals", *WORD_COLUMNS):
-        values = sents[col]
+        # read the column once: indexing a datasets Column row by row builds a Dataset per access
+        # (hours on the 10M-word corpus' 573K sentences)
+        values = sents[col][:]
         sents = sents.remove_columns(col).add_column(col, [values[d] for d in donor])
     return sents
 
