@@ -66,7 +66,7 @@ from structpe.study.cells import (
     claim,
 )
 from structpe.study.data import StudyData
-from structpe.study.spec import StudySpec, folder_spec
+from structpe.study.spec import StudySpec, folder_spec, saved_runs
 from structpe.train.prepare_settings import parser_record, prepared_data_files
 
 # The dataset fields that shape a trained model. The test set is an evaluation setting: changing
@@ -420,7 +420,7 @@ def spec_record(
     if command is None and earlier is not None:
         command = earlier.get("command")
     run = {"recipes": [r.label for r in spec.recipes], "seeds": spec.all_seeds(), "command": command}
-    runs = [] if earlier is None else list(earlier.get("runs") or [{k: earlier.get(k) for k in run}])
+    runs = [] if earlier is None else saved_runs(earlier)
     if run not in runs:
         runs.append(run)
     return {

@@ -572,6 +572,12 @@ def select_union(spec: StudySpec, selections: list[tuple[list[str] | None, list[
     return out
 
 
+def saved_runs(saved: dict[str, Any]) -> list[dict[str, Any]]:
+    """The selections (recipes, seeds, command) recorded in a study folder's ``spec.json``; a
+    folder written before ``runs`` existed holds one, at the top level."""
+    return list(saved.get("runs") or [{k: saved.get(k) for k in ("recipes", "seeds", "command")}])
+
+
 def folder_spec(out: str | Path) -> StudySpec:
     """The spec a study folder was run with: its ``spec.json`` names the spec file (or, for a folder
     copied from another machine where that path is gone, the shipped spec by name), the profile
@@ -581,8 +587,7 @@ def folder_spec(out: str | Path) -> StudySpec:
         raise StudySpecError(f"{spec_file} not found (not a study folder)")
     saved = read_json(spec_file)
     source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
-    runs = saved.get("runs") or [saved]  # a folder written before `runs` holds one selection
-    selections = [(r.get("recipes"), r.get("seeds")) for r in runs]
+    selections = [(r["recipes"], r["seeds"]) for r in saved_runs(saved)]
     return select_union(load_spec(source, saved["profile"]), selections)
 
 
@@ -592,5 +597,4 @@ def folder_commands(out: str | Path) -> list[str]:
     if not spec_file.is_file():
         return []
     saved = read_json(spec_file)
-    runs = saved.get("runs") or [saved]  # a folder written before `runs` records one command
-    return list(dict.fromkeys(r["command"] for r in runs if r.get("command")))
+    return list(dict.fromkeys(r["command"] for r in saved_runs(saved) if r["command"]))
