@@ -157,6 +157,8 @@ def test_finetune_glue_cli(saved, shared_data, tmp_path):
             "8",
             "--batch-size",
             "4",
+            "--precision",
+            "bf16",
             "--data-dir",
             str(shared_data),
             "--out",
@@ -166,10 +168,12 @@ def test_finetune_glue_cli(saved, shared_data, tmp_path):
     assert rc == 0
     res = json.loads((out / "glue.json").read_text())
     assert set(res["tasks"]) == {"cola", "sst2", "mrpc", "rte", "stsb"} and -1 <= res["macro"] <= 1
+    assert all(t["bf16"] for t in res["tasks"].values())
     assert res["macro_sd"] is not None and res["parser"]["name"] == "none"  # the HF model reads no tags
     assert res["provenance"]["seed"] == [0, 1] and len(res["provenance"]["data"]) == 5
     table = (out / "glue.md").read_text()
     assert "best epoch" in table and "last epoch" in table and "**macro**" in table
+    assert "bf16 autocast" in table
 
 
 @pytest.mark.data

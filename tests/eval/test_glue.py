@@ -138,6 +138,35 @@ def test_finetune_our_encoder_with_tags(shared_data, mlm_tok, tmp_path):
     assert r["tasks"]["cola"]["tagged"] and -1 <= r["macro"] <= 1
 
 
+@pytest.mark.data
+@pytest.mark.parametrize("bf16", [False, True])
+def test_finetune_in_bf16_runs_the_forward_in_bf16(shared_data, mlm_tok, tmp_path, bf16):
+    """``bf16`` autocasts the training and the dev forward passes; the weights stay float32."""
+    from structpe.eval.glue.finetune import load_classifier
+    from structpe.models import SiPEConfig, build_model
+
+    cfg = SiPEConfig(family="roberta", vocab_size=len(WORDS), d_model=16, n_layers=1, n_heads=2,
+                     pad_token_id=0, max_position_embeddings=64)
+    build_model(cfg).save_pretrained(tmp_path / "rob")
+    seen: list[tuple[bool, torch.dtype]] = []
+    models = []
+
+    def model_fn(n: int) -> torch.nn.Module:
+        model = load_classifier(tmp_path / "rob", n)
+        linear = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
+        linear.register_forward_hook(lambda mod, args, out: seen.append((mod.training, out.dtype)))
+        models.append(model)
+        return model
+
+    r = finetune_glue(model_fn, mlm_tok, ["rte"], None, shared_data, seeds=(0,), epochs=1, max_train=8,
+                      max_eval=8, batch_size=4, max_length=48, bf16=bf16, progress=False)
+    want = torch.bfloat16 if bf16 else torch.float32
+    assert {train for train, _ in seen} == {True, False}  # training and dev passes both seen
+    assert {dtype for _, dtype in seen} == {want}
+    assert all(p.dtype == torch.float32 for p in models[0].parameters())
+    assert r["tasks"]["rte"]["bf16"] is bf16 and math.isfinite(r["macro"])
+
+
 def test_best_epoch_and_macro_on_a_toy_run(monkeypatch):
     """Scripted dev scores per (task, seed, epoch): best-epoch selection, sd over seeds, the macro."""
     from structpe.eval.glue import finetune as glue

@@ -203,6 +203,7 @@ def test_glue_scores_average_seeds_then_tasks() -> None:
         ("{seeds: [0, 0]}", None, "evaluations.glue.seeds has duplicates"),
         ("{epochs: 0}", None, "evaluations.glue.epochs: must be >= 1"),
         ("{limit: 0}", None, "evaluations.glue.limit: must be >= 1"),
+        ("{bf16: fast}", None, "evaluations.glue.bf16: expected true, false or auto, got 'fast'"),
         ("{task: [rte]}", None, "unknown key 'task'"),
         ("{tasks: [rte]}", "glue.cola.mcc", "metric 'glue.cola.mcc' is not produced"),
         ("{tasks: [rte], seeds: [0]}", "glue.rte.ft1.accuracy", "'glue.rte.ft1.accuracy' is not produced"),
@@ -231,12 +232,14 @@ def test_glue_task_names_are_canonical(tiny_spec_text: str, tmp_path: Path) -> N
     assert glue.tasks == ["stsb", "rte", "cola"] and glue.lr == 1e-3 and isinstance(glue.lr, float)
 
 
-def test_a_spec_without_glue_hashes_as_before() -> None:
-    """The committed cells of docs/studies/sipe-txl-cpu-mini keep their hashes: GLUE adds its own
-    cache keys (and so changes the configuration hash only where a profile runs it) and leaves the
-    training hash and every other evaluation's key as they were."""
-    root = Path(__file__).parents[2] / "docs" / "studies" / "sipe-txl-cpu-mini"
-    spec = load_spec("sipe-txl", "cpu-mini")
+@pytest.mark.parametrize("profile", ["cpu-mini", "cpu-small"])
+def test_a_spec_without_glue_hashes_as_before(profile: str) -> None:
+    """The committed cells of docs/studies/sipe-txl-<profile> (run before the profile had GLUE) keep
+    their hashes: GLUE adds its own cache keys (and so changes the configuration hash only where a
+    profile runs it) and leaves the training hash and every other evaluation's key as they were, so
+    adding it re-trains nothing."""
+    root = Path(__file__).parents[2] / "docs" / "studies" / f"sipe-txl-{profile}"
+    spec = load_spec("sipe-txl", profile)
     assert spec.evaluations.glue is not None
     plain = copy.deepcopy(spec)
     plain.evaluations.glue = None

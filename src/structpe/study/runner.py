@@ -171,6 +171,7 @@ def run_cell(
     from structpe.eval.ppl import evaluate_ppl, sentence_text
     from structpe.eval.scoring.types import model_kind, uses_tags
     from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym
+    from structpe.hardware import resolve_bf16
     from structpe.models import load
     from structpe.parser.tag_controls import tag_parser
     from structpe.train.checkpoints import final_model_dir
@@ -365,6 +366,7 @@ def run_cell(
                             max_length=ev.glue.max_length,
                             max_train=ev.glue.limit,
                             max_eval=ev.glue.limit,
+                            bf16=resolve_bf16(ev.glue.bf16),
                             progress=progress,
                         )
                     ),

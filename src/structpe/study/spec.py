@@ -155,6 +155,7 @@ class GlueSpec:
     weight_decay: float = 0.01
     batch_size: int = 32
     max_length: int = 128
+    bf16: bool | str = False  # bf16 autocast of fine-tuning: true / false / auto (where it is native)
 
 
 @dataclass
@@ -528,6 +529,8 @@ def _check_glue(glue: GlueSpec, where: str) -> None:
         raise StudySpecError(f"{where}.lr: must be > 0, got {glue.lr}")
     if not glue.weight_decay >= 0:
         raise StudySpecError(f"{where}.weight_decay: must be >= 0, got {glue.weight_decay}")
+    if not isinstance(glue.bf16, bool) and glue.bf16 != "auto":
+        raise StudySpecError(f"{where}.bf16: expected true, false or auto, got {glue.bf16!r}")
 
 
 def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] | None = None) -> StudySpec:

@@ -31,6 +31,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
     from structpe.eval.glue.finetune import finetune_glue, load_classifier
     from structpe.eval.glue.report import format_results
     from structpe.eval.glue.tasks import TASKS, resolve_tasks, task_spec
+    from structpe.hardware import resolve_bf16
 
     started = time.time()
     check_args(args)
@@ -55,6 +56,8 @@ def cmd_glue(args: argparse.Namespace) -> int:
     def model_fn(num_labels: int) -> Any:
         return load_classifier(model_path, num_labels).to(args.device)
 
+    bf16 = resolve_bf16({"auto": "auto", "fp32": False, "bf16": True}[args.precision])
+
     res = finetune_glue(
         model_fn,
         tok,
@@ -69,6 +72,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
         max_train=args.max_train,
         max_eval=args.max_eval,
         weight_decay=args.weight_decay,
+        bf16=bf16,
     )
     res["model"] = args.model
     res["parser"] = parser_note
@@ -97,7 +101,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
     ]
     notes = [
         f"model: `{args.model}`; seeds {list(args.seeds)}, {args.epochs} epochs, lr {args.lr}, "
-        f"weight decay {args.weight_decay}",
+        f"weight decay {args.weight_decay}, {'bf16 autocast' if bf16 else 'float32'}",
         "one number per task, as the paper's tables (it does not name them; BERT's convention): MCC "
         "(CoLA), F1 (MRPC), Spearman (STS-B), accuracy (SST-2, RTE); dev split, in points; "
         "mean ± sample sd over seeds",
@@ -168,4 +172,7 @@ def _glue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--max-train", type=int, help="use only the first N training examples per task")
     p.add_argument("--max-eval", type=int, help="use only the first N dev examples per task")
+    p.add_argument("--precision", choices=("fp32", "bf16", "auto"), default="fp32",
+                   help="bf16 autocast of fine-tuning; auto: only where bf16 is native (CPUs with "
+                   "AVX-512 BF16 / AMX: ~1.7x faster than fp32)")
     p.set_defaults(func=cmd_glue)

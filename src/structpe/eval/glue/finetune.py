@@ -66,14 +66,23 @@ def _forward(model: Any, batch: Mapping[str, torch.Tensor], tagged: bool) -> tor
     return out.logits
 
 
+def _autocast(model: Any, bf16: bool) -> torch.autocast:
+    """bf16 autocast on the model's device when asked (weights and optimizer stay float32)."""
+    return torch.autocast(model_device(model).type, dtype=torch.bfloat16, enabled=bf16)
+
+
 @torch.no_grad()
-def predict(model: Any, feats: Features, *, regression: bool, batch_size: int = 64, pad_id: int = 0) -> list:
+def predict(
+    model: Any, feats: Features, *, regression: bool, batch_size: int = 64, pad_id: int = 0,
+    bf16: bool = False,
+) -> list:
     model.eval()
     tagged = uses_tags(model)
     preds: list = []
     for s in range(0, len(feats.input_ids), batch_size):
         idx = list(range(s, min(s + batch_size, len(feats.input_ids))))
-        logits = _forward(model, _collate(feats, idx, pad_id), tagged).float()
+        with _autocast(model, bf16):
+            logits = _forward(model, _collate(feats, idx, pad_id), tagged).float()
         preds += logits.squeeze(-1).tolist() if regression else logits.argmax(-1).tolist()
     return preds
 
@@ -143,6 +152,7 @@ def finetune_task(
     weight_decay: float = 0.01,
     warmup_ratio: float = 0.06,
     adam_epsilon: float = 1e-6,
+    bf16: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune ``model_fn(num_labels)`` on one task for each seed; dev metrics after every epoch.
@@ -150,7 +160,8 @@ def finetune_task(
     The model is created anew per seed (after ``torch.manual_seed(seed)``), so the classifier head
     and the data order both depend on the seed. Each run reports its best dev epoch by the task's
     metric (``best``) and its last epoch (``last``); ``summary`` gives mean and sd over seeds.
-    AdamW with eps 1e-6 as in the paper (table 11).
+    AdamW with eps 1e-6 as in the paper (table 11). ``bf16``: bf16 autocast of the forward passes
+    (on CPUs with native bf16 about twice as fast as float32; ``structpe.hardware.resolve_bf16``).
     """
     spec = task_spec(task)
     if "train" not in spec.splits:
@@ -204,7 +215,8 @@ def finetune_task(
             for s in range(0, len(order), batch_size):
                 idx = order[s : s + batch_size]
                 batch = _collate(ftrain, idx, pad_id)
-                logits = _forward(model, batch, tagged).float()
+                with _autocast(model, bf16):
+                    logits = _forward(model, batch, tagged).float()
                 y = torch.tensor([ftrain.labels[i] for i in idx], device=dev_model)
                 if spec.regression:
                     loss = F.mse_loss(logits.squeeze(-1), y.float())
@@ -219,7 +231,9 @@ def finetune_task(
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss.item():.3f}")
-            preds = predict(model, fdev, regression=spec.regression, batch_size=batch_size * 2, pad_id=pad_id)
+            preds = predict(
+                model, fdev, regression=spec.regression, batch_size=batch_size * 2, pad_id=pad_id, bf16=bf16
+            )
             metrics = glue_metrics(spec.name, preds, fdev.labels)
             history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)), **metrics})
         if bar is not None:
@@ -233,6 +247,7 @@ def finetune_task(
         "n_train": len(train),
         "n_dev": len(dev),
         "seeds": list(seeds),
+        "bf16": bf16,
         "tagged": any(r["tagged"] for r in runs),
         "unaligned_words": sum(f.unaligned_words for pair in feats_by_tagging.values() for f in pair),
         "summary": summary,
