@@ -161,6 +161,7 @@ def test_glue_cells_cache_resume_and_report(
 
     md = (out / "study.md").read_text()
     assert "## GLUE: each cell's final model fine-tuned" in md and "*majority class*" in md
+    assert " tokens, float32, the first " in md  # the spec's precision (bf16 off by default)
     assert "*paper: none* (Table 6)" in md and "(its 2 tasks: 68.17)" in md
     assert "`glue.macro` [best dev epoch; 3 fine-tuning seeds; cola, rte]" in md
     assert (out / "glue_tasks.png").stat().st_size > 0

@@ -285,7 +285,8 @@ def _glue_section(agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] |
         f"fine-tuning seeds averaged over the cells. Macro = the mean over the tasks run (last epoch: "
         f"the same after the last epoch, no selection). Settings: {glue.epochs} epochs, lr {glue.lr}, "
         f"weight decay {glue.weight_decay}, batch {glue.batch_size}, {glue.max_length} tokens, "
-        f"{limit}. Metrics: MCC (CoLA), F1 (MRPC), Spearman (STS-B), accuracy (SST-2, RTE). "
+        f"{PRECISION[glue.bf16]}, {limit}. Metrics: MCC (CoLA), F1 (MRPC), Spearman (STS-B), "
+        f"accuracy (SST-2, RTE). "
         f"*majority class*: the most frequent training label predicted for every dev example (0 for "
         f"MCC and correlations). The paper fine-tunes 20 epochs on whole tasks and averages 8 tasks "
         f"(CoLA, SST-2, QQP, QNLI, MNLI, RTE, STS-B, MRPC); its rows give its per-task numbers, "
@@ -293,6 +294,9 @@ def _glue_section(agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] |
         "",
         *md_table(rows, header),
     ]
+
+
+PRECISION = {False: "float32", True: "bf16 autocast", "auto": "bf16 autocast where native (else float32)"}
 
 
 def _glue_paper(spec: StudySpec) -> list[tuple[str, dict[str, float], Any, str]]:
