@@ -155,6 +155,8 @@ def test_encoder_cells_score_by_pll(tiny_spec: Path, tiny_data: StudyData, tmp_p
     m = json.loads((cell_dir(out, "position", 1) / "metrics.json").read_text())
     assert set(m["scores"]) >= {"ppl.conditional.word_ppl", "val_lm_loss"}
     assert not any(".joint." in k for k in m["scores"])  # a masked LM has no joint likelihood
+    md = (out / "study.md").read_text()  # the page says what a masked LM's scores are
+    assert "a masked LM has no p(x)" in md and "`joint` = p(x, T)" not in md
 
 
 def test_parallel_workers_skip_a_claimed_cell(

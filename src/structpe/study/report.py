@@ -325,6 +325,37 @@ def _glue_n(agg: dict[str, Any], task: str) -> str:
     return "-".join(str(n) for n in sorted({ns[0], ns[-1]})) if ns else "-"
 
 
+def _masked_lm_study(spec: StudySpec) -> bool:
+    """Whether every recipe of the study is a masked LM (our encoders), which has no p(x)."""
+    from structpe.train.recipe import load_recipe
+
+    recipes = [load_recipe(spec.recipe_name(r.label)) for r in spec.recipes]
+    return all(r.adapter is None and r.model.get("family") != "txl" for r in recipes)
+
+
+def _likelihoods_line(spec: StudySpec) -> str:
+    """What the likelihood modes mean for this study's models (a decoder's three, an encoder's PLL)."""
+    if _masked_lm_study(spec):
+        return (
+            "- Likelihoods: a masked LM has no p(x); every score is its **pseudo-log-likelihood** "
+            "(PLL, `within_word_l2r`: each token masked in turn with the later subwords of its word, "
+            "Kauf & Ivanova 2023), perplexity its pseudo-perplexity, filed as `conditional`. A recipe "
+            "that reads tags is **conditioned on one fixed parse** of the whole sentence (the paper's "
+            "convention; marked *): the masked word's own tags are hidden, but the other words' tags "
+            "come from a parse that saw it, so they can leak it. There is no leak-free (joint or "
+            "marginal) score for a masked LM."
+        )
+    return (
+        "- Likelihoods: `conditional` = p(x | T(x)), **conditioned on one fixed parse** of the whole "
+        "sentence (the paper's convention; later words' tags leak into earlier predictions; marked *); "
+        "`joint` = p(x, T) pays for every tag: honest for sentence totals (PPL, BLiMP), but its "
+        "SyntaxGym *region* surprisals leak (earlier words' tags come from the whole-sentence parse, "
+        "which differs between conditions; marked *); `marginal` = a k-best sum over tag sequences, "
+        "a lower bound on p(x) (for SyntaxGym and BLiMP the leak-free prefix marginal). A recipe "
+        "that reads no tags has its exact p(x) in every mode."
+    )
+
+
 def render(
     agg: dict[str, Any],
     spec: StudySpec,
@@ -359,18 +390,13 @@ def render(
         "structpe study report <folder>",
         "```",
         "",
-        "- Likelihoods: `conditional` = p(x | T(x)), **conditioned on one fixed parse** of the whole "
-        "sentence (the paper's convention; later words' tags leak into earlier predictions; marked *); "
-        "`joint` = p(x, T) pays for every tag: honest for sentence totals (PPL, BLiMP), but its "
-        "SyntaxGym *region* surprisals leak (earlier words' tags come from the whole-sentence parse, "
-        "which differs between conditions; marked *); `marginal` = a k-best sum over tag sequences, "
-        "a lower bound on p(x) (for SyntaxGym and BLiMP the leak-free prefix marginal). A recipe "
-        "that reads no tags has its exact p(x) in every mode.",
+        _likelihoods_line(spec),
         *rule_text(
             [r["n"] for c in agg["claims"] for g in ("metrics", "honest") for r in c[g]], agg["holm_family"]
         ),
-        "- The paper's numbers come from 16-layer models trained 1M steps on BLLIP-LG / WikiText; a "
-        "CPU profile tests the *direction* of each claim at small scale, not its size.",
+        "- The paper's numbers come from models far larger and trained far longer (its decoders: 16 "
+        "layers, 1M steps on BLLIP-LG / WikiText); a CPU profile tests the *direction* of each claim at "
+        "small scale, not its size.",
         "",
         "## Verdicts (generated from the tables below)",
         "",
