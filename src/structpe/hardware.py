@@ -21,3 +21,7 @@ def native_bf16() -> bool:
 def resolve_bf16(setting: bool | str | None) -> bool:
     """A config's bf16 switch: true / false as given; ``"auto"`` (or None) = ``native_bf16()``."""
     return native_bf16() if setting is None or setting == "auto" else bool(setting)
+
+
+# The CLIs' `--precision` choices and the bf16 setting each stands for (``resolve_bf16`` reads it)
+PRECISIONS: dict[str, bool | None] = {"auto": None, "fp32": False, "bf16": True}

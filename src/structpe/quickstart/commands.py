@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from structpe.hardware import PRECISIONS
 from structpe.quickstart.config import QuickstartConfig
 
 # ``structpe quickstart --help``: what the command does, in the order structpe.quickstart.run does it
@@ -66,7 +67,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dropout", type=float, default=d.dropout, help="dropout and attention dropout")
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (cosine, 100 warm-up steps)")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="sequences per step")
-    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+    p.add_argument("--precision", choices=tuple(PRECISIONS), default="auto",
                    help="auto: bf16 autocast only on hardware with native bf16 (else float32)")
     p.add_argument("--compile", choices=("on", "off"), default="off",
                    help="torch.compile the training step (slower than bf16 eager here: docs/pretraining.md)")
@@ -108,7 +109,7 @@ def _cli(args: Any) -> int:
         dropout=args.dropout,
         lr=args.lr,
         batch_size=args.batch_size,
-        bf16={"auto": None, "fp32": False, "bf16": True}[args.precision],
+        bf16=PRECISIONS[args.precision],
         compile=args.compile == "on",
         ppl_sentences=args.ppl_sentences,
         blimp_limit=args.blimp_limit,

@@ -28,6 +28,8 @@ from structpe.study.wording import (
 )
 
 BLIMP_CHANCE = 0.5  # two sentences per pair, one of them preferred
+# how the GLUE section names `evaluations.glue.bf16`
+PRECISION = {False: "float32", True: "bf16 autocast", "auto": "bf16 autocast where native (else float32)"}
 
 
 def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[str, Any] | None:
@@ -294,9 +296,6 @@ def _glue_section(agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] |
         "",
         *md_table(rows, header),
     ]
-
-
-PRECISION = {False: "float32", True: "bf16 autocast", "auto": "bf16 autocast where native (else float32)"}
 
 
 def _glue_paper(spec: StudySpec) -> list[tuple[str, dict[str, float], Any, str]]:

@@ -23,6 +23,7 @@ from structpe.eval.command_common import (
     find_tokenizer_dir,
     make_parser,
 )
+from structpe.hardware import PRECISIONS
 
 
 def cmd_glue(args: argparse.Namespace) -> int:
@@ -56,7 +57,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
     def model_fn(num_labels: int) -> Any:
         return load_classifier(model_path, num_labels).to(args.device)
 
-    bf16 = resolve_bf16({"auto": "auto", "fp32": False, "bf16": True}[args.precision])
+    bf16 = resolve_bf16(PRECISIONS[args.precision])
 
     res = finetune_glue(
         model_fn,
@@ -172,7 +173,7 @@ def _glue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--max-train", type=int, help="use only the first N training examples per task")
     p.add_argument("--max-eval", type=int, help="use only the first N dev examples per task")
-    p.add_argument("--precision", choices=("fp32", "bf16", "auto"), default="fp32",
+    p.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32",
                    help="bf16 autocast of fine-tuning; auto: only where bf16 is native (CPUs with "
                    "AVX-512 BF16 / AMX: ~1.7x faster than fp32)")
     p.set_defaults(func=cmd_glue)
