@@ -37,6 +37,16 @@ def test_metrics_match_sklearn_scipy_and_hand_values():
     assert s["main"] == s["spearman"]
 
 
+def test_a_collapsed_run_scores_zero_correlation_not_nan():
+    """A fine-tuning run that predicts one value everywhere: scipy's correlation is NaN, which would
+    turn the cell's macro (and every mean over seeds) into NaN; like MCC, it scores 0."""
+    ys = [0.0, 3.5, 3.0, 5.0, 2.0]
+    s = glue_metrics("stsb", [2.5] * 5, ys)
+    assert s["pearson"] == 0.0 and s["spearman"] == 0.0 and s["main"] == 0.0
+    assert glue_metrics("cola", [1] * 4, [1, 0, 0, 1])["mcc"] == 0.0
+    assert glue_metrics("stsb", [2.5, 2.5, 2.5, 2.5, 2.6], ys)["spearman"] != 0.0  # only exact ties
+
+
 @pytest.mark.data
 def test_loaders_real_files(shared_data):
     sizes = {"cola": (8551, 1043), "mrpc": (3668, 408), "rte": (2490, 277), "stsb": (5749, 1500)}

@@ -143,7 +143,8 @@ def load_glue(
 
 
 def glue_metrics(task: str, predictions: Sequence[float], labels: Sequence[float]) -> dict[str, float]:
-    """The task's standard metrics (sklearn / scipy) and ``main``, the one the paper's tables report."""
+    """The task's standard metrics (sklearn / scipy) and ``main``, the one the paper's tables report.
+    A constant prediction scores 0 on every correlation (MCC, Pearson, Spearman)."""
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
@@ -160,8 +161,11 @@ def glue_metrics(task: str, predictions: Sequence[float], labels: Sequence[float
     if "f1" in spec.metrics:
         out["f1"] = float(f1_score(y, p, pos_label=1))
     if "pearson" in spec.metrics:
-        out["pearson"] = float(pearsonr(p, y)[0])
-        out["spearman"] = float(spearmanr(p, y)[0])
+        # A constant prediction (a fine-tuning run that collapsed) has no correlation: scipy answers
+        # NaN, which would poison every mean and macro above it; score it 0, as sklearn's MCC does.
+        constant = bool(np.ptp(p) == 0)
+        out["pearson"] = 0.0 if constant else float(pearsonr(p, y)[0])
+        out["spearman"] = 0.0 if constant else float(spearmanr(p, y)[0])
     out["main"] = out[spec.metric]
     return out
 
