@@ -150,8 +150,9 @@ def test_finetune_our_encoder_with_tags(shared_data, mlm_tok, tmp_path):
 
 @pytest.mark.data
 @pytest.mark.parametrize("bf16", [False, True])
-def test_finetune_in_bf16_runs_the_forward_in_bf16(shared_data, mlm_tok, tmp_path, bf16):
-    """``bf16`` autocasts the training and the dev forward passes; the weights stay float32."""
+def test_finetune_in_bf16_trains_in_bf16_and_scores_in_float32(shared_data, mlm_tok, tmp_path, bf16):
+    """``bf16`` autocasts the training forward passes; the dev predictions stay float32 (bf16 would
+    round a weak model's nearly equal outputs into ties), and so do the weights."""
     from structpe.eval.glue.finetune import load_classifier
     from structpe.models import SiPEConfig, build_model
 
@@ -172,7 +173,8 @@ def test_finetune_in_bf16_runs_the_forward_in_bf16(shared_data, mlm_tok, tmp_pat
                       max_eval=8, batch_size=4, max_length=48, bf16=bf16, progress=False)
     want = torch.bfloat16 if bf16 else torch.float32
     assert {train for train, _ in seen} == {True, False}  # training and dev passes both seen
-    assert {dtype for _, dtype in seen} == {want}
+    assert {dtype for train, dtype in seen if train} == {want}
+    assert {dtype for train, dtype in seen if not train} == {torch.float32}
     assert all(p.dtype == torch.float32 for p in models[0].parameters())
     assert r["tasks"]["rte"]["bf16"] is bf16 and math.isfinite(r["macro"])
 
