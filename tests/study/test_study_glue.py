@@ -270,6 +270,26 @@ def test_a_spec_without_glue_hashes_as_before(profile: str) -> None:
         assert set(keys) - set(before) == {f"glue-{t}-ft{s}" for t in glue.tasks for s in glue.seeds}
 
 
+def test_the_committed_encoder_cells_are_the_specs_cells() -> None:
+    """docs/studies/sipe-encoders-cpu-mini holds cells that `structpe study run sipe-encoders
+    --profile cpu-mini` would skip as finished: their training configuration and their evaluation
+    keys (GLUE's included) hash as the packaged spec's do today."""
+    root = Path(__file__).parents[2] / "docs" / "studies" / "sipe-encoders-cpu-mini"
+    spec = load_spec("sipe-encoders", "cpu-mini")
+    committed = sorted(root.glob("cells/*/seed-*/metrics.json"))
+    assert committed
+    for path in committed:
+        m, cell = read_json(path), read_json(path.parent / "cell.json")
+        label, seed = m["recipe_label"], m["seed"]
+        fp = cell["config"]["data_fingerprint"]
+        assert train_config(spec, label, seed, fp) == cell["config"], path
+        assert stable_hash(cell["config"]) == m["train_hash"] == cell["train_hash"]
+        data = StudyData(Path("tok"), Path("ds"), m["data_fingerprint"], [], train_fingerprint=fp)
+        keys = eval_keys(spec, label, seed, data)
+        assert any(k.startswith("glue-") for k in keys) and any(k.startswith("glue.") for k in m["scores"])
+        assert stable_hash([m["train_hash"], keys]) == m["config_hash"], path
+
+
 def test_the_papers_task_scores_are_checked(tiny_spec_text: str, tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(glue_text(tiny_spec_text).replace("rte: [63.42, 67.51]", "rte: 63.42"))
