@@ -132,8 +132,8 @@ def bar_plot(
     ax.set_xticklabels(labels, rotation=75, ha="right", fontsize=7)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    if len(series) > 1:
-        ax.legend(fontsize=8)
+    if len(series) > 1:  # beside the axes: many groups of tall bars leave no free corner inside
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_figure(fig, path)
 
 
