@@ -414,8 +414,9 @@ def spec_record(
     spec: StudySpec, command: str | None, data_fingerprint: str, earlier: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A study folder's ``spec.json``: the spec file and profile (``folder_spec`` reloads them), the
-    data's fingerprint, the whole spec as it ran (what a later reader compares settings against,
-    e.g. ``structpe quickstart --reference``) and ``runs``: every selection (recipes, seeds,
+    data's fingerprint, the spec of the latest selection as it ran (its settings are what a later
+    reader compares against, e.g. ``structpe quickstart --reference``; its seed lists are that
+    selection's, not the folder's) and ``runs``: every selection (recipes, seeds,
     command) run into the folder, ``earlier``'s first, so that a study run in slices over several
     sittings plans, and reports, the cells of all of them. ``recipes`` / ``seeds`` are their union,
     ``command`` the latest (a resume without a command keeps the earlier one)."""
