@@ -41,6 +41,7 @@ import torch
 from transformers import TrainerCallback, TrainingArguments
 
 from structpe.errors import PreparedDataError, RecipeError, StructpeError
+from structpe.hardware import cpu_threads
 from structpe.io import atomic_open, atomic_write_text, read_json
 from structpe.train.checkpoints import checkpoint_problem, last_complete_checkpoint
 from structpe.train.collators import MLMCollator, collator_for
@@ -361,25 +362,6 @@ def _train_run(
         plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
         print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
     return run_dir
-
-
-def cpu_threads(requested: int = 0) -> int:
-    """Intra-op threads for CPU training: ``requested``, else ``OMP_NUM_THREADS``, else the cores
-    that are free now. Oversubscribing a busy machine is expensive: every parallel op waits for its
-    slowest thread, and a descheduled thread stalls the step (3.7x slower at load ~20 on 2 cores).
-
-    "Free" is the idle share of the CPUs over half a second, measured while this process sleeps,
-    not the load average: the load average still counts this process's own work of the last
-    minute (e.g. the parser that just prepared the data) and then wrongly halves the threads."""
-    if requested > 0:
-        return requested
-    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-        return max(1, int(os.environ["OMP_NUM_THREADS"]))
-    import psutil
-
-    cores = os.cpu_count() or 1
-    idle = 1.0 - psutil.cpu_percent(interval=0.5) / 100.0
-    return max(1, min(cores, round(cores * idle)))
 
 
 def can_compile() -> bool:
