@@ -53,7 +53,8 @@ def test_a_tagged_models_card_says_its_perplexity_reads_the_parse(tmp_path: Path
     assert card.data.structpe["data_licenses"] == {
         "brown": "non-commercial use (NLTK index); redistribution permitted (corpus README)"
     }
-    assert card.data.structpe["structpe_version"] == __version__ and f"structpe {__version__}" in " ".join(text.split())
+    assert card.data.structpe["structpe_version"] == __version__
+    assert f"structpe {__version__}" in " ".join(text.split())
     assert "git_revision" in card.data.structpe
 
 
