@@ -64,8 +64,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument(
         "--output-format", choices=OUTPUT_FORMATS, default="jsonl",
-        help="jsonl: one JSON object per sentence (default); conllu: CoNLL-U with the hexatags in MISC "
-        "(structpe.syntax.conllu_write)",
+        help="jsonl: one JSON object per sentence (default; spaCy's relations as spaCy names them, "
+        "ClearNLP labels); conllu: CoNLL-U with the hexatags in MISC and UD relations (spaCy's "
+        "ClearNLP labels mapped, '# labels = ud, mapped from clearnlp'; structpe.syntax.conllu_write)",
     )
     p.add_argument(
         "--input-format", choices=["auto", *text_formats.choices("tag")], default="auto",
