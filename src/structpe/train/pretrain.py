@@ -157,8 +157,8 @@ def pretrain(
 
 def hold_run_folder(run_dir: Path, hold: contextlib.ExitStack) -> None:
     """Lock ``run_dir`` (``<run folder>.lock``, ``filelock``, as the study cells are) until ``hold``
-    closes; StructpeError when another process holds it. Only the main process of a distributed run
-    takes it (every rank trains into the same folder)."""
+    closes, then remove the lock file; StructpeError when another process holds it. Only the main
+    process of a distributed run takes it (every rank trains into the same folder)."""
     from filelock import FileLock, Timeout
 
     if not _is_main():
@@ -167,6 +167,9 @@ def hold_run_folder(run_dir: Path, hold: contextlib.ExitStack) -> None:
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         hold.enter_context(FileLock(lock_path, timeout=0))
+        # the lock file goes when the run ends, removed while still held (``hold`` closes last in,
+        # first out); a process that opened it just before cannot then take it: it refuses at once
+        hold.callback(lock_path.unlink, missing_ok=True)
     except Timeout:
         raise StructpeError(
             f"run folder {run_dir} is in use by another training process (lock {lock_path}); "
