@@ -49,7 +49,7 @@ from structpe.train.model_card import write_model_card
 from structpe.train.prepare import load_prepared
 from structpe.train.prepare_deprels import check_deprel_data
 from structpe.train.prepare_settings import tokenizer_hash
-from structpe.train.recipe import Recipe, load_recipe
+from structpe.train.recipe import Recipe, default_run_dir, load_recipe
 from structpe.train.trainer import (
     METRIC_COLUMNS,
     EpochToCollator,
@@ -124,10 +124,6 @@ def _objective(recipe: Recipe) -> str:
     if obj == "auto":
         return "causal" if recipe.model.get("family", "txl") in CAUSAL_FAMILIES else "mlm"
     return obj
-
-
-def default_run_dir(recipe: Recipe) -> Path:
-    return Path("runs") / recipe.name.replace("/", "-")
 
 
 # -- entry point ------------------------------------------------------------------------------------
