@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from lm_eval.api.registry import register_model
 
 from structpe.choices import LIKELIHOODS
 from structpe.errors import StructpeError, check_device, closest
+from structpe.parser.registry import available_parsers
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ class ModelArg:
 
     kind: type  # str or int
     default: Any = None
-    choices: Sequence[str] | None = None  # a tuple of structpe.choices itself, so the CLI's modes
+    # a tuple of structpe.choices itself (the CLI's modes), or a function of the names known now
+    choices: Sequence[str] | Callable[[], Sequence[str]] | None = None
     minimum: int | None = None
     auto: bool = False  # lm-eval's batch sizes also take "auto" / "auto:N"
 
@@ -61,7 +63,7 @@ class ModelArg:
 # (batch_size, max_batch_size, device from its CLI; trust_remote_code with --trust_remote_code).
 MODEL_ARGS: dict[str, ModelArg] = {
     "pretrained": ModelArg(str, REQUIRED),
-    "parser": ModelArg(str),
+    "parser": ModelArg(str, choices=lambda: [*available_parsers(), "none"]),
     "likelihood": ModelArg(str, "conditional", choices=LIKELIHOODS),
     "k": ModelArg(int, 10, minimum=1),
     "tokenizer": ModelArg(str),
@@ -113,10 +115,10 @@ def _checked(key: str, value: Any, arg: ModelArg) -> Any:
     if isinstance(value, bool):  # lm-eval reads "true"/"false" as booleans
         raise StructpeError(f"model_args {key}={value!r}: expected a {arg.kind.__name__}")
     value = str(value)  # lm-eval reads a folder named "2024" as an int
-    if arg.choices is not None and value not in arg.choices:
-        raise StructpeError(
-            f"model_args {key}={value!r}: expected one of {list(arg.choices)}{closest(value, arg.choices)}"
-        )
+    choices = arg.choices() if callable(arg.choices) else arg.choices
+    if choices is not None and value not in choices:
+        hint = closest(value, choices)
+        raise StructpeError(f"model_args {key}={value!r}: expected one of {list(choices)}{hint}")
     return value
 
 

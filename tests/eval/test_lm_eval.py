@@ -220,6 +220,7 @@ def test_lm_evals_own_model_types_still_work(setup: dict[str, Path], tmp_path: P
     [
         ("likelihod=joint", "unknown key 'likelihod' (did you mean 'likelihood'?)"),
         ("likelihood=jiont", "likelihood='jiont': expected one of"),
+        ("parser=spcy", "parser='spcy': expected one of"),
         ("k=0", "k=0: must be >= 1"),
         ("k=ten", "k='ten': expected an integer"),
         ("batch_size=-3", "batch_size=-3: must be >= 1"),
@@ -232,7 +233,7 @@ def test_bad_model_args_are_refused_by_name(setup: dict[str, Path], model_args: 
     from structpe.errors import StructpeError
     from structpe.lm_eval import StructpeLM
 
-    pretrained = "" if model_args.startswith("parser") else f"pretrained={setup['model']},"
+    pretrained = "" if model_args == "parser=spacy" else f"pretrained={setup['model']},"
     with pytest.raises(StructpeError, match=re.escape(message)):
         StructpeLM.create_from_arg_string(pretrained + model_args, {"batch_size": 1, "device": None})
 
