@@ -261,7 +261,7 @@ def test_context_tokens_are_not_scored(setup: dict[str, Path]) -> None:
 
     from structpe.lm_eval import StructpeLM
 
-    lm = StructpeLM(str(setup["model"]), parser="chain-lm-eval", likelihood="conditional")
+    lm = StructpeLM(pretrained=str(setup["model"]), parser="chain-lm-eval", likelihood="conditional")
     req = [
         SimpleNamespace(args=a)
         for a in [("", " the dogs run ."), (" the dogs", " run ."), (" the", " dogs run .")]
