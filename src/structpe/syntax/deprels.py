@@ -13,7 +13,7 @@ One fixed inventory for every parser: the 37 universal relations of Universal De
 spaCy's English models use ClearNLP labels (45 of them). ``CLEARNLP_TO_UD`` maps each to the UD
 relation of the same grammatical function, following UD's own English conversion (dobj -> obj,
 nsubjpass -> nsubj (nsubj:pass), poss -> nmod (nmod:poss), prt -> compound (compound:prt), relcl ->
-acl (acl:relcl), neg -> advmod, npadvmod -> obl (obl:npmod), ...). The mapping is per label: the arc
+acl (acl:relcl), neg -> advmod, npadvmod -> obl (obl:unmarked), ...). The mapping is per label: the arc
 stays the one spaCy built, so where ClearNLP and UD choose different heads (copulas, prepositional
 phrases) the label names the word's function, not an arc UD would draw: a preposition (``prep``)
 becomes ``case``, its object (``pobj``) ``obl``, a predicate nominal or adjective of a copula
