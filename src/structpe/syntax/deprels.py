@@ -70,7 +70,7 @@ CLEARNLP_TO_UD: dict[str, str] = {
     "meta": "dep",
     "neg": "advmod",
     "nn": "compound",
-    "npadvmod": "obl:unmarked",  # UD 2.14 renamed obl:npmod
+    "npadvmod": "obl:unmarked",  # UD's current name of obl:npmod (what EWT dev uses)
     "nsubjpass": "nsubj:pass",
     "oprd": "xcomp",
     "pcomp": "advcl",
