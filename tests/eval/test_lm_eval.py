@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,10 +77,20 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "blimp").mkdir()
     with gzip.open(root / "blimp" / "toy_agreement.jsonl.gz", "wt") as f:  # what `structpe eval blimp` reads
         f.writelines(json.dumps(r) + "\n" for r in rows)
+    # a data folder (STRUCTPE_DATA) whose BLiMP paradigm is the shipped offline task's
+    (root / "data" / "blimp").mkdir(parents=True)
+    with gzip.open(root / "data" / "blimp" / "anaphor_gender_agreement.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps({**r, "UID": "anaphor_gender_agreement"}) + "\n" for r in rows)
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = make_tokenizer()  # a tiny GPT-2 (lm-eval's own `hf` type), tokenizer saved beside it
+    gpt2 = GPT2Config(vocab_size=len(tok), n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    GPT2LMHeadModel(gpt2).save_pretrained(root / "gpt2")
+    tok.save_pretrained(root / "gpt2")
     (root / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # lm-eval's task data
     (root / "tasks").mkdir()
     (root / "tasks" / "toy.yaml").write_text(TASK.format(data=root / "pairs.jsonl"))
-    return {"root": root, "model": root / "txl", "tasks": root / "tasks"}
+    return {"root": root, "model": root / "txl", "tasks": root / "tasks", "gpt2": root / "gpt2"}
 
 
 @pytest.mark.parametrize("likelihood", ["conditional", "joint", "marginal"])
@@ -137,30 +148,112 @@ def test_lm_eval_blimp_decisions_match_structpe(
     assert "structpe" in json.dumps(info, default=str)
 
 
-def test_the_lm_eval_command_line(setup: dict[str, Path], tmp_path: Path) -> None:
-    """The documented command: lm-eval's own CLI with the structpe model type (spaCy tags)."""
-    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "structpe.lm_eval",
+def _lm_eval(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m structpe.lm_eval ARGS`` offline (lm-eval's HF-dataset and Hub clients refuse the
+    network), the BLiMP files from the test's data folder."""
+    env = {
+        **os.environ,
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "STRUCTPE_DATA": str(root / "data"),
+    }
+    cmd = [sys.executable, "-m", "structpe.lm_eval", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_the_readme_command_line(setup: dict[str, Path], tmp_path: Path) -> None:
+    """The README's command as written (spaCy tags, the shipped offline task, no --include_path),
+    with lm-eval's own --batch_size beside batch_size in model_args; its provenance."""
+    run = _lm_eval(
+        setup["root"],
         "--model",
         "structpe",
         "--model_args",
-        f"pretrained={setup['model']},parser=spacy,likelihood=conditional,k=10",
+        f"pretrained={setup['model']},parser=spacy,likelihood=conditional,batch_size=8",
+        "--tasks",
+        "structpe_blimp_anaphor_gender_agreement",
+        "--device",
+        "cpu",
+        "--batch_size",
+        "4",
+        "--output_path",
+        str(tmp_path / "out"),
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "structpe_blimp_anaphor_gender_agreement" in run.stdout
+    (result,) = list((tmp_path / "out").rglob("results_*.json"))
+    data = json.loads(result.read_text())
+    assert 0 <= data["results"]["structpe_blimp_anaphor_gender_agreement"]["acc,none"] <= 1
+    assert data["n-samples"]["structpe_blimp_anaphor_gender_agreement"]["effective"] == len(PAIRS)
+    prov = data["config"]["provenance"]
+    assert prov["command"].split()[1:4] == ["-m", "structpe.lm_eval", "--model"]
+    assert prov["wall_s"] is not None and prov["wall_s"] > 0
+
+
+def test_lm_evals_own_model_types_still_work(setup: dict[str, Path], tmp_path: Path) -> None:
+    """`--model hf` through structpe's entry: registering `structpe` keeps lm-eval's own types."""
+    run = _lm_eval(
+        setup["root"],
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={setup['gpt2']}",
         "--tasks",
         "structpe_toy_blimp",
         "--include_path",
         str(setup["tasks"]),
+        "--device",
+        "cpu",
+        "--batch_size",
+        "8",
         "--output_path",
         str(tmp_path / "out"),
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "structpe_toy_blimp" in run.stdout and "acc" in run.stdout
     (result,) = list((tmp_path / "out").rglob("results_*.json"))
-    data = json.loads(result.read_text())
-    assert 0 <= data["results"]["structpe_toy_blimp"]["acc,none"] <= 1
+    assert 0 <= json.loads(result.read_text())["results"]["structpe_toy_blimp"]["acc,none"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("model_args", "message"),
+    [
+        ("likelihod=joint", "unknown key 'likelihod' (did you mean 'likelihood'?)"),
+        ("likelihood=jiont", "likelihood='jiont': expected one of"),
+        ("parser=spcy", "parser='spcy': expected one of"),
+        ("k=0", "k=0: must be >= 1"),
+        ("k=ten", "k='ten': expected an integer"),
+        ("batch_size=-3", "batch_size=-3: must be >= 1"),
+        ("batch_size=big", "expected an integer or auto"),
+        ("parser=spacy", "pretrained=... is required"),
+        ("device=gpu7", "device"),
+    ],
+)
+def test_bad_model_args_are_refused_by_name(setup: dict[str, Path], model_args: str, message: str) -> None:
+    from structpe.errors import StructpeError
+    from structpe.lm_eval import StructpeLM
+
+    pretrained = "" if model_args == "parser=spacy" else f"pretrained={setup['model']},"
+    with pytest.raises(StructpeError, match=re.escape(message)):
+        StructpeLM.create_from_arg_string(pretrained + model_args, {"batch_size": 1, "device": None})
+
+
+def test_a_bad_model_arg_on_the_command_line_is_one_line(setup: dict[str, Path]) -> None:
+    run = _lm_eval(
+        setup["root"],
+        "--model",
+        "structpe",
+        "--model_args",
+        f"pretrained={setup['model']},likelihod=joint",
+        "--tasks",
+        "structpe_blimp_anaphor_gender_agreement",
+    )
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "structpe.lm_eval: error: model_args: unknown key 'likelihod' (did you mean 'likelihood'?); known: "
+        + ", ".join(__import__("structpe.lm_eval").lm_eval.MODEL_ARGS)
+    )
 
 
 def test_context_tokens_are_not_scored(setup: dict[str, Path]) -> None:
@@ -168,7 +261,7 @@ def test_context_tokens_are_not_scored(setup: dict[str, Path]) -> None:
 
     from structpe.lm_eval import StructpeLM
 
-    lm = StructpeLM(str(setup["model"]), parser="chain-lm-eval", likelihood="conditional")
+    lm = StructpeLM(pretrained=str(setup["model"]), parser="chain-lm-eval", likelihood="conditional")
     req = [
         SimpleNamespace(args=a)
         for a in [("", " the dogs run ."), (" the dogs", " run ."), (" the", " dogs run .")]

@@ -255,3 +255,20 @@ def test_logprob_counts_the_end_for_every_strategy(tok, model):
 def test_options_that_cannot_be_honoured_are_refused(tok, model, kw, match):
     with pytest.raises(ValueError, match=match):
         generate(model, tok, **kw)
+
+
+def test_an_unicode_prompt_keeps_its_words(tok, model):
+    """Without a parser the prompt's words are `structpe tag`'s (accents, CJK, emoji, a URL as one
+    word): never byte pieces of the byte-level BPE, never U+FFFD."""
+    from structpe.syntax.sentences import split_words
+
+    prompt = "The naïve café 你好 😀 https://example.com/a?b=1"
+    expected = ["The", "naïve", "café", "你好", "😀", "https://example.com/a?b=1"]
+    assert split_words(prompt) == expected
+    for strategy in ("greedy", "sample"):
+        (s,) = generate(model, tok, prompt, strategy=strategy, seed=1, max_words=12)
+        assert s.meta["prompt_words"] == len(expected)
+        assert s.words[: len(expected) - 1] == expected[:-1]
+        assert s.words[len(expected) - 1].startswith(expected[-1])  # the model may continue the last word
+        assert not any("\ufffd" in w for w in s.words[: len(expected)])
+        assert s.meta["text"].startswith(prompt)

@@ -161,7 +161,8 @@ def test_final_folder_has_a_hub_model_card(trained: dict[str, Path], monkeypatch
         assert [d["sha256"] for d in record["data"]["inputs"]] == [
             sha256_file(p) for paths in meta["inputs"].values() for p in paths
         ]
-        assert record["recipe"].endswith(f"{family}.yaml")
+        assert record["recipe"] == family  # the name, never a local path
+        assert record["structpe_version"] and "git_revision" in record
         assert "structpe" in card.data.tags and card.data.library_name == "transformers"
         results = {r.metric_type: r.metric_value for r in card.data.eval_results}
         assert results["ppl"] == pytest.approx(summary["final_eval"]["eval_ppl"])

@@ -144,6 +144,10 @@ def test_parser_eval_cli(trained, tmp_path):
     ):
         assert key in m
     assert 0 <= m["uas"] <= 100
+    prov = m["provenance"]  # what produced the numbers: the model's weights, the data, the command
+    assert prov["model"]["weights_sha256"] and prov["data"][0]["path"] == str(small.resolve())
+    assert prov["parser"]["identity"]["files"]["model.safetensors"] == prov["model"]["weights_sha256"]
+    assert prov["command"].startswith("structpe parser eval") and prov["wall_s"] >= 0
     q = tmp_path / "q.json"
     argv = ["parser", "eval", "--model", str(out), "--data", str(small), "--quantize", "int8"]
     argv += ["--output", str(q)]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from structpe.hardware import cpu_threads
 from structpe.models import SiPEConfig, build_model
 from structpe.modules.prior import TagIdError, check_tag_ids
-from structpe.train.pretrain import can_compile, cpu_threads
+from structpe.train.pretrain import can_compile
 
 
 def _batch(seed: int, vocab: int = 300, batch: int = 4, seq: int = 32) -> dict[str, torch.Tensor]:
@@ -103,3 +104,39 @@ def test_compile_without_a_compiler_is_one_clear_error(monkeypatch: pytest.Monke
     monkeypatch.setenv("CXX", "no-such-compiler-here")
     with pytest.raises(RecipeError, match="train.compile=true needs a C\\+\\+ compiler"):
         pretrain("txl/none-tiny", [f"train.dataset={tmp_path}", "train.compile=true"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["generate", "--model", "m"],
+        ["eval", "ppl", "--model", "m", "--data", "d"],
+        ["eval", "blimp", "--model", "m"],
+        ["finetune", "glue", "--model", "m"],
+        ["tag", "in.txt"],
+    ],
+)
+def test_every_long_command_takes_threads_and_refuses_zero(
+    argv: list[str], capsys: pytest.CaptureFixture
+) -> None:
+    """--threads on generate / eval / finetune / tag (the idle share when absent); 0 is one line, exit 2."""
+    from structpe.cli import build_parser, main
+
+    assert build_parser().parse_args([*argv, "--threads", "3"]).threads == 3
+    assert build_parser().parse_args(argv).threads is None
+    assert main([*argv, "--threads", "0"]) == 2
+    assert "--threads must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_set_cpu_threads_sets_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from structpe.hardware import set_cpu_threads
+
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("psutil.cpu_percent", lambda interval=None: 50.0)  # one busy process of two cores
+    try:
+        assert set_cpu_threads() == 1 and torch.get_num_threads() == 1
+        assert set_cpu_threads(2) == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

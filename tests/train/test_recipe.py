@@ -66,3 +66,19 @@ def test_packaged_recipes_load() -> None:
         assert isinstance(r.train, TrainConfig)
         folder = name.split("/")[0]
         assert r.adapter is not None if folder == "adapters" else r.model["family"] == folder
+
+
+def test_list_counts_what_adapter_recipes_add() -> None:
+    """`pretrain --list`: an adapter recipe's extra parameters are counted on its base (here the
+    packaged scratch recipe's base_init): SiPE's tag tables, tag head and W_delta, plus LoRA."""
+    from structpe.train.recipe import recipe_table
+
+    rows = {line.split()[0]: line.split()[1:] for line in recipe_table()[1:]}
+    # d = 128, 4 layers, 16 rotary pairs: E_T + E_N = 7d, tag head (d + 1) x 7, W_delta 4 x d x 16;
+    # LoRA r = 8 on q, k, v, o (128 -> 128) and gate, up (128 -> 384), down (384 -> 128) of 4 layers
+    sipe = 7 * 128 + 129 * 7 + 4 * 128 * 16
+    lora = 4 * 8 * (4 * (128 + 128) + 3 * (128 + 384))
+    assert rows["adapters/llama-position-tiny"][0] == f"{sipe + lora:,}" == "91,911"
+    assert rows["adapters/llama-none-tiny"][0] == f"{lora:,}"
+    assert rows["adapters/llama-scratch-tiny"][0] == "0"
+    assert rows["adapters/llama-position-gpu"][0] == "?"  # its base is a folder of the user's

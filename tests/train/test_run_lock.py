@@ -45,3 +45,14 @@ def test_a_second_run_on_a_busy_run_folder_is_refused(
     finally:
         first.stdin.close()
         first.wait(timeout=30)
+
+
+@pytest.mark.data
+def test_the_lock_file_goes_when_the_run_ends(gold_dataset: Path, tiny_recipe: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    argv = ["pretrain", "--config", str(tiny_recipe), f"train.output_dir={run}"]
+    assert main([*argv, f"train.dataset={gold_dataset}"]) == 0
+    assert (run / "final").is_dir()
+    assert not run.with_name("run.lock").exists()
+    assert main([*argv, "train.dataset=/nonexistent"]) == 2
+    assert not run.with_name("run.lock").exists()  # a refused run leaves none either

@@ -120,6 +120,16 @@ def load_blimp(
     return out
 
 
+def blimp_dataset(paradigm: str, **_: Any) -> Any:
+    """The ``test`` split of one BLiMP paradigm from structpe's data folder (``STRUCTPE_DATA``):
+    the ``custom_dataset`` of the offline lm-eval tasks ``structpe.lm_eval`` ships
+    (resources/lm_eval_tasks); lm-eval also passes the model_args and the task's metadata."""
+    from datasets import Dataset, DatasetDict
+
+    rows = [{"sentence_good": p.good, "sentence_bad": p.bad} for p in load_blimp(paradigms=[paradigm])]
+    return DatasetDict({"test": Dataset.from_list(rows)})
+
+
 def _mean(xs: Sequence[float]) -> float:
     return float(np.mean(xs)) if len(xs) else math.nan
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
 from structpe.choices import PLL_METRICS
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
+from structpe.hardware import THREADS_HELP, set_cpu_threads
 from structpe.io import split_lines
 
 if TYPE_CHECKING:  # torch-heavy: imported where a command runs, so `structpe --help` stays fast
@@ -145,6 +146,7 @@ def _common(p: argparse.ArgumentParser, *, model: bool = True) -> None:
     p.add_argument("--out", help="output folder (default: eval_reports/<name>-<time>)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None, help=THREADS_HELP)
 
 
 def _scoring_args(p: argparse.ArgumentParser) -> None:
@@ -219,10 +221,12 @@ def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Refuse impossible numbers, unknown names and missing inputs with one line naming the option."""
+    """Refuse impossible numbers, unknown names and missing inputs with one line naming the option;
+    then set the CPU threads (``--threads``, else the idle share: ``structpe.hardware``)."""
     from structpe.parser.registry import available_parsers
 
-    for opt in ("limit", "k", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval"):
+    for opt in ("limit", "k", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval",
+                "threads"):
         check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))
     if getattr(args, "parser", None) is not None:
         check_choice("--parser", args.parser, [*available_parsers(), "none"])
@@ -244,6 +248,7 @@ def check_args(args: argparse.Namespace) -> None:
     if getattr(args, "out", None) and Path(args.out).exists() and not Path(args.out).is_dir():
         raise StructpeError(f"--out {args.out}: exists and is not a folder")
     check_device(getattr(args, "device", "cpu"))
+    set_cpu_threads(getattr(args, "threads", None))
 
 
 def _check_names(option: str, names: list[str] | None, available: list[str]) -> None:

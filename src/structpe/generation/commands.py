@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from structpe.choices import STRATEGIES
-from structpe.errors import StructpeError, check_device
+from structpe.errors import StructpeError, check_device, check_positive
+from structpe.hardware import THREADS_HELP, set_cpu_threads
 from structpe.io import atomic_write_text
 from structpe.parser.tag_commands import CONLLU_SUFFIXES, OUTPUT_FORMATS, sentence_writer
 
@@ -36,7 +37,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--prompt-parser",
         help="parse the prompt with this parser (spacy | hexatagger); default: "
-        "the model tags the prompt itself",
+        "the model tags the prompt's words (structpe tag's word rule) itself",
     )
     p.add_argument("--parser-model", help="parser model (spaCy package or hexatagger folder)")
     p.add_argument(
@@ -63,6 +64,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--svg", help="also draw every sentence's tree with spaCy's displaCy (one SVG file)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None, help=THREADS_HELP)
     p.set_defaults(func=run_generate)
 
 
@@ -120,6 +122,8 @@ def _run(args: argparse.Namespace) -> int:
     check_options(args.strategy, args.num, args.temperature, args.top_k, args.top_p, args.num_beams,
                   args.max_words, args.max_tokens_per_word)
     check_device(args.device)
+    check_positive("--threads", args.threads)
+    set_cpu_threads(args.threads)
     trees = _trees(args.tags, args.limit) if args.tags else [None]  # bad input fails before loading
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, device=args.device)
     prompt_parse = None

@@ -13,8 +13,10 @@ and the sentence ends when the next token would start another word (or is the EO
 tags decode to a projective tree (``hexatags.decode``), written like ``structpe tag`` output.
 
 Tree-controlled generation fixes the tags instead: the model only chooses the words that fill
-them. Word starts follow the tokenizer: a token whose text begins with whitespace, a token made
-of punctuation only, and the token after one, start a word (UD keeps punctuation apart).
+them. The prompt's words are those of ``structpe tag``'s word rule (``split_words``) or of its
+parse; in generated text, word starts follow the tokenizer: a token whose text begins with
+whitespace, a token made of punctuation only, and the token after one, start a word (UD keeps
+punctuation apart).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ import torch
 from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.eval.scoring.types import model_device
 from structpe.generation.options import _filter_logits, check_options
-from structpe.syntax.alignment import align_tags_by_offsets
+from structpe.syntax.alignment import align_tags_by_offsets, first_tokens_of_words, word_spans
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, IGNORE_INDEX, NR_L, NR_R, TL, decode
+from structpe.syntax.sentences import split_words
 from structpe.syntax.tagged import TaggedSentence
 
 
@@ -271,25 +274,28 @@ def _copy(s: _State) -> _State:
     )
 
 
-def _prompt_state(gen: _Generator, prompt: str, parse: Any | None) -> tuple[_State, Any]:
-    """Feed BOS and the prompt (with its words' tags) into a fresh cache.
+def _prompt_state(gen: _Generator, prompt: str, parse: Any | None) -> tuple[_State, Any, list[str]]:
+    """Feed BOS and the prompt (with its words' tags) into a fresh cache; also the prompt's words.
 
     A parse of a prompt tags it as a finished sentence, so if its last word carries ``eos`` that
     word's tags are chosen again by the tag head (the prompt is a prefix). Every other prompt tag
-    is kept; the kept tags must be a well-formed prefix.
+    is kept; the kept tags must be a well-formed prefix. Without a parse the words are those of
+    ``structpe tag``'s word rule (``split_words``), their tags chosen by the model.
     """
     s = _State()
     enc = gen.tok(prompt, add_special_tokens=False, return_offsets_mapping=True) if prompt else None
     ids = list(enc["input_ids"]) if enc else []
+    offsets = [tuple(o) for o in enc["offset_mapping"]] if enc else []
     terms = [IGNORE_INDEX] * len(ids)
     nts = [IGNORE_INDEX] * len(ids)
+    words = list(parse.words) if parse is not None else []
     if ids and parse is not None:
-        terms, nts, missed = align_tags_by_offsets(prompt, [tuple(o) for o in enc["offset_mapping"]], parse)
+        terms, nts, missed = align_tags_by_offsets(prompt, offsets, parse)
         if missed:
             raise ValueError(f"prompt {prompt!r}: {missed} parsed word(s) do not align with the tokens")
     starts = [j for j, t in enumerate(terms) if t != IGNORE_INDEX]
-    if ids and parse is None:  # no tags given: word starts by the tokenizer rule, tags chosen below
-        starts = [j for j in range(len(ids)) if gen.vocab.starts_word(ids[j - 1] if j else None, ids[j])]
+    if ids and parse is None:  # no tags given: the words of the word rule, tags chosen below
+        starts, words = _rule_words(prompt, offsets)
     if ids and (not starts or starts[0] != 0):
         raise ValueError(f"prompt {prompt!r}: its first token does not start a word")
     if len(starts) >= gen.o["max_words"]:
@@ -331,15 +337,41 @@ def _prompt_state(gen: _Generator, prompt: str, parse: Any | None) -> tuple[_Sta
         tag = gen.advance(s, ids[j], float(s.token_lp[ids[j]]), move)
         cache = gen.feed([s], cache, [[ids[j]]], [[tag]], [0 if move is not None else None])
     s.logprob = 0.0  # scores count the generated part only
-    return s, cache
+    return s, cache, words
+
+
+def _rule_words(prompt: str, offsets: Sequence[tuple[int, int]]) -> tuple[list[int], list[str]]:
+    """The first token of each word of ``prompt`` (``split_words``) and the words' texts; a word
+    whose first token is the previous word's (a subword across a word boundary) joins that word,
+    so every word starts at a token and keeps its characters (never a decoded byte piece)."""
+    words = split_words(prompt)
+    spans = word_spans(prompt, words)
+    starts: list[int] = []
+    out: list[str] = []
+    begin = 0
+    for tok, span in zip(first_tokens_of_words(prompt, offsets, words), spans, strict=True):
+        if span is None:  # not a substring of the prompt: spaCy's words always are
+            continue
+        if tok is None and out:
+            out[-1] = prompt[begin : span[1]]
+            continue
+        if tok is not None:
+            starts.append(tok)
+            begin = span[0]
+            out.append(prompt[span[0] : span[1]])
+    return starts, out
 
 
 def _result(
-    gen: _Generator, s: _State, n_prompt_words: int, prompt_words: Sequence[str] | None
+    gen: _Generator, s: _State, n_prompt_words: int, prompt_words: Sequence[str], n_prompt_tokens: int
 ) -> TaggedSentence:
+    """The sentence with the prompt's own words (a generated continuation of its last word added)."""
     words = [gen.tok.decode(w).strip() for w in s.words]
-    if prompt_words is not None:
-        words[: len(prompt_words)] = list(prompt_words)
+    if prompt_words:
+        k = len(prompt_words)
+        extra = sum(len(w) for w in s.words[:k]) - n_prompt_tokens
+        tail = gen.tok.decode(s.words[k - 1][len(s.words[k - 1]) - extra :]) if extra else ""
+        words[:k] = [*prompt_words[:-1], prompt_words[-1] + tail]
     heads = decode(s.terminals, s.nonterminals)
     meta = {
         "text": gen.tok.decode(s.ids).strip(),
@@ -422,16 +454,16 @@ def generate(
     model.eval()
     out = []
     for _ in range(n):
-        start, cache = _prompt_state(gen, prompt, prompt_parse)
-        n_prompt = len(start.words)
+        start, cache, prompt_words = _prompt_state(gen, prompt, prompt_parse)
+        n_prompt, n_prompt_tokens = len(start.words), len(start.ids)
         if strategy == "beam":
             # the best of the searches of width 1..num_beams: plain beam search may return a worse
             # sentence with a wider beam (pruning differs), so a wider beam here is never worse
             s = gen.run_beam(start, cache, 1)
             for width in range(2, num_beams + 1):
-                start, cache = _prompt_state(gen, prompt, prompt_parse)
+                start, cache, _ = _prompt_state(gen, prompt, prompt_parse)
                 s = max(s, gen.run_beam(start, cache, width), key=lambda h: h.logprob)
         else:
             s = gen.run_sample(start, cache)
-        out.append(_result(gen, s, n_prompt, prompt_parse.words if prompt_parse is not None else None))
+        out.append(_result(gen, s, n_prompt, prompt_words, n_prompt_tokens))
     return out

@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive
+from structpe.hardware import THREADS_HELP, set_cpu_threads
 from structpe.io import atomic_write_text, refuse_overwrite_input
 from structpe.parser.base import QUANTIZE_HELP, QUANTIZE_MODES
 
@@ -77,7 +79,7 @@ def register(subparsers: Any) -> None:
     e.add_argument(
         "--quantize", choices=QUANTIZE_MODES, default="none", help=QUANTIZE_HELP,
     )
-    e.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    e.add_argument("--threads", type=int, default=None, help=THREADS_HELP)
     e.add_argument("--output", default=None, help="also write the metrics JSON here")
     e.set_defaults(func=run_eval)
 
@@ -149,16 +151,17 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    import torch
-
     from structpe.data.paths import data_root
     from structpe.parser.data import load_sentences, treebank_file
+    from structpe.parser.default import default_model_dir
+    from structpe.parser.registry import parser_identity
+    from structpe.provenance import provenance
 
     check_positive("--threads", args.threads)
     check_positive("--batch-tokens", args.batch_tokens)
     check_choice("--split", args.split, ("train", "dev", "test"))
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    started = time.time()
+    set_cpu_threads(args.threads)
     data = Path(args.data)
     path = data if data.is_file() else treebank_file(data_root(), args.data, args.split)
     if args.output:
@@ -171,6 +174,15 @@ def run_eval(args: argparse.Namespace) -> int:
 
     res = evaluate_parser(args.parser, gold, args.model, **kwargs)
     res["data"] = str(path)
+    res["provenance"] = provenance(
+        started=started,
+        model=(args.model or default_model_dir()) if args.parser == "hexatagger" else None,
+        data=[path],
+        parser={
+            "name": args.parser, "model": args.model, "identity": parser_identity(args.parser, args.model)
+        },
+        quantize=args.quantize if args.parser == "hexatagger" else None,
+    )
     text = json.dumps(res, indent=2)
     print(text)
     if args.output:

@@ -50,3 +50,29 @@ def get_parser(name: str, **kwargs: Any) -> Parser:
     except KeyError:
         raise ValueError(f"unknown parser {name!r}; choose from {available_parsers()}") from None
     return factory(**kwargs)
+
+
+def parser_identity(name: str, model: str | None = None) -> dict[str, Any]:
+    """What makes a parser's output change: the spaCy package version, or the hexatagger's files
+    (recorded in prepared data's fingerprint and in results' provenance)."""
+    if name == "spacy":
+        from importlib.metadata import PackageNotFoundError, version
+
+        from structpe.parser.spacy import DEFAULT_SPACY_MODEL
+
+        package = model or DEFAULT_SPACY_MODEL
+        try:
+            return {"spacy_model": package, "model_version": version(package), "spacy": version("spacy")}
+        except PackageNotFoundError:
+            return {"spacy_model": package}
+    if name == "hexatagger":
+        from pathlib import Path
+
+        from structpe.io import sha256_file
+        from structpe.parser.default import default_model_dir
+
+        # no model: get_parser falls back to the packaged one, whose files then make the identity
+        folder = Path(model or default_model_dir())
+        if folder.is_dir():
+            return {"files": {f.name: sha256_file(f) for f in sorted(folder.iterdir()) if f.is_file()}}
+    return {}

@@ -22,6 +22,7 @@ from typing import Any
 
 from structpe import text_formats
 from structpe.errors import StructpeError, check_positive, reading
+from structpe.hardware import THREADS_HELP, cpu_threads, set_cpu_threads
 from structpe.io import atomic_open, read_stdin_text, refuse_overwrite_input, split_lines
 from structpe.parser.base import (
     QUANTIZE_HELP,
@@ -63,8 +64,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument(
         "--output-format", choices=OUTPUT_FORMATS, default="jsonl",
-        help="jsonl: one JSON object per sentence (default); conllu: CoNLL-U with the hexatags in MISC "
-        "(structpe.syntax.conllu_write)",
+        help="jsonl: one JSON object per sentence (default; spaCy's relations as spaCy names them, "
+        "ClearNLP labels); conllu: CoNLL-U with the hexatags in MISC and UD relations (spaCy's "
+        "ClearNLP labels mapped, '# labels = ud, mapped from clearnlp'; structpe.syntax.conllu_write)",
     )
     p.add_argument(
         "--input-format", choices=["auto", *text_formats.choices("tag")], default="auto",
@@ -88,6 +90,10 @@ def register(subparsers: Any) -> None:
         help="non-projective trees: lift arcs (default), skip the sentence, or stop with an error",
     )
     p.add_argument("--workers", type=int, default=1, help="parallel worker processes (default 1)")
+    p.add_argument(
+        "--threads", type=int, default=None,
+        help=THREADS_HELP + "; shared among the --workers",
+    )
     p.add_argument("--batch-size", type=int, default=256, help="sentences or lines per chunk (default 256)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run_tag)
@@ -119,11 +125,12 @@ _PARSER = None
 _INIT_ERROR: str | None = None
 
 
-def _init_worker(name: str, kwargs: dict[str, Any]) -> None:
-    """Load the parser; in a --workers process a failure is kept and reported by ``_run_chunk``, so
-    the parent says it once, in one line (an initializer that raises breaks the pool and each
-    process prints its own traceback)."""
+def _init_worker(name: str, kwargs: dict[str, Any], threads: int) -> None:
+    """Load the parser (``threads`` torch threads); in a --workers process a failure is kept and
+    reported by ``_run_chunk``, so the parent says it once, in one line (an initializer that raises
+    breaks the pool and each process prints its own traceback)."""
     global _PARSER, _INIT_ERROR
+    set_cpu_threads(threads)
     try:
         _PARSER = get_parser(name, **kwargs)
     except Exception as err:
@@ -282,6 +289,7 @@ def _run_tag(args: argparse.Namespace) -> int:
 
     check_positive("--workers", args.workers)
     check_positive("--batch-size", args.batch_size)
+    check_positive("--threads", args.threads)
     if args.output != "-":
         refuse_overwrite_input(args.output, [args.input], "-o/--output")
         if os.path.isdir(args.output):
@@ -299,9 +307,12 @@ def _run_tag(args: argparse.Namespace) -> int:
     # a file output is written to a temporary sibling and renamed into place only on success
     sink = contextlib.nullcontext(sys.stdout) if args.output == "-" else atomic_open(args.output)
     single = args.workers == 1 or len(chunks) <= 1
+    # the idle share (or --threads) split among the worker processes, at least one each
+    threads = cpu_threads(args.threads or 0)
+    threads = threads if single else max(1, threads // args.workers)
     t_load = time.perf_counter()
     if single:
-        _init_worker(parser_name, kwargs)  # load the model before the progress bar starts
+        _init_worker(parser_name, kwargs, threads)  # load the model before the progress bar starts
     t_load = time.perf_counter() - t_load
     unit = "sent" if fmt == "conllu" else "line"
     bar = tqdm(total=len(items), unit=unit, desc=f"tag ({parser_name})", file=sys.stderr,
@@ -314,7 +325,7 @@ def _run_tag(args: argparse.Namespace) -> int:
                 written = _write(results, chunks, out, bar, stats, args.output_format)
             else:
                 with ProcessPoolExecutor(args.workers, initializer=_init_worker,
-                                         initargs=(parser_name, kwargs)) as pool:
+                                         initargs=(parser_name, kwargs, threads)) as pool:
                     results = pool.map(_run_chunk, [fmt] * len(chunks), chunks)
                     written = _write(results, chunks, out, bar, stats, args.output_format)
             out.flush()

@@ -58,13 +58,16 @@ def write_report_files(out: Path, cfg: QuickstartConfig, results: dict[str, Any]
     curves = {}
     for variant, entry in results["variants"].items():
         ms = [m for m in read_metrics(Path(entry["run_dir"]) / "metrics.csv") if val_lm_loss(m) is not None]
-        curves[f"txl-{variant}"] = ([m["step"] for m in ms], [val_lm_loss(m) for m in ms])
+        # the validation loss of a tagged model is fixed-parse: it reads the parse of the whole sentence
+        mode = "p(x)" if variant == "none" else "p(x | T(x)): reads the whole parse"
+        label = f"txl-{variant} ({mode})"
+        curves[label] = ([m["step"] for m in ms], [val_lm_loss(m) for m in ms])
     plots = []
     n = min((len(xs) for xs, _ in curves.values()), default=0)
     if n:
         steps = next(iter(curves.values()))[0][:n]
         series = {name: ys[:n] for name, (_, ys) in curves.items()}
-        plots.append(line_plot(out / "val_loss.png", steps, series, title="validation LM loss (conditional)",
+        plots.append(line_plot(out / "val_loss.png", steps, series, title="validation LM loss",
                                xlabel="step", ylabel="LM loss (nats/token)"))
     circuit_series: dict[str, list[float]] = {}
     circuits: list[str] = []

@@ -94,11 +94,23 @@ def leakage_verdict(scores: dict[str, float], n: int) -> dict[str, Any]:
             f"the baseline (word-PPL gain {100 * full:+.1f}%), so there is no gain to attribute"
         )
     else:
-        verdict = (
+        head = (
             f"leakage audit ({n} Brown test sentences): the full parse gains {100 * full:+.1f}% "
-            f"word PPL over `none`, leak-free causal parses {100 * causal:+.1f}%; at most "
-            f"{100 * share:.0f}% of the conditional gain is leakage"
+            f"word PPL over `none`, leak-free causal parses {100 * causal:+.1f}%"
         )
+        if causal <= 0:
+            tail = (
+                "; none of the full-parse gain survives without the future words' tags, so the audit "
+                "cannot credit any of it to syntax: all of it may be leakage"
+            )
+        elif causal >= full:
+            tail = "; the causal parses keep the whole gain: no sign of leakage"
+        else:
+            tail = (
+                f"; {100 * (1 - share):.0f}% of the full-parse gain survives without the future words' "
+                f"tags, so at most {100 * share:.0f}% of it can be leakage"
+            )
+        verdict = head + tail
     variants = {c: {m: scores[f"leakage.{c}.{m}"] for m in ("token_ppl", "word_ppl")} for c in conds
                 if c != "baseline"}
     return {"verdict": verdict, "gain_vs_baseline": gains, "variants": variants,

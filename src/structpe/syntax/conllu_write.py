@@ -2,11 +2,12 @@
 
 The UD columns come from what a sentence knows: FORM from its words, HEAD from the tree that was
 tagged (after projectivisation, if any), DEPREL where a parser or treebank gave one (``_``
-otherwise); LEMMA, UPOS, XPOS, FEATS and DEPS are ``_``. structpe's own fields go where UD keeps
-tool-specific data: the hexatags per word in MISC (``Hexatag=tl|HexatagNT=nl-R``), and per sentence
-the ``# sent_id``, the ``# text`` and ``# structpe_lifted_arcs`` comments. Serialised by the
-``conllu`` package (the same one ``structpe.syntax.conllu_io`` reads with), so quoting and column
-order follow its rules, not ours.
+otherwise) as a UD label: spaCy's English ClearNLP labels (``ROOT``, ``dobj``, ``pobj``) are mapped
+(``structpe.syntax.deprels.ud_labels``) and such a sentence says so (``# labels``); LEMMA, UPOS,
+XPOS, FEATS and DEPS are ``_``. structpe's own fields go where UD keeps tool-specific data: the
+hexatags per word in MISC (``Hexatag=tl|HexatagNT=nl-R``), and per sentence the ``# sent_id``, the
+``# text`` and ``# structpe_lifted_arcs`` comments. Serialised by the ``conllu`` package (the same
+one ``structpe.syntax.conllu_io`` reads with), so quoting and column order follow its rules, not ours.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import conllu
 
+from structpe.syntax.deprels import ud_labels
 from structpe.syntax.tagged import TaggedSentence
 
 __all__ = ["MISC_NONTERMINAL", "MISC_TERMINAL", "to_conllu", "to_conllu_sentence"]
@@ -32,7 +34,10 @@ def _text(sent: TaggedSentence) -> str:
 
 def to_conllu_sentence(sent: TaggedSentence, sent_id: str) -> str:
     """One sentence block (comments + 10-column word lines + the blank line that ends it)."""
-    deprels = sent.deprels or [None] * len(sent)
+    deprels: list[str | None] = [None] * len(sent)
+    mapped = False
+    if sent.deprels:
+        deprels[:], mapped = ud_labels(sent.deprels, sent.heads, sent.words)
     tokens = [
         conllu.models.Token(
             id=i,
@@ -51,6 +56,8 @@ def to_conllu_sentence(sent: TaggedSentence, sent_id: str) -> str:
         )
     ]
     metadata: dict[str, Any] = {"sent_id": sent.sent_id or sent_id, "text": _text(sent)}
+    if mapped:
+        metadata["labels"] = "ud, mapped from clearnlp"
     if sent.lifted_arcs:
         metadata["structpe_lifted_arcs"] = str(sent.lifted_arcs)
     return conllu.models.TokenList(tokens, metadata=metadata).serialize()

@@ -41,6 +41,12 @@ def split_sentences(paragraphs: Sequence[str], max_words: int | None = None) -> 
     return out
 
 
+def split_words(text: str) -> list[str]:
+    """The words of ``text`` as one sentence: the word rule of :func:`split_sentences` (what
+    ``structpe tag`` and the prepare step use), so any Unicode text keeps its words (a URL is one)."""
+    return [w for sent in split_sentences([text])[0] for w in sent]
+
+
 def _cut(words: list[str], max_words: int | None) -> list[list[str]]:
     """``words`` in ceil(n / max_words) consecutive pieces whose lengths differ by at most one."""
     if max_words is None or len(words) <= max_words:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,15 +154,59 @@ def build_adapted(recipe: Any, tokenizer: Any, seq_len: int) -> SiPEAdapterForCa
         base_model=settings.base_model and str(Path(settings.base_model).resolve()),
     )
     if settings.base_training == "lora":
-        lora = {
-            "r": settings.lora_r,
-            "lora_alpha": settings.lora_alpha,
-            "lora_dropout": settings.lora_dropout,
-        }
-        adapted = apply_lora(adapted, {**lora, "target_modules": settings.lora_target_modules})
+        adapted = apply_lora(adapted, _lora(settings))
     elif settings.base_training == "frozen":
         adapted.base.requires_grad_(False)
     return adapted
+
+
+def _lora(settings: AdapterSettings) -> dict[str, Any]:
+    """PEFT's LoRA settings of a recipe (``apply_lora``)."""
+    return {
+        "r": settings.lora_r,
+        "lora_alpha": settings.lora_alpha,
+        "lora_dropout": settings.lora_dropout,
+        "target_modules": settings.lora_target_modules,
+    }
+
+
+def adapter_parameter_count(
+    raw: dict[str, Any], where: str, bases: dict[str, dict[str, Any]]
+) -> dict[str, int] | None:
+    """Exact parameters an adapter recipe adds to its base: ``prior`` (tag tables), ``heads`` (the
+    causal tag head), ``other`` (W_delta and the LoRA matrices), ``total``. Counted from the built
+    modules on the meta device (no memory, no init), so it cannot drift from the code. The base is
+    sized by ``base_init``, its ``base_model`` folder, or ``bases`` (the ``base_init`` of the recipe
+    whose run writes that folder); None when none of them is known."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from structpe.modules.prior import HexatagPrior, TagHeads
+
+    settings = adapter_settings(raw, where)
+    if settings.base_init is not None or settings.base_model in bases:
+        kw = dict(settings.base_init if settings.base_init is not None else bases[settings.base_model])
+        config = AutoConfig.for_model(kw.pop("model_type"), **kw)
+    elif (Path(settings.base_model) / "config.json").is_file():
+        config = AutoConfig.from_pretrained(settings.base_model)
+    else:
+        return None
+
+    def n_params(module: Any) -> int:
+        return sum(p.numel() for p in module.parameters())
+
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # PEFT calls transformers' deprecated names
+        base = AutoModelForCausalLM.from_config(config)
+        plain = n_params(base)
+        adapted = add_sipe(base, settings.injection, entry_layer=settings.entry_layer,
+                           projection=settings.projection)
+        if settings.base_training == "lora":
+            adapted = apply_lora(adapted, _lora(settings))
+    total = n_params(adapted) - plain
+    prior = sum(n_params(m) for m in adapted.modules() if isinstance(m, HexatagPrior))
+    heads = sum(n_params(m) for m in adapted.modules() if isinstance(m, TagHeads))
+    return {"total": total, "prior": prior, "heads": heads, "other": total - prior - heads}
 
 
 class AdapterTrainer(SiPETrainer):

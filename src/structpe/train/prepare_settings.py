@@ -129,25 +129,10 @@ def tokenizer_hash(tokenizer_dir: str | Path) -> str:
 
 
 def parser_identity(settings: PrepareSettings) -> dict[str, Any]:
-    """What makes a parser's output change: the spaCy package version, or the hexatagger's files."""
-    if settings.parser == "spacy":
-        from importlib.metadata import PackageNotFoundError, version
+    """What makes the settings' parser's output change (``structpe.parser.registry.parser_identity``)."""
+    from structpe.parser.registry import parser_identity as identity
 
-        from structpe.parser.spacy import DEFAULT_SPACY_MODEL
-
-        name = settings.parser_kwargs.get("model") or DEFAULT_SPACY_MODEL
-        try:
-            return {"spacy_model": name, "model_version": version(name), "spacy": version("spacy")}
-        except PackageNotFoundError:
-            return {"spacy_model": name}
-    if settings.parser == "hexatagger":
-        from structpe.parser.default import default_model_dir
-
-        # no model: get_parser falls back to the packaged one, whose files then make the identity
-        folder = Path(settings.parser_kwargs.get("model") or default_model_dir())
-        if folder.is_dir():
-            return {"files": {f.name: sha256_file(f) for f in sorted(folder.iterdir()) if f.is_file()}}
-    return {}
+    return identity(settings.parser, settings.parser_kwargs.get("model"))
 
 
 def fingerprint(splits: dict[str, list[Path]], tokenizer_dir: str | Path, settings: PrepareSettings) -> str:

@@ -41,6 +41,7 @@ import torch
 from transformers import TrainerCallback, TrainingArguments
 
 from structpe.errors import PreparedDataError, RecipeError, StructpeError
+from structpe.hardware import cpu_threads
 from structpe.io import atomic_open, atomic_write_text, read_json
 from structpe.train.checkpoints import checkpoint_problem, last_complete_checkpoint
 from structpe.train.collators import MLMCollator, collator_for
@@ -48,7 +49,7 @@ from structpe.train.model_card import write_model_card
 from structpe.train.prepare import load_prepared
 from structpe.train.prepare_deprels import check_deprel_data
 from structpe.train.prepare_settings import tokenizer_hash
-from structpe.train.recipe import Recipe, load_recipe
+from structpe.train.recipe import Recipe, default_run_dir, load_recipe
 from structpe.train.trainer import (
     METRIC_COLUMNS,
     EpochToCollator,
@@ -125,10 +126,6 @@ def _objective(recipe: Recipe) -> str:
     return obj
 
 
-def default_run_dir(recipe: Recipe) -> Path:
-    return Path("runs") / recipe.name.replace("/", "-")
-
-
 # -- entry point ------------------------------------------------------------------------------------
 def pretrain(
     config: Recipe | str | Path,
@@ -156,8 +153,8 @@ def pretrain(
 
 def hold_run_folder(run_dir: Path, hold: contextlib.ExitStack) -> None:
     """Lock ``run_dir`` (``<run folder>.lock``, ``filelock``, as the study cells are) until ``hold``
-    closes; StructpeError when another process holds it. Only the main process of a distributed run
-    takes it (every rank trains into the same folder)."""
+    closes, then remove the lock file; StructpeError when another process holds it. Only the main
+    process of a distributed run takes it (every rank trains into the same folder)."""
     from filelock import FileLock, Timeout
 
     if not _is_main():
@@ -166,6 +163,9 @@ def hold_run_folder(run_dir: Path, hold: contextlib.ExitStack) -> None:
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         hold.enter_context(FileLock(lock_path, timeout=0))
+        # the lock file goes when the run ends, removed while still held (``hold`` closes last in,
+        # first out); a process that opened it just before cannot then take it: it refuses at once
+        hold.callback(lock_path.unlink, missing_ok=True)
     except Timeout:
         raise StructpeError(
             f"run folder {run_dir} is in use by another training process (lock {lock_path}); "
@@ -361,25 +361,6 @@ def _train_run(
         plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
         print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
     return run_dir
-
-
-def cpu_threads(requested: int = 0) -> int:
-    """Intra-op threads for CPU training: ``requested``, else ``OMP_NUM_THREADS``, else the cores
-    that are free now. Oversubscribing a busy machine is expensive: every parallel op waits for its
-    slowest thread, and a descheduled thread stalls the step (3.7x slower at load ~20 on 2 cores).
-
-    "Free" is the idle share of the CPUs over half a second, measured while this process sleeps,
-    not the load average: the load average still counts this process's own work of the last
-    minute (e.g. the parser that just prepared the data) and then wrongly halves the threads."""
-    if requested > 0:
-        return requested
-    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-        return max(1, int(os.environ["OMP_NUM_THREADS"]))
-    import psutil
-
-    cores = os.cpu_count() or 1
-    idle = 1.0 - psutil.cpu_percent(interval=0.5) / 100.0
-    return max(1, min(cores, round(cores * idle)))
 
 
 def can_compile() -> bool:

@@ -190,18 +190,41 @@ def list_recipes(root: Path = CONFIG_ROOT) -> list[str]:
     )
 
 
+def default_run_dir(recipe: Recipe) -> Path:
+    """The run folder of a recipe without ``train.output_dir``: ``runs/<family>-<name>``."""
+    return Path("runs") / recipe.name.replace("/", "-")
+
+
 def recipe_table(root: Path = CONFIG_ROOT) -> list[str]:
     """``structpe pretrain --list``: one line per recipe with the exact parameters its SiPE variant adds
-    over the family's plain model (``sipe_parameter_count``: tag tables, tag heads, the rest)."""
+    over the family's plain model (``sipe_parameter_count``: tag tables, tag heads, the rest); for an
+    adapter recipe, what it adds to its base (``adapter_parameter_count``: SiPE's parts, LoRA in the
+    rest), its base sized by the base's folder or the packaged recipe that writes it."""
     from structpe.models.registry import sipe_parameter_count
+    from structpe.train.adapter import adapter_parameter_count
 
     names = list_recipes(root)
+    recipes = {name: load_recipe(root / f"{name}.yaml") for name in names}
+    # the bases packaged recipes build from scratch, by the folder their runs write them to
+    bases = {
+        str(default_run_dir(r) / "final" / "base"): r.adapter["base_init"]
+        for r in recipes.values()
+        if r.adapter is not None and r.adapter.get("base_init")
+    }
     width = max((len(n) for n in names), default=6)
-    lines = [f"{'recipe':<{width}}  {'extra params':>12}  (tag tables + tag heads + projections/fusion)"]
-    for name in names:
-        model = load_recipe(root / f"{name}.yaml").model
-        cfg = SiPEConfig(**{k: v for k, v in model.items() if not (k == "vocab_size" and v is None)})
-        c = sipe_parameter_count(cfg)
+    lines = [
+        f"{'recipe':<{width}}  {'extra params':>12}  (tag tables + tag heads + projections/fusion"
+        "; adapters: + LoRA)"
+    ]
+    for name, recipe in recipes.items():
+        if recipe.adapter is not None:
+            c = adapter_parameter_count(recipe.adapter, str(recipe.source), bases)
+            if c is None:
+                lines.append(f"{name:<{width}}  {'?':>12}  (the base model's folder is not there yet)")
+                continue
+        else:
+            model = {k: v for k, v in recipe.model.items() if not (k == "vocab_size" and v is None)}
+            c = sipe_parameter_count(SiPEConfig(**model))
         parts = f"({c['prior']:,} + {c['heads']:,} + {c['other']:,})"
         lines.append(f"{name:<{width}}  {c['total']:>12,}  {parts}")
     return lines
