@@ -56,7 +56,7 @@ from structpe.models.validate import check_inputs
 from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.prior import TagHeads, add_causal_tag_loss, check_tag_ids, tagged_positions
 from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
-from structpe.modules.rotary import apply_rotary
+from structpe.modules.rotary import rotate
 from structpe.modules.tree_address import tree_paths
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 
@@ -136,7 +136,8 @@ class RelPartialLearnableAttention(nn.Module):
         bsz, length, _ = h.shape
         q, k, val = self.qkv(h).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
         if address is not None:  # A(j) k_j, cached as rotated: a word's address never changes
-            k = apply_rotary(k, address)
+            cos, sin = address.cos(), address.sin()  # once per layer, shared by q and k
+            k = rotate(k, cos, sin)
         if cache is None:
             r_k = self.r_net(r).view(-1, self.n_heads, self.d_head)
         else:  # earlier keys and values as they were computed; W_R r_o per offset kept, not redone
@@ -152,7 +153,7 @@ class RelPartialLearnableAttention(nn.Module):
                 r_k = r_k.flip(0)  # offsets K-1 .. 0, as the uncached r
         q_u = q + self.u[:, None, :]
         if address is not None:  # AC_ij = <A(i) (q_i + u), A(j) k_j> = <q_i + u, P(j->i) k_j>
-            q_u = apply_rotary(q_u, address)
+            q_u = rotate(q_u, cos, sin)
         q_v = q + self.v[:, None, :]
         if cache is not None and length == 1:
             # a lone newest query needs no shift: its key j is at offset K-1-j, so the scores

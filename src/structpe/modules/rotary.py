@@ -33,6 +33,18 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``apply_rotary`` with precomputed half-size ``cos`` / ``sin`` [..., L, d/2]: compute them once
+    and rotate several tensors (q and k) by the same angles.
+
+    Pair t = (x_t, x_{t+d/2}) -> (x_t cos - x_{t+d/2} sin, x_{t+d/2} cos + x_t sin): bit for bit the
+    numbers of ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` (a + (-b) is a - b in IEEE
+    arithmetic), without the concatenated copies. In float32 (float64 stays float64), cast back.
+    """
+    x1, x2 = (x.float() if x.element_size() < 4 else x).chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+
+
 def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     """Rotate each frequency pair of ``x`` [..., L, d] by ``angles`` [..., L, d/2].
 

@@ -32,10 +32,24 @@ before the first); ``eos`` ends a sentence, so packed rows restart their trees.
 
 ``tree_paths`` returns theta's coefficients: per position the signed count of each label on its
 anchor chain, [B, L, n_labels]; ``TreeAddress`` turns them into angles per head.
+
+Joined components (``lis_tree2``, ``joined_tree_paths``). A word's address may also use arcs that
+become known later, provided every score between positions i <= j uses only arcs the tags of
+words 1..j determine. The arcs determined so far form a forest inside the tree (they are never
+withdrawn, ``structpe.syntax.hexatag_prefix``). Within a component, addresses relative to the
+component's top word make every journey the exact labelled tree path; when an arc joins two
+components, the smaller one is re-addressed relative to the other (theta(d) = theta(h) + delta_l
+across the new arc). Differences inside a component never change afterwards, so the addresses at
+the last position, taken for every pair that is *joined* at its query's time (same component
+when the query's tags are read), give the same journeys as the addresses of that time: the score
+is the LISformer's two-term score, the tree term for joined pairs and the plain content term
+(no rotation) for the rest. Every arc is joined once both of its words are read, unless it waits
+for a later ``-L`` node or ``tr`` (docs/lis.md measures the share).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -43,7 +57,7 @@ from structpe.modules.init_rules import apply_init_rule, set_init
 from structpe.syntax.hexatag_prefix import PrefixReader
 from structpe.syntax.hexatags import EOS, IGNORE_INDEX
 
-__all__ = ["TreeAddress", "tree_paths"]
+__all__ = ["TreeAddress", "joined_tree_paths", "tree_paths"]
 
 
 def _row_paths(terms: list[int], nts: list[int], deprels: list[int] | None, n_labels: int) -> list[list[int]]:
@@ -95,6 +109,77 @@ def tree_paths(
     return torch.tensor(rows, dtype=torch.float32, device=terminal_ids.device).reshape(
         *terminal_ids.shape, n_labels
     )
+
+
+def _row_joined(
+    terms: list[int], nts: list[int], deprels: list[int] | None, n_labels: int, n_new: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One row of ``joined_tree_paths``: label counts [K, n_labels] relative to each component's
+    top word after the last position, and joined [n_new, K] for the last ``n_new`` queries."""
+    k = len(terms)
+    comp = np.full(k, -1, dtype=np.int64)  # component of each word's position (-1: no word yet)
+    counts = np.zeros((k, n_labels))
+    size: dict[int, int] = {}
+    owner = np.full(k, -1, dtype=np.int64)  # the word a position belongs to (untagged: the last word)
+    seen = np.full((n_new, k), -1, dtype=np.int64)  # comp as each new query saw it
+    reader = PrefixReader()
+    pos_of: dict[int, int] = {}
+    word, last = 0, -1
+    for p, (t, nt) in enumerate(zip(terms, nts, strict=True)):
+        if t != IGNORE_INDEX:
+            word += 1
+            pos_of[word], last = p, p
+            comp[p], size[p] = p, 1
+            for h, d in reader.read(word, t, nt):
+                if h == 0:  # the root arc joins nothing
+                    continue
+                hp, dp = pos_of[h], pos_of[d]
+                a, b = comp[hp], comp[dp]
+                if a == b:  # only ill-formed tags (a decoder's own) can join a component twice
+                    continue
+                unit = np.zeros(n_labels)
+                dr = deprels[dp] if deprels is not None else IGNORE_INDEX
+                unit[2 + dr if dr >= 0 else int(d > h)] = 1.0
+                # theta(d) = theta(h) + delta_l: re-address the smaller side relative to the other
+                if size[a] >= size[b]:
+                    moved, into, shift = b, a, counts[hp] - counts[dp] + unit
+                else:
+                    moved, into, shift = a, b, counts[dp] - counts[hp] - unit
+                members = comp == moved
+                counts[members] += shift
+                comp[members] = into
+                size[into] += size.pop(moved)
+            if nt == EOS:  # eos: the next word starts a new tree
+                word, pos_of = 0, {}
+        owner[p] = last
+        if p >= k - n_new:
+            seen[p - (k - n_new)] = comp
+    paths = np.where(owner[:, None] >= 0, counts[np.maximum(owner, 0)], 0.0)
+    keys = np.where(owner >= 0, seen[:, np.maximum(owner, 0)], -1)  # [n_new, K]: key's component then
+    mine = keys[np.arange(n_new), np.arange(k - n_new, k)]
+    causal = np.arange(k)[None, :] <= np.arange(k - n_new, k)[:, None]
+    return paths, (keys == mine[:, None]) & (mine[:, None] >= 0) & causal
+
+
+def joined_tree_paths(
+    terminal_ids: torch.Tensor,
+    nonterminal_ids: torch.Tensor,
+    deprel_ids: torch.Tensor | None,
+    n_labels: int,
+    n_new: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``lis_tree2`` (module docstring): label counts of every position relative to its component's
+    top word once all K positions are read, float [B, K, n_labels], and which keys each of the last
+    ``n_new`` queries reaches through arcs determined by its own time, bool [B, n_new, K]. For a
+    joined pair the difference of the two rows is the exact tree path; whether a pair is joined
+    depends on the tags up to its query only."""
+    terms, nts = terminal_ids.tolist(), nonterminal_ids.tolist()
+    deps = deprel_ids.tolist() if deprel_ids is not None else [None] * len(terms)
+    rows = [_row_joined(t, n, d, n_labels, n_new) for t, n, d in zip(terms, nts, deps, strict=True)]
+    dev = terminal_ids.device
+    paths = torch.from_numpy(np.stack([r[0] for r in rows])).to(dev, torch.float32)
+    joined = torch.from_numpy(np.stack([r[1] for r in rows])).to(dev)
+    return paths.reshape(*terminal_ids.shape, n_labels), joined.reshape(terminal_ids.shape[0], n_new, -1)
 
 
 class TreeAddress(nn.Module):
