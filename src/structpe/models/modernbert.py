@@ -41,7 +41,17 @@ from structpe.models.sipe_parts import (
     tag_pairs,
 )
 from structpe.modules.init_rules import set_init
-from structpe.modules.rotary import rope_angles, rotate
+from structpe.modules.rotary import rope_angles
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``rotary.apply_rotary`` with precomputed half-size cos/sin [..., L, d/2] (float32).
+
+    Pair t = (x_t, x_{t+d/2}) -> (x_t cos - x_{t+d/2} sin, x_{t+d/2} cos + x_t sin): the same numbers
+    as ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)``, without the concatenated copies.
+    """
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
 
 
 def shifted_cos_sin(
@@ -335,4 +345,5 @@ __all__ = [
     "ModernBertSiPEForSequenceClassification",
     "ModernBertSiPEModel",
     "from_hf",
+    "rotate",
 ]

@@ -33,16 +33,18 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``apply_rotary`` with precomputed half-size ``cos`` / ``sin`` [..., L, d/2]: compute them once
-    and rotate several tensors (q and k) by the same angles.
+def rotary_tables(angles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of ``angles`` [..., L, d/2] at full width [..., L, d] (pair t at t and t + d/2):
+    computed once, they rotate several tensors by the same angles (q and k) with ``rotate_with``."""
+    cos, sin = angles.cos(), angles.sin()
+    return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
 
-    Pair t = (x_t, x_{t+d/2}) -> (x_t cos - x_{t+d/2} sin, x_{t+d/2} cos + x_t sin): bit for bit the
-    numbers of ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` (a + (-b) is a - b in IEEE
-    arithmetic), without the concatenated copies. In float32 (float64 stays float64), cast back.
-    """
-    x1, x2 = (x.float() if x.element_size() < 4 else x).chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+
+def rotate_with(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` [..., L, d] by the angles whose ``rotary_tables`` are ``cos`` / ``sin``.
+    Computed in float32 (float64 stays float64) and cast back."""
+    xf = x.float() if x.element_size() < 4 else x
+    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
 
 
 def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
@@ -53,7 +55,4 @@ def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     """
     if angles.shape[-1] * 2 != x.shape[-1]:
         raise ValueError(f"angles have {angles.shape[-1]} pairs but x has dim {x.shape[-1]}")
-    cos = torch.cat((angles.cos(), angles.cos()), dim=-1)
-    sin = torch.cat((angles.sin(), angles.sin()), dim=-1)
-    xf = x.float() if x.element_size() < 4 else x  # float64 stays float64
-    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+    return rotate_with(x, *rotary_tables(angles))
