@@ -29,12 +29,13 @@ INJECTIONS = (
     "lis_tree",  # not SiPE's: LIS tree addresses rotate q and k (docs/lis.md, "Dependency trees")
     "lis_tree2",  # lis_tree with components joined by later arcs, two-term score (docs/lis.md)
 )
-# which injection sites each family implements (SiPE §3.2-3.5; lis_tree, lis_tree2: TXL only)
+# which injection sites each family implements (SiPE §3.2-3.5; lis_tree: TXL only; lis_tree2 in an
+# encoder: the whole tree's addresses, every arc visible)
 FAMILY_INJECTIONS = {
     "txl": INJECTIONS,
-    "roberta": ("none", "input"),
+    "roberta": ("none", "input", "lis_tree2"),
     "deberta": ("none", "input", "position"),
-    "modernbert": ("none", "input", "position"),
+    "modernbert": ("none", "input", "position", "lis_tree2"),
 }
 FUSIONS = ("add", "concat", "alpha", "residual")
 # which tag embeddings form the prior: t = E_T[tau], nt = E_N[nu], dr = E_D[deprel] (SiPE table 12)
@@ -85,7 +86,8 @@ class SiPEConfig(PreTrainedConfig):
                          vector: the parse read from the tags gives each word a LIS tree address
                          that rotates q and k (docs/lis.md), labelled by DEPREL with n_deprels > 0;
                          ``lis_tree2``: addresses over components joined by arcs known later, used
-                         for the pairs a query's tags join (two-term score; docs/lis.md)
+                         for the pairs a query's tags join (two-term score; docs/lis.md); in
+                         roberta / modernbert every arc is visible: the whole tree's addresses
       fusion             input fusion for ``input`` (add | concat | alpha | residual; SiPE table 12)
       alpha_init         initial a of the ``alpha`` fusion a*x + (1-a)*prior (paper: 0.1 / 0.5 / 0.9)
       n_deprels          > 0 adds a DEPREL table E_D to the prior (the *_DR variants)
@@ -281,6 +283,11 @@ class SiPEConfig(PreTrainedConfig):
             f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}",
         )
         need(
+            self.d_head % 2 == 0 or not self.uses_tree_address,
+            f"{self.family}: {self.injection} rotates frequency pairs of each head; d_head must be even, "
+            f"got {self.d_head}",
+        )
+        need(
             1 <= self.entry_layer <= self.n_layers,
             f"entry_layer must be in 1..n_layers={self.n_layers}, got {self.entry_layer}",
         )
@@ -323,11 +330,6 @@ class SiPEConfig(PreTrainedConfig):
             need(
                 self.d_model % 2 == 0,
                 f"txl: the sinusoidal relative embedding needs an even d_model, got {self.d_model}",
-            )
-            need(
-                self.d_head % 2 == 0 or not self.uses_tree_address,
-                f"txl: {self.injection} rotates frequency pairs of each head; d_head must be even, "
-                f"got {self.d_head}",
             )
             need(
                 self.fusion == "add",
