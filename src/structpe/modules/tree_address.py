@@ -115,50 +115,66 @@ def _row_joined(
     terms: list[int], nts: list[int], deprels: list[int] | None, n_labels: int, n_new: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """One row of ``joined_tree_paths``: label counts [K, n_labels] relative to each component's
-    top word after the last position, and joined [n_new, K] for the last ``n_new`` queries."""
+    top word after the last position, and joined [n_new, K] for the last ``n_new`` queries.
+
+    Words are numbered across the row; arcs never cross a sentence, so whether words v <= w are
+    joined at w's time is recorded per sentence, one row of ``same`` per word (Python lists: a
+    sentence is short, and NumPy calls per word cost more than the work)."""
     k = len(terms)
-    comp = np.full(k, -1, dtype=np.int64)  # component of each word's position (-1: no word yet)
-    counts = np.zeros((k, n_labels))
-    size: dict[int, int] = {}
+    counts: list[list[float]] = []  # per word, relative to its component's top word
+    comp: list[int] = []  # per word, its component (the id of one of its words)
+    word_pos: list[int] = []  # per word, its position in the row
+    members: dict[int, list[int]] = {}
+    same: list[tuple[int, list[bool]]] = []  # per word w: its sentence's first word, who is joined with w
     owner = np.full(k, -1, dtype=np.int64)  # the word a position belongs to (untagged: the last word)
-    seen = np.full((n_new, k), -1, dtype=np.int64)  # comp as each new query saw it
     reader = PrefixReader()
-    pos_of: dict[int, int] = {}
-    word, last = 0, -1
+    pos_of: dict[int, int] = {}  # word in this sentence (1-based) -> its word number in the row
+    word, first = 0, 0
     for p, (t, nt) in enumerate(zip(terms, nts, strict=True)):
         if t != IGNORE_INDEX:
             word += 1
-            pos_of[word], last = p, p
-            comp[p], size[p] = p, 1
+            w = len(comp)
+            pos_of[word] = w
+            comp.append(w)
+            word_pos.append(p)
+            members[w] = [w]
+            counts.append([0.0] * n_labels)
             for h, d in reader.read(word, t, nt):
                 if h == 0:  # the root arc joins nothing
                     continue
-                hp, dp = pos_of[h], pos_of[d]
-                a, b = comp[hp], comp[dp]
+                hw, dw = pos_of[h], pos_of[d]
+                a, b = comp[hw], comp[dw]
                 if a == b:  # only ill-formed tags (a decoder's own) can join a component twice
                     continue
-                unit = np.zeros(n_labels)
-                dr = deprels[dp] if deprels is not None else IGNORE_INDEX
-                unit[2 + dr if dr >= 0 else int(d > h)] = 1.0
+                dr = deprels[word_pos[dw]] if deprels is not None else IGNORE_INDEX
+                label = 2 + dr if dr >= 0 else int(d > h)  # the dependent's DEPREL, else the direction
                 # theta(d) = theta(h) + delta_l: re-address the smaller side relative to the other
-                if size[a] >= size[b]:
-                    moved, into, shift = b, a, counts[hp] - counts[dp] + unit
+                if len(members[a]) >= len(members[b]):
+                    moved, into, sign, base, other = b, a, 1.0, counts[hw], counts[dw]
                 else:
-                    moved, into, shift = a, b, counts[dp] - counts[hp] - unit
-                members = comp == moved
-                counts[members] += shift
-                comp[members] = into
-                size[into] += size.pop(moved)
+                    moved, into, sign, base, other = a, b, -1.0, counts[dw], counts[hw]
+                shift = [x - y for x, y in zip(base, other, strict=True)]
+                shift[label] += sign
+                for m in members[moved]:
+                    counts[m] = [c + s for c, s in zip(counts[m], shift, strict=True)]
+                    comp[m] = into
+                members[into] += members.pop(moved)
+            same.append((first, [comp[v] == comp[w] for v in range(first, w + 1)]))
             if nt == EOS:  # eos: the next word starts a new tree
-                word, pos_of = 0, {}
-        owner[p] = last
-        if p >= k - n_new:
-            seen[p - (k - n_new)] = comp
-    paths = np.where(owner[:, None] >= 0, counts[np.maximum(owner, 0)], 0.0)
-    keys = np.where(owner >= 0, seen[:, np.maximum(owner, 0)], -1)  # [n_new, K]: key's component then
-    mine = keys[np.arange(n_new), np.arange(k - n_new, k)]
+                word, pos_of, first = 0, {}, w + 1
+        owner[p] = len(comp) - 1
+    n_words = len(comp)
+    joined_words = np.zeros((max(n_words, 1), max(n_words, 1)), dtype=bool)
+    for w, (start, row) in enumerate(same):
+        joined_words[w, start : w + 1] = row
+    table = np.zeros((max(n_words, 1), n_labels))
+    if counts:
+        table[:n_words] = counts
+    paths = np.where(owner[:, None] >= 0, table[np.maximum(owner, 0)], 0.0)
+    queries = owner[k - n_new :]
+    pair = joined_words[np.maximum(queries, 0)][:, np.maximum(owner, 0)]  # [n_new, K]
     causal = np.arange(k)[None, :] <= np.arange(k - n_new, k)[:, None]
-    return paths, (keys == mine[:, None]) & (mine[:, None] >= 0) & causal
+    return paths, pair & (queries[:, None] >= 0) & (owner[None, :] >= 0) & causal
 
 
 def joined_tree_paths(
