@@ -21,24 +21,13 @@ import time
 import torch
 
 from structpe.lis.commands import load_profile
-from structpe.lis.lisformer import LISformer, LISformerConfig
-from structpe.lis.shakespeare import MODEL_SCHEMES, CharData, ShakespeareConfig, curve_point, load_corpus
+from structpe.lis.shakespeare import CharData, ShakespeareConfig, curve_point, load_corpus, new_model
 from structpe.lis.training import configure_optimizer, train_steps
 from structpe.provenance import hardware
 
 
 def cost(cfg: ShakespeareConfig, data: CharData, name: str, updates: int) -> dict:
-    torch.manual_seed(cfg.seed)
-    mcfg = LISformerConfig(
-        vocab_size=data.vocab_size,
-        n_layers=cfg.n_layers,
-        n_heads=cfg.n_heads,
-        d_model=cfg.d_model,
-        dropout=cfg.dropout,
-        attn_backend=cfg.attn_backend,
-        **MODEL_SCHEMES[name],
-    )
-    model = LISformer(mcfg, newline_id=data.newline_id)
+    model = new_model(cfg, data, name)
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
     times: list[float] = []

@@ -310,6 +310,21 @@ def own_line_mass(
     return [round(float(m), 4) for m in mass.mean(dim=(1, 2, 3))]
 
 
+def new_model(cfg: ShakespeareConfig, data: CharData, name: str) -> LISformer:
+    """Model ``name`` (``MODEL_SCHEMES``) at the profile's size, initialised from ``cfg.seed``."""
+    torch.manual_seed(cfg.seed)
+    mcfg = LISformerConfig(
+        vocab_size=data.vocab_size,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        d_model=cfg.d_model,
+        dropout=cfg.dropout,
+        attn_backend=cfg.attn_backend,
+        **MODEL_SCHEMES[name],
+    )
+    return LISformer(mcfg, newline_id=data.newline_id)
+
+
 def run(
     cfg: ShakespeareConfig, out: str | Path, data_dir: str | Path | None = None, eval_only: bool = False
 ) -> dict:
@@ -339,16 +354,6 @@ def run(
         done = results["models"].get(name, {})
         if not eval_only and done.get("updates") == cfg.iters and (out / "checkpoints" / name).is_dir():
             continue  # finished in an earlier sitting
-        torch.manual_seed(cfg.seed)
-        mcfg = LISformerConfig(
-            vocab_size=data.vocab_size,
-            n_layers=cfg.n_layers,
-            n_heads=cfg.n_heads,
-            d_model=cfg.d_model,
-            dropout=cfg.dropout,
-            attn_backend=cfg.attn_backend,
-            **MODEL_SCHEMES[name],
-        )
         partial = out / "checkpoints" / f"{name}-partial"
         t0 = time.time()
         curve: list[dict] = []
@@ -359,7 +364,7 @@ def run(
             trained = json.loads(prev.read_text())["models"].get(name, {}) if prev.is_file() else {}
         else:
             trained = {}
-            model = LISformer(mcfg, newline_id=data.newline_id).to(pick_device(cfg.device))
+            model = new_model(cfg, data, name).to(pick_device(cfg.device))
             resumable = cfg.checkpoint_every > 0 or cfg.max_minutes > 0
             try:
                 losses, train_s, curve = train_model(model, data, cfg, name, partial if resumable else None)
