@@ -66,10 +66,15 @@ def make_batch(length: int, args, device: torch.device):
     return ids.to(device), t.to(device), n.to(device)
 
 
+_autocast = {"bf16": False}
+
+
 def step(model, data) -> None:
     ids, t, n = data
     model.zero_grad(set_to_none=True)
-    model(ids, terminal_ids=t, nonterminal_ids=n, labels=ids).loss.backward()
+    with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=_autocast["bf16"]):
+        loss = model(ids, terminal_ids=t, nonterminal_ids=n, labels=ids).loss
+    loss.backward()
 
 
 def sync(device: torch.device) -> None:
@@ -114,7 +119,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    ap.add_argument(
+        "--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: autocast the forward"
+    )
     args = ap.parse_args()
+    _autocast["bf16"] = args.precision == "bf16"
     device = torch.device(args.device)
     variants = ["none"] + [v for v in args.variants if v != "none"]
     models = {v: make_model(v, args, device) for v in variants}
@@ -164,6 +173,7 @@ def main() -> None:
                 "benchmark": "txl_injection",
                 "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
                 "threads": torch.get_num_threads(),
+                "precision": args.precision,
                 "step_clock": "wall (cuda.synchronize)" if device.type == "cuda" else "process CPU time",
                 "torch": torch.__version__,
                 "python": platform.python_version(),

@@ -188,7 +188,8 @@ def test_baseline_conditional_is_its_plain_likelihood(tok, parses):
 
 @pytest.mark.parametrize("mode", ["conditional", "joint", "marginal"])
 @pytest.mark.parametrize(
-    ("injection", "append_eos"), [("input", False), ("input", True), ("position", False), ("lis_tree", True)]
+    ("injection", "append_eos"),
+    [("input", False), ("input", True), ("position", False), ("lis_tree", True), ("lis_tree2", True)],
 )
 def test_batched_equals_unbatched(tok, parses, mode, injection, append_eos):
     model = tiny_txl(tok, injection, seed=1)
@@ -475,7 +476,8 @@ def test_cli_likelihood_modes_and_leakage(tok, parses, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "injection,append_eos", [("input", False), ("position+attn_bias", True), ("lis_tree", False)]
+    "injection,append_eos",
+    [("input", False), ("position+attn_bias", True), ("lis_tree", False), ("lis_tree2", False)],
 )
 def test_cached_marginal_equals_the_uncached_beam(tok, parses, injection, append_eos, monkeypatch):
     """The key/value-cached beam gives the same bounds (k = 1, 10, 100), per-token scores and best

@@ -1,5 +1,6 @@
 """Journey operators and the special cases of A(p, s, e) = R_pos^p R_s R_e (LIS §4.2)."""
 
+import pytest
 import torch
 
 from structpe.lis import addresses as A
@@ -134,3 +135,18 @@ def test_role_table_and_content_address():
     op = A.ContentOperator(8, D, block=4)(torch.randn(2, 8))
     eye = torch.eye(4).expand_as(op)
     assert torch.allclose(op @ op.transpose(-1, -2), eye, atol=1e-5)  # SO(4) blocks
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_rotate_with_shared_tables_is_apply_rotary_bit_for_bit(dtype):
+    """``rotate_with`` on ``rotary_tables`` computed once (q and k share them: TXL's lis_tree) gives
+    exactly ``apply_rotary``'s numbers and memory layout, so moving a model onto it changes no output."""
+    from structpe.modules.rotary import rotary_tables, rotate_with
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 3, 8, generator=gen).to(dtype).transpose(1, 2)  # a permuted view, as q / k
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    angles = (10 * torch.randn(2, 3, 5, 4, generator=gen)).to(wide)
+    out, want = rotate_with(x, *rotary_tables(angles)), apply_rotary(x, angles)
+    assert out.dtype == dtype and out.stride() == want.stride()
+    assert torch.equal(out, want)

@@ -287,3 +287,15 @@ def test_kg_roles_run_keeps_only_results_of_its_configuration(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "another configuration" in err[0] and "d_model" in err[0]
     assert set(json.loads((out / "results.json").read_text())["models"]) == {"B", "J"}
+
+
+def test_require_clean_refuses_a_dirty_checkout(tmp_path, capsys, monkeypatch):
+    from structpe import provenance
+    from structpe.cli import main
+
+    monkeypatch.setattr(provenance, "git_revision", lambda: "abc123+dirty")
+    assert main(["lis", "shakespeare", "--require-clean", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "abc123+dirty" in err
+    assert not (tmp_path / "o").exists()
+    assert main(["lis", "shakespeare", "--eval-every", "-1", "--out", str(tmp_path / "o")]) == 2

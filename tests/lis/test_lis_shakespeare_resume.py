@@ -4,6 +4,7 @@ end where an uninterrupted run ends; finished models are skipped."""
 import json
 
 import pytest
+import torch
 
 from structpe.lis.shakespeare import ShakespeareConfig, run
 
@@ -48,3 +49,26 @@ def test_sittings_resume_and_match_one_run(tmp_path, shared_data):
         assert b["ppl"] == pytest.approx(a["ppl"], rel=1e-5)
     again = run(_cfg(), out, shared_data)  # finished models are skipped, their records kept
     assert json.dumps(again["models"]) == json.dumps(res["models"])
+
+
+@pytest.mark.data
+def test_learning_curve_leaves_training_unchanged_and_survives_sittings(tmp_path, shared_data):
+    """``eval_every`` scores validation PPL beside training: the models (random addresses and dropout
+    draw from the global RNG) train as without it, and a curve cut into sittings equals one run's."""
+    kw = dict(models=["random"], dropout=0.1, iters=4)
+    plain = run(_cfg(**kw), tmp_path / "plain", shared_data)["models"]["random"]
+    curved = run(_cfg(**kw, eval_every=2), tmp_path / "curve", shared_data)["models"]["random"]
+    assert "curve" not in plain
+    assert [p["updates"] for p in curved["curve"]] == [2, 4]
+    assert curved["final_train_loss"] == plain["final_train_loss"]
+    assert curved["ppl"] == plain["ppl"]
+    out = tmp_path / "sittings"
+    while "unfinished" in (
+        res := run(_cfg(**kw, eval_every=2, max_minutes=1e-9, checkpoint_every=1), out, shared_data)
+    ):
+        pass
+    assert res["models"]["random"]["curve"] == curved["curve"]
+    prov = curved["provenance"]
+    assert prov["device"]["type"] == "cpu" and prov["torch_build"]["version"] == torch.__version__
+    table = (tmp_path / "curve" / "results.md").read_text()
+    assert "during training" in table and "Provenance of each run" in table

@@ -16,7 +16,7 @@ from structpe.models.config import FAMILY_INJECTIONS
 from structpe.models.txl import TagGate, TransfoXLSiPEModel, rel_shift, sinusoid
 from structpe.modules.prior import TagIdError
 from structpe.modules.rotary import apply_rotary
-from structpe.modules.tree_address import tree_paths
+from structpe.modules.tree_address import joined_tree_paths, tree_paths
 
 VARIANTS = FAMILY_INJECTIONS["txl"]
 PRIORED = [v for v in VARIANTS if v != "none"]
@@ -117,9 +117,14 @@ def reference_block(model, layer: int, x: torch.Tensor, ids, t, n, mask=None):
         )
 
     theta = None  # lis_tree: word j's tree-address angles theta_j [B, L, H, d/2]
+    joined = None  # lis_tree2: the tree term for pairs joined at the query's time [B, L, L]
     if model.tree_address is not None and model.tree_address.has_layer(layer):
         w = model.tree_address.delta[str(layer)].weight
-        theta = (tree_paths(t, n, None, 2 + cfg.n_deprels).to(x.dtype) @ w.T).view(bsz, length, H, d // 2)
+        if cfg.joins_tree_components:
+            paths, joined = joined_tree_paths(t, n, None, 2 + cfg.n_deprels, length)
+        else:
+            paths = tree_paths(t, n, None, 2 + cfg.n_deprels)
+        theta = (paths.to(x.dtype) @ w.T).view(bsz, length, H, d // 2)
     e = per_head(model.prior_proj, prior)  # W_E^l prior  [B, L, H, d]
     kb = per_head(model.tag_key, prior)
     vb = per_head(model.tag_value, prior)
@@ -134,7 +139,8 @@ def reference_block(model, layer: int, x: torch.Tensor, ids, t, n, mask=None):
             w_r_r = (att.r_net.weight @ r).view(H, d)
             k_j = k[:, j]
             if theta is not None:  # LIS Def. 4.6: <q_i + u, P(j->i) k_j>, P(j->i) = A(i)^-1 A(j)
-                k_j = apply_rotary(k_j, theta[:, j] - theta[:, i])
+                rotated = apply_rotary(k_j, theta[:, j] - theta[:, i])
+                k_j = rotated if joined is None else torch.where(joined[:, i, j, None, None], rotated, k_j)
             ac = ((q[:, i] + att.u) * k_j).sum(-1)  # AC_ij   [B, H]
             bd = ((q[:, i] + att.v) * w_r_r).sum(-1)  # BD_ij
             s = (ac + bd) / math.sqrt(d)

@@ -22,6 +22,7 @@ def test_shipped_spec_loads(profile: str) -> None:
         "attn_bias",
         "position_k2",
         "lis_tree",
+        "lis_tree2",
         "none_tagloss",
         "none_wide",
         "position_shuffled",

@@ -129,6 +129,21 @@ def _common(p: argparse.ArgumentParser, default_out: str) -> None:
         help="dropout of embeddings, attention and residuals (default: the profile's)",
     )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (0: default)")
+    p.add_argument(
+        "--eval-every",
+        dest="eval_every",
+        type=int,
+        default=None,
+        help="score validation every N updates (a learning curve in results.json, results.md and the "
+        "plot; 0: off). shakespeare: PPL at the training context; kg: the role settings only",
+    )
+    p.add_argument(
+        "--require-clean",
+        dest="require_clean",
+        action="store_true",
+        help="refuse to train from a checkout with uncommitted changes to structpe (results record "
+        "the git revision, with +dirty when it has them)",
+    )
     p.add_argument("--device", default=None, help="auto | cpu | cuda")
     p.add_argument(
         "--eval-only",
@@ -151,9 +166,22 @@ def _check_merge(folders: list[str]) -> None:
             raise StructpeError(f"--merge {folder}: no results.json there")
 
 
+def check_clean(args: argparse.Namespace) -> None:
+    """``--require-clean``: a run whose revision is ``+dirty`` cannot be traced to committed code."""
+    from structpe.provenance import git_revision
+
+    rev = git_revision()
+    if args.require_clean and not args.merge and (rev is None or rev.endswith("+dirty")):
+        raise StructpeError(
+            f"--require-clean: structpe runs from {'no git checkout' if rev is None else rev}; "
+            "commit the changes (or drop --require-clean, and the results record the +dirty revision)"
+        )
+
+
 def cmd_shakespeare(args: argparse.Namespace) -> int:
     from structpe.lis.shakespeare import ShakespeareConfig, merge, run
 
+    check_clean(args)
     if args.merge:
         _check_merge(args.merge)
         merge(args.merge, args.out)
@@ -169,6 +197,7 @@ def cmd_kg(args: argparse.Namespace) -> int:
     from structpe.lis.kg import KGConfig, run
     from structpe.lis.kg_report import merge
 
+    check_clean(args)
     if args.setting != "template":
         return cmd_kg_roles(args)
     if args.eval_every is not None:
@@ -230,13 +259,5 @@ def register(subparsers) -> None:
         help="template: template-diverse KG->text (F.4); transfer: independent KG/text tiers (Table 5); "
         "kg2text: zero-shot KG->text (Table 6); bidirectional: KG<->text (Table 7). "
         "Profiles of the last three: cpu (default) and paper",
-    )
-    p.add_argument(
-        "--eval-every",
-        dest="eval_every",
-        type=int,
-        default=None,
-        help="role settings: score the evaluation sets every N updates (a learning curve in results.json, "
-        "results.md and curve.png; 0: off)",
     )
     p.set_defaults(func=cmd_kg)

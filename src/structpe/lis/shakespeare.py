@@ -33,7 +33,7 @@ from structpe.lis.training import (
     merge_results,
     train_steps,
 )
-from structpe.provenance import provenance
+from structpe.provenance import hardware, provenance
 
 MODEL_LABELS = {
     "lis": "LISformer (content line addresses)",
@@ -87,6 +87,15 @@ class ShakespeareConfig(Bf16Option):
     checkpoint_every: int = 0
     max_minutes: float = 0.0
     attn_backend: str = "sdpa"  # sdpa | flex | auto (LISformerConfig.attn_backend)
+    # > 0: validation PPL at ``train_ctx`` over ``eval_chars`` every this many updates (a learning
+    # curve in results.json / results.md / ppl.png). Scored from a forked RNG in eval mode, so the
+    # trained model is the same with or without it (random addresses and dropout draw from that RNG)
+    eval_every: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every must be >= 0 (0: no learning curve), got {self.eval_every}")
 
 
 def pick_device(name: str) -> torch.device:
@@ -131,9 +140,9 @@ class Unfinished(Exception):
 
 def train_model(
     model: LISformer, data: CharData, cfg: ShakespeareConfig, desc: str = "", resume: Path | None = None
-) -> tuple[list[float], float]:
-    """AdamW + cosine schedule + clipping at 1.0 (F.1); returns the training-loss curve and the
-    training seconds (summed over sittings).
+) -> tuple[list[float], float, list[dict]]:
+    """AdamW + cosine schedule + clipping at 1.0 (F.1); returns the training-loss curve, the
+    training seconds (summed over sittings) and the validation curve (``cfg.eval_every``).
 
     ``resume``: a folder for periodic checkpoints (``cfg.checkpoint_every``); training continues
     from the last one found there and raises ``Unfinished`` when ``cfg.max_minutes`` runs out.
@@ -141,19 +150,22 @@ def train_model(
     gen = torch.Generator().manual_seed(cfg.seed)
     opt = configure_optimizer(model, cfg.lr, cfg.weight_decay)
     losses: list[float] = []
+    curve: list[dict] = []
     start, before = 0, 0.0
     if resume is not None and (resume / LATEST).is_file():
-        start, losses, before = load_training_state(resume, model, opt, gen)
+        start, losses, before, curve = load_training_state(resume, model, opt, gen)
     t0 = time.time()
 
-    def sitting(done: int, losses: list[float]) -> None:  # checkpoints and the time limit of a sitting
+    def sitting(done: int, losses: list[float]) -> None:  # curve, checkpoints, the time limit of a sitting
+        if cfg.eval_every and done % cfg.eval_every == 0:
+            curve.append(curve_point(model, data, cfg, done, losses))
         out_of_time = cfg.max_minutes > 0 and time.time() - t0 > 60 * cfg.max_minutes
         if (
             resume is not None
             and done < cfg.iters
             and (out_of_time or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0))
         ):
-            save_training_state(resume, done, losses, before + time.time() - t0, model, opt, gen)
+            save_training_state(resume, done, losses, before + time.time() - t0, model, opt, gen, curve)
         if out_of_time and done < cfg.iters:
             raise Unfinished(f"{desc}: {done}/{cfg.iters} updates after {cfg.max_minutes} min; rerun resumes")
 
@@ -172,16 +184,44 @@ def train_model(
         autocast_bf16=cfg.resolved_bf16(),
         after_step=sitting,
     )
-    return losses, before + time.time() - t0
+    return losses, before + time.time() - t0, curve
+
+
+def curve_point(
+    model: LISformer, data: CharData, cfg: ShakespeareConfig, done: int, losses: list[float]
+) -> dict:
+    """One learning-curve point: mean training loss since the last point and validation PPL at the
+    training context. The RNG is forked (the random-address model draws angles at evaluation too)
+    and the model goes back to training mode, so training continues exactly as without the curve."""
+    devices = [next(model.parameters()).device] if next(model.parameters()).is_cuda else []
+    with torch.random.fork_rng(devices=devices):
+        ppl = evaluate_ppl(model, data.val, cfg.train_ctx, cfg.eval_chars, cfg.eval_batch)
+    model.train()
+    window = losses[-cfg.eval_every :]
+    return {"updates": done, "train_loss": round(sum(window) / len(window), 5), "val_ppl": round(ppl, 5)}
+
+
+def run_provenance(device: torch.device, started: float, cfg: ShakespeareConfig, corpus: Path) -> dict:
+    """Provenance of one trained model (a merge carries it per model): revision (``+dirty`` with
+    local changes), command, the device it trained on and the torch build (CUDA / CPU wheel)."""
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else hardware()["cpu"]
+    return provenance(
+        started=started,
+        data=[corpus],
+        seed=cfg.seed,
+        limits={"n_chars": cfg.n_chars},
+        device={"type": device.type, "name": where, "threads": torch.get_num_threads()},
+        torch_build={"version": torch.__version__, "cuda": torch.version.cuda, "debug": torch.version.debug},
+    )
 
 
 LATEST = "latest.json"
 
 
 def save_training_state(
-    folder: Path, step: int, losses, seconds: float, model, opt, gen: torch.Generator
+    folder: Path, step: int, losses, seconds: float, model, opt, gen: torch.Generator, curve: list[dict]
 ) -> None:
-    """Model (safetensors), AdamW state (safetensors + JSON), sampler state and losses in
+    """Model (safetensors), AdamW state (safetensors + JSON), sampler state, losses and curve in
     ``folder/step-<n>``; ``latest.json`` is replaced atomically only when that folder is complete."""
     from safetensors.torch import save_file
 
@@ -190,8 +230,19 @@ def save_training_state(
     state = opt.state_dict()
     tensors = {f"{i}.{k}": v for i, st in state["state"].items() for k, v in st.items()}
     tensors["generator"] = gen.get_state()
+    # the global RNG too: dropout and the random-address model draw from it, so a resumed run
+    # continues the one run's draws
+    tensors["torch_rng"] = torch.get_rng_state()
+    if torch.cuda.is_available():
+        tensors["cuda_rng"] = torch.cuda.get_rng_state()
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(sub / "optimizer.safetensors"))
-    meta = {"step": step, "losses": losses, "seconds": seconds, "param_groups": state["param_groups"]}
+    meta = {
+        "step": step,
+        "losses": losses,
+        "seconds": seconds,
+        "param_groups": state["param_groups"],
+        "curve": curve,
+    }
     (sub / "training_state.json").write_text(json.dumps(meta))
     tmp = folder / f".{LATEST}.tmp"
     tmp.write_text(json.dumps({"folder": sub.name, "step": step}))
@@ -201,20 +252,28 @@ def save_training_state(
             shutil.rmtree(old)
 
 
-def load_training_state(folder: Path, model, opt, gen: torch.Generator) -> tuple[int, list[float], float]:
+def load_training_state(
+    folder: Path, model, opt, gen: torch.Generator
+) -> tuple[int, list[float], float, list[dict]]:
     from safetensors.torch import load_file
 
     sub = folder / json.loads((folder / LATEST).read_text())["folder"]
     model.load_state_dict(LISformer.from_pretrained(sub).state_dict())
     tensors = load_file(str(sub / "optimizer.safetensors"))
     gen.set_state(tensors.pop("generator"))
+    if "torch_rng" in tensors:
+        torch.set_rng_state(tensors.pop("torch_rng"))
+    if "cuda_rng" in tensors:
+        cuda_rng = tensors.pop("cuda_rng")
+        if torch.cuda.is_available():
+            torch.cuda.set_rng_state(cuda_rng)
     meta = json.loads((sub / "training_state.json").read_text())
     state: dict = {}
     for key, v in tensors.items():
         i, k = key.split(".", 1)
         state.setdefault(int(i), {})[k] = v
     opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-    return meta["step"], meta["losses"], meta["seconds"]
+    return meta["step"], meta["losses"], meta["seconds"], meta.get("curve", [])
 
 
 @torch.no_grad()
@@ -251,6 +310,21 @@ def own_line_mass(
     return [round(float(m), 4) for m in mass.mean(dim=(1, 2, 3))]
 
 
+def new_model(cfg: ShakespeareConfig, data: CharData, name: str) -> LISformer:
+    """Model ``name`` (``MODEL_SCHEMES``) at the profile's size, initialised from ``cfg.seed``."""
+    torch.manual_seed(cfg.seed)
+    mcfg = LISformerConfig(
+        vocab_size=data.vocab_size,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        d_model=cfg.d_model,
+        dropout=cfg.dropout,
+        attn_backend=cfg.attn_backend,
+        **MODEL_SCHEMES[name],
+    )
+    return LISformer(mcfg, newline_id=data.newline_id)
+
+
 def run(
     cfg: ShakespeareConfig, out: str | Path, data_dir: str | Path | None = None, eval_only: bool = False
 ) -> dict:
@@ -265,8 +339,9 @@ def run(
     started = time.time()
     data = CharData(load_corpus(data_dir), cfg.n_chars, cfg.train_frac)
 
+    corpus = data_root(data_dir, sub="tinyshakespeare") / "input.txt"
+
     def record() -> str:  # results.json with the provenance of this sitting
-        corpus = data_root(data_dir, sub="tinyshakespeare") / "input.txt"
         prov = provenance(started=started, data=[corpus], seed=cfg.seed, limits={"n_chars": cfg.n_chars})
         return json.dumps({**results, "provenance": prov}, indent=2)
 
@@ -279,18 +354,9 @@ def run(
         done = results["models"].get(name, {})
         if not eval_only and done.get("updates") == cfg.iters and (out / "checkpoints" / name).is_dir():
             continue  # finished in an earlier sitting
-        torch.manual_seed(cfg.seed)
-        mcfg = LISformerConfig(
-            vocab_size=data.vocab_size,
-            n_layers=cfg.n_layers,
-            n_heads=cfg.n_heads,
-            d_model=cfg.d_model,
-            dropout=cfg.dropout,
-            attn_backend=cfg.attn_backend,
-            **MODEL_SCHEMES[name],
-        )
         partial = out / "checkpoints" / f"{name}-partial"
         t0 = time.time()
+        curve: list[dict] = []
         if eval_only:
             model = LISformer.from_pretrained(out / "checkpoints" / name).to(pick_device(cfg.device))
             losses = [float("nan")]
@@ -298,10 +364,10 @@ def run(
             trained = json.loads(prev.read_text())["models"].get(name, {}) if prev.is_file() else {}
         else:
             trained = {}
-            model = LISformer(mcfg, newline_id=data.newline_id).to(pick_device(cfg.device))
+            model = new_model(cfg, data, name).to(pick_device(cfg.device))
             resumable = cfg.checkpoint_every > 0 or cfg.max_minutes > 0
             try:
-                losses, train_s = train_model(model, data, cfg, name, partial if resumable else None)
+                losses, train_s, curve = train_model(model, data, cfg, name, partial if resumable else None)
             except Unfinished as stop:
                 results["unfinished"] = str(stop)
                 atomic_write_text(out / "results.json", record())
@@ -322,13 +388,22 @@ def run(
         }
         if not eval_only:
             results["models"][name]["bf16"] = cfg.resolved_bf16()
+            results["models"][name]["provenance"] = run_provenance(
+                next(model.parameters()).device, t0, cfg, corpus
+            )
+        if curve:
+            results["models"][name]["curve"] = curve
         if model.cfg.pe in ("lis", "random"):
             results["models"][name]["own_line_mass"] = {
                 str(ctx): own_line_mass(model, data.val, ctx, cfg.eval_chars) for ctx in cfg.eval_ctx
             }
         # eval-only keeps the training record of the run that made the checkpoint
         results["models"][name].update(
-            {k: trained[k] for k in ("train_seconds", "final_train_loss", "updates", "bf16") if k in trained}
+            {
+                k: trained[k]
+                for k in ("train_seconds", "final_train_loss", "updates", "bf16", "curve", "provenance")
+                if k in trained
+            }
         )
         if cfg.save_checkpoints and not eval_only:
             model.save_pretrained(out / "checkpoints" / name)
@@ -380,7 +455,54 @@ def markdown_table(results: dict) -> str:
             m = r["own_line_mass"]
             cells = [" / ".join(f"{v:.2f}" for v in m[c]) if c in m else "-" for c in ctxs]
             lines.append(f"| {_row_label(r)} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + curve_table(results) + provenance_table(results)) + "\n"
+
+
+def curve_table(results: dict) -> list[str]:
+    """Validation PPL at the training context every ``eval_every`` updates (models that recorded one)."""
+    runs = {
+        _row_label(r): {p["updates"]: p["val_ppl"] for p in r["curve"]}
+        for r in results["models"].values()
+        if r.get("curve")
+    }
+    if not runs:
+        return []
+    steps = sorted({u for points in runs.values() for u in points})
+    lines = [
+        "",
+        f"Validation PPL at the training context ({results['config']['train_ctx']} characters), "
+        "during training:",
+        "",
+        "| updates | " + " | ".join(runs) + " |",
+        "|" + "---|" * (len(runs) + 1),
+    ]
+    for u in steps:
+        lines.append(
+            f"| {u:,} | " + " | ".join(f"{p[u]:.3f}" if u in p else "-" for p in runs.values()) + " |"
+        )
+    return lines
+
+
+def provenance_table(results: dict) -> list[str]:
+    """Per trained model: revision (``+dirty``: uncommitted code), device, torch build and command."""
+    rows = [(r, r["provenance"]) for r in results["models"].values() if "provenance" in r]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Provenance of each run:",
+        "",
+        "| model | revision | device | torch | command |",
+        "|---|---|---|---|---|",
+    ]
+    for r, prov in rows:
+        dev, build = prov.get("device") or {}, prov.get("torch_build") or {}
+        torch_s = f"{build.get('version')}" + (f" (CUDA {build['cuda']})" if build.get("cuda") else "")
+        lines.append(
+            f"| {_row_label(r)} | `{prov.get('git_revision')}` | {dev.get('type')}: {dev.get('name')}, "
+            f"{dev.get('threads')} threads | {torch_s} | `{prov.get('command')}` |"
+        )
+    return lines
 
 
 def _row_label(record: dict) -> str:
@@ -401,20 +523,47 @@ def _mean_sd(values: list[float]) -> str:
 
 
 def plot(results: dict, path: Path) -> None:
+    """PPL against context on a log axis (all models), the same without the models whose PPL
+    explodes past the training length (RoPE) on a linear axis, so a rise of a few percent stays
+    visible, and the validation curves during training where runs recorded them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for r in results["models"].values():
-        ctx = [int(c) for c in r["ppl"]]
-        ax.plot(ctx, list(r["ppl"].values()), marker="o", label=_row_label(r))
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("evaluation context (characters)")
-    ax.set_ylabel("all-token validation PPL")
-    ax.set_title(f"Tiny Shakespeare, trained at {results['config']['train_ctx']}")
-    ax.legend(fontsize=7)
+    records = list(results["models"].values())
+    bounded = [r for r in records if _label_model(r) != "rope"]
+    curves = [r for r in records if r.get("curve")]
+    panels = 2 + bool(curves)
+    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 3.6))
+    for ax, group, title in ((axes[0], records, "all models (log PPL)"), (axes[1], bounded, "without RoPE")):
+        for r in group:
+            ctx = [int(c) for c in r["ppl"]]
+            ax.plot(ctx, list(r["ppl"].values()), marker="o", label=_row_label(r))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("evaluation context (characters)")
+        ax.set_ylabel("all-token validation PPL")
+        ax.set_title(f"{title}; trained at {results['config']['train_ctx']}", fontsize=9)
+        ax.legend(fontsize=6)
+    axes[0].set_yscale("log")
+    if curves:
+        ax = axes[2]
+        for r in curves:
+            ax.plot(
+                [p["updates"] for p in r["curve"]],
+                [p["val_ppl"] for p in r["curve"]],
+                marker=".",
+                label=_row_label(r),
+            )
+        ax.set_xlabel("updates")
+        ax.set_ylabel(f"validation PPL @{results['config']['train_ctx']}")
+        ax.set_title("during training", fontsize=9)
+        ax.legend(fontsize=6)
     fig.tight_layout()
     atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
+
+
+def _label_model(record: dict) -> str:
+    """The model name of a record (merged records carry ``model``; else matched by label)."""
+    return record.get("model") or next((m for m, lab in MODEL_LABELS.items() if lab == record["label"]), "")

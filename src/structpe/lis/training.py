@@ -30,8 +30,9 @@ Batch = tuple[torch.Tensor, torch.Tensor, TokenStructure | None]
 
 # config keys that say how a sitting runs, not what is trained or scored: a rerun may change them
 # (a resumed run keeps its earlier models) and runs that differ only in them merge. bf16 autocast is
-# one of them (its loss curves match float32, docs/lis.md); each trained model records its own.
-SITTING_KEYS = ("threads", "device", "max_minutes", "checkpoint_every", "autocast_bf16")
+# one of them (its loss curves match float32, docs/lis.md); each trained model records its own. So is
+# ``eval_every``: a learning curve is scored beside training and leaves the trained model as it is.
+SITTING_KEYS = ("threads", "device", "max_minutes", "checkpoint_every", "autocast_bf16", "eval_every")
 
 
 @dataclass

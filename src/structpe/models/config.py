@@ -27,13 +27,15 @@ INJECTIONS = (
     "input+attn_bias",
     "position+attn_bias",
     "lis_tree",  # not SiPE's: LIS tree addresses rotate q and k (docs/lis.md, "Dependency trees")
+    "lis_tree2",  # lis_tree with components joined by later arcs, two-term score (docs/lis.md)
 )
-# which injection sites each family implements (SiPE §3.2-3.5; lis_tree: TXL only)
+# which injection sites each family implements (SiPE §3.2-3.5; lis_tree: TXL only; lis_tree2 in an
+# encoder: the whole tree's addresses, every arc visible)
 FAMILY_INJECTIONS = {
     "txl": INJECTIONS,
-    "roberta": ("none", "input"),
+    "roberta": ("none", "input", "lis_tree2"),
     "deberta": ("none", "input", "position"),
-    "modernbert": ("none", "input", "position"),
+    "modernbert": ("none", "input", "position", "lis_tree2"),
 }
 FUSIONS = ("add", "concat", "alpha", "residual")
 # which tag embeddings form the prior: t = E_T[tau], nt = E_N[nu], dr = E_D[deprel] (SiPE table 12)
@@ -82,7 +84,10 @@ class SiPEConfig(PreTrainedConfig):
     SiPE fields
       injection          where the prior enters (see INJECTIONS); ``lis_tree`` (txl) has no prior
                          vector: the parse read from the tags gives each word a LIS tree address
-                         that rotates q and k (docs/lis.md), labelled by DEPREL with n_deprels > 0
+                         that rotates q and k (docs/lis.md), labelled by DEPREL with n_deprels > 0;
+                         ``lis_tree2``: addresses over components joined by arcs known later, used
+                         for the pairs a query's tags join (two-term score; docs/lis.md); in
+                         roberta / modernbert every arc is visible: the whole tree's addresses
       fusion             input fusion for ``input`` (add | concat | alpha | residual; SiPE table 12)
       alpha_init         initial a of the ``alpha`` fusion a*x + (1-a)*prior (paper: 0.1 / 0.5 / 0.9)
       n_deprels          > 0 adds a DEPREL table E_D to the prior (the *_DR variants)
@@ -227,11 +232,16 @@ class SiPEConfig(PreTrainedConfig):
 
     @property
     def uses_hexatag_prior(self) -> bool:
-        return self.injection not in ("none", "lis_tree")
+        return self.injection not in ("none", "lis_tree", "lis_tree2")
 
     @property
     def uses_tree_address(self) -> bool:
-        return self.injection == "lis_tree"
+        return self.injection in ("lis_tree", "lis_tree2")
+
+    @property
+    def joins_tree_components(self) -> bool:
+        """``lis_tree2``: addresses change as components join; keys are cached unrotated."""
+        return self.injection == "lis_tree2"
 
     @property
     def has_tag_heads(self) -> bool:
@@ -271,6 +281,11 @@ class SiPEConfig(PreTrainedConfig):
         need(
             self.d_model % self.n_heads == 0,
             f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}",
+        )
+        need(
+            self.d_head % 2 == 0 or not self.uses_tree_address,
+            f"{self.family}: {self.injection} rotates frequency pairs of each head; d_head must be even, "
+            f"got {self.d_head}",
         )
         need(
             1 <= self.entry_layer <= self.n_layers,
@@ -315,10 +330,6 @@ class SiPEConfig(PreTrainedConfig):
             need(
                 self.d_model % 2 == 0,
                 f"txl: the sinusoidal relative embedding needs an even d_model, got {self.d_model}",
-            )
-            need(
-                self.d_head % 2 == 0 or self.injection != "lis_tree",
-                f"txl: lis_tree rotates frequency pairs of each head; d_head must be even, got {self.d_head}",
             )
             need(
                 self.fusion == "add",

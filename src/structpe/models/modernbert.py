@@ -15,6 +15,9 @@ so the angle between m and j becomes (m - j) w_t + dtheta_{m,t} - dtheta_{j,t}. 
 near zero, and W_delta = 0 is exactly plain RoPE. Angles come from ``structpe.modules.rotary``
 (shared with LIS; Hugging Face split-halves pairs); ``rotate`` applies them with cos/sin computed
 once per forward, and the tag shift is added by angle addition on the <= 11 distinct dtheta values.
+``lis_tree2`` (not SiPE's; docs/lis.md) adds each word's address in the whole dependency tree to
+the angles instead: theta_{p,t} + (tree angle)_{p,t}, so the score's journey is the linear offset
+plus the tree path between the two words.
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ from structpe.models.encoder_layers import (
 from structpe.models.hf_convert import HFConversion, convert_hf, hf_sipe_config
 from structpe.models.sipe_parts import (
     apply_input_prior,
+    encoder_tree_angles,
     input_prior,
     layer_pair_projection,
     position_prior,
     tag_pairs,
+    tree_address,
 )
 from structpe.modules.init_rules import set_init
 from structpe.modules.rotary import rope_angles
@@ -139,6 +144,7 @@ class ModernBertSiPEModel(nn.Module):
         self.input_prior = input_prior(config)
         # E_T, E_N and W_delta^(l): one angle per frequency pair
         self.prior, self.prior_proj = position_prior(config, d_out=config.d_head // 2)
+        self.tree_address = tree_address(config) if config.uses_tree_address else None  # lis_tree2
 
     def _masks(self, attention_mask: torch.Tensor | None, length: int, device) -> tuple:
         """(global, local) boolean masks, True = attend; None where nothing is masked."""
@@ -178,6 +184,7 @@ class ModernBertSiPEModel(nn.Module):
         }
         cos_sin = {kind: (angles.cos(), angles.sin()) for kind, angles in base.items()}
         pair_ids, table = tag_pairs(self.prior, terminal_ids, nonterminal_ids, deprel_ids, keep)
+        trees = encoder_tree_angles(self.tree_address, cfg, terminal_ids, nonterminal_ids, deprel_ids, keep)
 
         outputs = LayerOutputs(x, output_hidden_states, output_attentions)
         for i, layer in enumerate(self.layers):
@@ -186,6 +193,9 @@ class ModernBertSiPEModel(nn.Module):
             shifts = layer_pair_projection(self.prior_proj, table, i)
             if shifts is not None:
                 cos, sin = shifted_cos_sin(cos, sin, shifts.float(), pair_ids)
+            if trees[i] is not None:  # lis_tree2: theta + tree angle [B, H, L, d_head/2], by angle addition
+                cos_t, sin_t = trees[i].cos(), trees[i].sin()
+                cos, sin = cos * cos_t - sin * sin_t, sin * cos_t + cos * sin_t
             mask = global_mask if layer.is_global else local_mask
             x, probs = layer(x, mask, cos, sin, output_attentions)
             outputs.add(x, probs)

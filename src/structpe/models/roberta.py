@@ -6,6 +6,9 @@ weights (tests/models/test_roberta.py); ``from_hf`` converts one. The only SiPE 
 
     x_p = e^tok_p + p_p + e^seg_p + m_p (E_T[tau_p] + E_N[nu_p])
 
+``lis_tree2`` (not SiPE's; docs/lis.md) instead rotates q and k by each word's address in the
+whole dependency tree read from the tags, beside the absolute positions.
+
 Positions follow RoBERTa/fairseq: non-pad tokens count from ``pad_token_id + 1``, pads keep
 ``pad_token_id``, so ``max_position_embeddings`` rows allow sequences of that minus pad + 1.
 """
@@ -32,7 +35,8 @@ from structpe.models.hf_convert import (
     convert_hf,
     hf_sipe_config,
 )
-from structpe.models.sipe_parts import apply_input_prior, input_prior
+from structpe.models.sipe_parts import apply_input_prior, encoder_tree_angles, input_prior, tree_address
+from structpe.modules.rotary import rotary_tables, rotate_with
 
 
 class RobertaEmbeddings(nn.Module):
@@ -94,9 +98,15 @@ class RobertaLayer(nn.Module):
         mask: torch.Tensor | None,
         skip_prior: torch.Tensor | None = None,
         output_attentions: bool = False,
+        tree: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``tree``: lis_tree2's address angles [B, H, L, d_head/2]; q and k rotate by them, so the
+        content score is <A(i) q_i, A(j) k_j>, the tree path's journey (LIS Def. 4.6)."""
         bsz, length, _ = x.shape
         q, k, v = self.qkv(x).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        if tree is not None:
+            cos, sin = rotary_tables(tree)
+            q, k = rotate_with(q, cos, sin), rotate_with(k, cos, sin)
         dropout = self.attn_dropout if self.training else 0.0
         ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, output_attentions)
         ctx = ctx.transpose(1, 2).reshape(bsz, length, -1)
@@ -115,6 +125,7 @@ class RobertaSiPEModel(nn.Module):
         self.embeddings = RobertaEmbeddings(config)
         self.input_prior = input_prior(config)
         self.layers = nn.ModuleList(RobertaLayer(config) for _ in range(config.n_layers))
+        self.tree_address = tree_address(config) if config.uses_tree_address else None  # lis_tree2
 
     def forward(
         self,
@@ -134,9 +145,12 @@ class RobertaSiPEModel(nn.Module):
         )
         x = self.embeddings.finish(x)
         mask = key_padding_mask(attention_mask)
+        trees = encoder_tree_angles(
+            self.tree_address, self.config, terminal_ids, nonterminal_ids, deprel_ids, keep
+        )
         outputs = LayerOutputs(x, output_hidden_states, output_attentions)
         for i, layer in enumerate(self.layers):
-            x, probs = layer(x, mask, skip_prior if i == 0 else None, output_attentions)
+            x, probs = layer(x, mask, skip_prior if i == 0 else None, output_attentions, trees[i])
             outputs.add(x, probs)
         return outputs.result(x)
 

@@ -13,9 +13,9 @@ import torch
 
 from structpe.models.config import SiPEConfig
 from structpe.modules.input_prior import InputPrior
-from structpe.modules.prior import HexatagPrior, TagHeads
+from structpe.modules.prior import HexatagPrior, TagHeads, check_tag_ids
 from structpe.modules.prior_projection import PriorProjection
-from structpe.modules.tree_address import TreeAddress
+from structpe.modules.tree_address import TreeAddress, joined_tree_paths
 from structpe.syntax.hexatags import IGNORE_INDEX
 
 
@@ -142,3 +142,32 @@ def layer_pair_projection(
     if table is None or not prior_proj.has_layer(layer):
         return None
     return prior_proj(table, layer)
+
+
+def encoder_tree_angles(
+    module: TreeAddress | None,
+    config: SiPEConfig,
+    terminal_ids: torch.Tensor | None,
+    nonterminal_ids: torch.Tensor | None,
+    deprel_ids: torch.Tensor | None,
+    keep: torch.Tensor | None,
+) -> list[torch.Tensor | None]:
+    """``lis_tree2`` in an encoder: each layer's tree-address angles [B, H, L, d_head/2] (None below
+    the entry layer, and everywhere without tags: A = I, the plain encoder).
+
+    Every arc is visible, so the addresses are those after the last position (docs/lis.md): one
+    tree per complete sentence, relative to its root; an unfinished sentence (cut at seq_len) keeps
+    components whose arcs to each other are open, and pairs across them get no tree path. Where
+    ``keep`` is False (a masked token, the MLM rule) the address is zero, as the prior is zeroed there.
+    """
+    if module is None or terminal_ids is None:
+        return [None] * config.n_layers
+    labelled = config.n_deprels > 0 and deprel_ids is not None
+    if labelled:
+        check_tag_ids("deprel_ids", deprel_ids, config.n_deprels)
+    paths, _ = joined_tree_paths(
+        terminal_ids, nonterminal_ids, deprel_ids if labelled else None, 2 + config.n_deprels, 1
+    )
+    if keep is not None:
+        paths = paths * keep[..., None].to(paths.dtype)
+    return [module(paths, i) if module.has_layer(i) else None for i in range(config.n_layers)]

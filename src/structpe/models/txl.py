@@ -16,6 +16,8 @@ For a query i, key j and head n of layer l (SiPE eq. 3, 5-9; Dai et al. 2019):
                       z_i = sum_j a_ij (v_j + [W_V^tag prior_j]_n)                         (eq. 8-9)
     lis_tree          AC_ij = <A(i) (q_i + u), A(j) k_j>, BD as in none      (LIS Def. 4.6; not SiPE)
                       A(i): rotation by word i's tree address theta_i (modules/tree_address.py)
+    lis_tree2         AC_ij = <A(i) (q_i + u), A(j) k_j> where i and j are joined by arcs the tags up
+                      to i determine, else <q_i + u, k_j>; A over joined components (two-term score)
 
 (c, like the key bias, is "on the standard attention scale": it carries its own 1/sqrt(d_head).)
 
@@ -56,8 +58,8 @@ from structpe.models.validate import check_inputs
 from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.prior import TagHeads, add_causal_tag_loss, check_tag_ids, tagged_positions
 from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
-from structpe.modules.rotary import apply_rotary
-from structpe.modules.tree_address import tree_paths
+from structpe.modules.rotary import rotary_tables, rotate_with
+from structpe.modules.tree_address import joined_tree_paths, tree_paths
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 
 
@@ -103,6 +105,16 @@ class LayerPrior:
         return table.shape[1]
 
 
+@dataclass
+class JoinedAddress:
+    """``lis_tree2``'s input to one layer: the tree-address angles of every key (cached ones too)
+    [B, H, K, d_head/2], relative to their components' tops after the newest position, and which
+    keys each new query is joined with at its own time [B, 1, L, K] (``joined_tree_paths``)."""
+
+    angles: torch.Tensor
+    joined: torch.Tensor
+
+
 class RelPartialLearnableAttention(nn.Module):
     """TXL relative multi-head attention (AC + BD) plus the SiPE score terms (or the LIS tree
     rotation) of one layer."""
@@ -128,15 +140,20 @@ class RelPartialLearnableAttention(nn.Module):
         output_attentions: bool = False,
         cache: SiPECache | None = None,
         layer_idx: int = 0,
-        address: torch.Tensor | None = None,
+        address: torch.Tensor | JoinedAddress | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """h [B, L, D]; r [K, D] (offsets K-1..0) or, with a cache, (K, clamp_len);
         allowed bool [B, 1, L, K] (causal & padding; None: every key); K = cached + new keys;
-        address [B, H, L, d_head/2]: the new positions' tree-address angles (lis_tree) or None."""
+        address [B, H, L, d_head/2]: the new positions' tree-address angles (lis_tree), a
+        JoinedAddress (lis_tree2) or None."""
         bsz, length, _ = h.shape
         q, k, val = self.qkv(h).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        joined = address if isinstance(address, JoinedAddress) else None
+        if joined is not None:  # keys are cached unrotated: their addresses change as components join
+            address = None
         if address is not None:  # A(j) k_j, cached as rotated: a word's address never changes
-            k = apply_rotary(k, address)
+            cos, sin = rotary_tables(address)  # once per layer, shared by q and k
+            k = rotate_with(k, cos, sin)
         if cache is None:
             r_k = self.r_net(r).view(-1, self.n_heads, self.d_head)
         else:  # earlier keys and values as they were computed; W_R r_o per offset kept, not redone
@@ -152,7 +169,7 @@ class RelPartialLearnableAttention(nn.Module):
                 r_k = r_k.flip(0)  # offsets K-1 .. 0, as the uncached r
         q_u = q + self.u[:, None, :]
         if address is not None:  # AC_ij = <A(i) (q_i + u), A(j) k_j> = <q_i + u, P(j->i) k_j>
-            q_u = apply_rotary(q_u, address)
+            q_u = rotate_with(q_u, cos, sin)
         q_v = q + self.v[:, None, :]
         if cache is not None and length == 1:
             # a lone newest query needs no shift: its key j is at offset K-1-j, so the scores
@@ -163,7 +180,10 @@ class RelPartialLearnableAttention(nn.Module):
             if length > 1:  # a single query (no cache) reads its offsets K-1-j directly
                 bd = rel_shift(bd)  # BD_ij = <q_i + v, W_R r_{i-j}>
         dropout_p = self.attn_dropout if self.training else 0.0
-        if output_attentions:
+        if joined is not None:
+            out, probs = self._joined(q_u, k, val, bd, allowed, joined, dropout_p)
+            probs = probs if output_attentions else None
+        elif output_attentions:
             out, probs = self._plain(q, k, val, q_u, q_v, bd, allowed, prior, dropout_p)
         else:
             out, probs = self._fused(q, k, val, q_u, q_v, bd, allowed, prior, dropout_p), None
@@ -204,6 +224,19 @@ class RelPartialLearnableAttention(nn.Module):
                 "bhip,hpd->bhid", mass, _pad_pairs(prior.value_bias)
             )
         return out[..., : self.d_head]
+
+    def _joined(self, q_u, k, val, bd, allowed, address: JoinedAddress, dropout_p):
+        """lis_tree2's two-term score with an explicit softmax: the tree term <A(i)(q_i + u), A(j) k_j>
+        for joined pairs, the plain content term otherwise; BD for both. Rotating every key once per
+        step is what re-addressing joined components costs under the cache (O(K d), as reading them)."""
+        cos, sin = rotary_tables(address.angles)
+        length = q_u.shape[-2]
+        q_rot = rotate_with(q_u, cos[..., -length:, :], sin[..., -length:, :])
+        tree = q_rot @ rotate_with(k, cos, sin).transpose(-1, -2)
+        ac = torch.where(address.joined, tree, q_u @ k.transpose(-1, -2))
+        logits = (ac + bd) * self.scale
+        probs = (logits if allowed is None else logits.masked_fill(~allowed, float("-inf"))).softmax(dim=-1)
+        return (F.dropout(probs, dropout_p) if dropout_p > 0 else probs) @ val, probs
 
     def _plain(self, q, k, val, q_u, q_v, bd, allowed, prior, dropout_p):
         """The same equations with an explicit softmax; returns (z, attention probabilities)."""
@@ -303,7 +336,7 @@ class Block(nn.Module):
         output_attentions: bool = False,
         cache: SiPECache | None = None,
         layer_idx: int = 0,
-        address: torch.Tensor | None = None,
+        address: torch.Tensor | JoinedAddress | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         args = (r, allowed, prior, output_attentions, cache, layer_idx, address)
         if self.pre_norm:
@@ -337,7 +370,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         self.build_heads(config)  # here, so that the modules register (and initialise) in this order
         inj = config.injection
         self.prior = hexatag_prior(config) if config.uses_hexatag_prior else None
-        self.tree_address = tree_address(config) if config.uses_tree_address else None  # lis_tree
+        self.tree_address = tree_address(config) if config.uses_tree_address else None  # lis_tree(2)
         score_side = config.uses_position_prior or inj == "disentangled"
         self.prior_proj = prior_projection(config) if score_side else None  # W_E^l
         self.tag_key = prior_projection(config) if config.uses_attn_bias else None  # W_K^tag
@@ -421,7 +454,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         deprel_ids: torch.Tensor | None,
         shape: torch.Size,
         cache: SiPECache | None = None,
-    ) -> list[torch.Tensor | None]:
+    ) -> list[torch.Tensor | JoinedAddress | None]:
         """lis_tree: each layer's tree-address angles for the new positions [B, H, L, d_head/2], read
         from the tags of every position so far (cached ones too); None without tags (A = I)."""
         no_address = [None] * self.config.n_layers
@@ -446,7 +479,16 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         ).to(device)
         if cache is not None:
             tags = cache.append_tags(tags, cache.get_seq_length())
-        paths = tree_paths(tags[..., 0], tags[..., 1], tags[..., 2], 2 + self.config.n_deprels)
+        n_labels = 2 + self.config.n_deprels
+        if self.config.joins_tree_components:  # lis_tree2: every key's address, and who is joined
+            paths, joined = joined_tree_paths(tags[..., 0], tags[..., 1], tags[..., 2], n_labels, shape[1])
+            return [
+                JoinedAddress(self.tree_address(paths, i), joined[:, None])
+                if self.tree_address.has_layer(i)
+                else None
+                for i in range(self.config.n_layers)
+            ]
+        paths = tree_paths(tags[..., 0], tags[..., 1], tags[..., 2], n_labels)
         paths = paths[:, -shape[1] :]  # the new positions
         return [
             self.tree_address(paths, i) if self.tree_address.has_layer(i) else None

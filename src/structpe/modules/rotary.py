@@ -33,6 +33,20 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def rotary_tables(angles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of ``angles`` [..., L, d/2] at full width [..., L, d] (pair t at t and t + d/2):
+    computed once, they rotate several tensors by the same angles (q and k) with ``rotate_with``."""
+    cos, sin = angles.cos(), angles.sin()
+    return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+
+
+def rotate_with(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` [..., L, d] by the angles whose ``rotary_tables`` are ``cos`` / ``sin``.
+    Computed in float32 (float64 stays float64) and cast back."""
+    xf = x.float() if x.element_size() < 4 else x
+    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+
+
 def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     """Rotate each frequency pair of ``x`` [..., L, d] by ``angles`` [..., L, d/2].
 
@@ -41,7 +55,4 @@ def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     """
     if angles.shape[-1] * 2 != x.shape[-1]:
         raise ValueError(f"angles have {angles.shape[-1]} pairs but x has dim {x.shape[-1]}")
-    cos = torch.cat((angles.cos(), angles.cos()), dim=-1)
-    sin = torch.cat((angles.sin(), angles.sin()), dim=-1)
-    xf = x.float() if x.element_size() < 4 else x  # float64 stays float64
-    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+    return rotate_with(x, *rotary_tables(angles))

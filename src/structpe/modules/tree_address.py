@@ -32,10 +32,24 @@ before the first); ``eos`` ends a sentence, so packed rows restart their trees.
 
 ``tree_paths`` returns theta's coefficients: per position the signed count of each label on its
 anchor chain, [B, L, n_labels]; ``TreeAddress`` turns them into angles per head.
+
+Joined components (``lis_tree2``, ``joined_tree_paths``). A word's address may also use arcs that
+become known later, provided every score between positions i <= j uses only arcs the tags of
+words 1..j determine. The arcs determined so far form a forest inside the tree (they are never
+withdrawn, ``structpe.syntax.hexatag_prefix``). Within a component, addresses relative to the
+component's top word make every journey the exact labelled tree path; when an arc joins two
+components, the smaller one is re-addressed relative to the other (theta(d) = theta(h) + delta_l
+across the new arc). Differences inside a component never change afterwards, so the addresses at
+the last position, taken for every pair that is *joined* at its query's time (same component
+when the query's tags are read), give the same journeys as the addresses of that time: the score
+is the LISformer's two-term score, the tree term for joined pairs and the plain content term
+(no rotation) for the rest. Every arc is joined once both of its words are read, unless it waits
+for a later ``-L`` node or ``tr`` (docs/lis.md measures the share).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -43,7 +57,7 @@ from structpe.modules.init_rules import apply_init_rule, set_init
 from structpe.syntax.hexatag_prefix import PrefixReader
 from structpe.syntax.hexatags import EOS, IGNORE_INDEX
 
-__all__ = ["TreeAddress", "tree_paths"]
+__all__ = ["TreeAddress", "joined_tree_paths", "tree_paths"]
 
 
 def _row_paths(terms: list[int], nts: list[int], deprels: list[int] | None, n_labels: int) -> list[list[int]]:
@@ -95,6 +109,93 @@ def tree_paths(
     return torch.tensor(rows, dtype=torch.float32, device=terminal_ids.device).reshape(
         *terminal_ids.shape, n_labels
     )
+
+
+def _row_joined(
+    terms: list[int], nts: list[int], deprels: list[int] | None, n_labels: int, n_new: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One row of ``joined_tree_paths``: label counts [K, n_labels] relative to each component's
+    top word after the last position, and joined [n_new, K] for the last ``n_new`` queries.
+
+    Words are numbered across the row; arcs never cross a sentence, so whether words v <= w are
+    joined at w's time is recorded per sentence, one row of ``same`` per word (Python lists: a
+    sentence is short, and NumPy calls per word cost more than the work)."""
+    k = len(terms)
+    counts: list[list[float]] = []  # per word, relative to its component's top word
+    comp: list[int] = []  # per word, its component (the id of one of its words)
+    word_pos: list[int] = []  # per word, its position in the row
+    members: dict[int, list[int]] = {}
+    same: list[tuple[int, list[bool]]] = []  # per word w: its sentence's first word, who is joined with w
+    owner = np.full(k, -1, dtype=np.int64)  # the word a position belongs to (untagged: the last word)
+    reader = PrefixReader()
+    pos_of: dict[int, int] = {}  # word in this sentence (1-based) -> its word number in the row
+    word, first = 0, 0
+    for p, (t, nt) in enumerate(zip(terms, nts, strict=True)):
+        if t != IGNORE_INDEX:
+            word += 1
+            w = len(comp)
+            pos_of[word] = w
+            comp.append(w)
+            word_pos.append(p)
+            members[w] = [w]
+            counts.append([0.0] * n_labels)
+            for h, d in reader.read(word, t, nt):
+                if h == 0:  # the root arc joins nothing
+                    continue
+                hw, dw = pos_of[h], pos_of[d]
+                a, b = comp[hw], comp[dw]
+                if a == b:  # only ill-formed tags (a decoder's own) can join a component twice
+                    continue
+                dr = deprels[word_pos[dw]] if deprels is not None else IGNORE_INDEX
+                label = 2 + dr if dr >= 0 else int(d > h)  # the dependent's DEPREL, else the direction
+                # theta(d) = theta(h) + delta_l: re-address the smaller side relative to the other
+                if len(members[a]) >= len(members[b]):
+                    moved, into, sign, base, other = b, a, 1.0, counts[hw], counts[dw]
+                else:
+                    moved, into, sign, base, other = a, b, -1.0, counts[dw], counts[hw]
+                shift = [x - y for x, y in zip(base, other, strict=True)]
+                shift[label] += sign
+                for m in members[moved]:
+                    counts[m] = [c + s for c, s in zip(counts[m], shift, strict=True)]
+                    comp[m] = into
+                members[into] += members.pop(moved)
+            same.append((first, [comp[v] == comp[w] for v in range(first, w + 1)]))
+            if nt == EOS:  # eos: the next word starts a new tree
+                word, pos_of, first = 0, {}, w + 1
+        owner[p] = len(comp) - 1
+    n_words = len(comp)
+    joined_words = np.zeros((max(n_words, 1), max(n_words, 1)), dtype=bool)
+    for w, (start, row) in enumerate(same):
+        joined_words[w, start : w + 1] = row
+    table = np.zeros((max(n_words, 1), n_labels))
+    if counts:
+        table[:n_words] = counts
+    paths = np.where(owner[:, None] >= 0, table[np.maximum(owner, 0)], 0.0)
+    queries = owner[k - n_new :]
+    pair = joined_words[np.maximum(queries, 0)][:, np.maximum(owner, 0)]  # [n_new, K]
+    causal = np.arange(k)[None, :] <= np.arange(k - n_new, k)[:, None]
+    return paths, pair & (queries[:, None] >= 0) & (owner[None, :] >= 0) & causal
+
+
+def joined_tree_paths(
+    terminal_ids: torch.Tensor,
+    nonterminal_ids: torch.Tensor,
+    deprel_ids: torch.Tensor | None,
+    n_labels: int,
+    n_new: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``lis_tree2`` (module docstring): label counts of every position relative to its component's
+    top word once all K positions are read, float [B, K, n_labels], and which keys each of the last
+    ``n_new`` queries reaches through arcs determined by its own time, bool [B, n_new, K]. For a
+    joined pair the difference of the two rows is the exact tree path; whether a pair is joined
+    depends on the tags up to its query only."""
+    terms, nts = terminal_ids.tolist(), nonterminal_ids.tolist()
+    deps = deprel_ids.tolist() if deprel_ids is not None else [None] * len(terms)
+    rows = [_row_joined(t, n, d, n_labels, n_new) for t, n, d in zip(terms, nts, deps, strict=True)]
+    dev = terminal_ids.device
+    paths = torch.from_numpy(np.stack([r[0] for r in rows])).to(dev, torch.float32)
+    joined = torch.from_numpy(np.stack([r[1] for r in rows])).to(dev)
+    return paths.reshape(*terminal_ids.shape, n_labels), joined.reshape(terminal_ids.shape[0], n_new, -1)
 
 
 class TreeAddress(nn.Module):
