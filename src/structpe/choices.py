@@ -7,8 +7,9 @@ choices cannot drift from the code.
 
 from __future__ import annotations
 
-# causal scoring: p(x | T) with tags from a parser, p(x, T), or the k-best bound on p(x)
-LIKELIHOODS = ("conditional", "joint", "marginal")
+# causal scoring: p(x | T) with tags from a parser, p(x, T), the k-best bound on p(x), or the
+# particle estimate of p(x)
+LIKELIHOODS = ("conditional", "joint", "marginal", "smc")
 # masked LMs: pseudo-log-likelihood variants (Salazar et al. 2020; Kauf & Ivanova 2023)
 PLL_METRICS = ("original", "within_word_l2r")
 # ``structpe eval leakage``: the scorings of the leakage audit (structpe.eval.leakage); `causal`

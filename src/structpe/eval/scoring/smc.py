@@ -1,0 +1,440 @@
+"""``smc``: a particle estimate of p(x) = sum_T p(x, T) that converges as the particles grow.
+
+The k-best ``marginal`` (``structpe.eval.scoring.likelihood``) is a lower bound on p(x) that stays
+far below it at any affordable k. Here the sum over hexatag sequences is estimated by sequential
+importance sampling with resampling, word-synchronous (a particle filter over the tags of words
+1..i; docs/likelihoods.md states the estimator, its bias for log p and its standard error):
+
+* a particle is a well-formed open tag prefix T_<=i (the moves of ``prefix_pairs``: none looks at
+  later words) with an unnormalised weight w;
+* at word i's first token (position pos_i) each particle draws word i's tags from the proposal
+  q = the model's own tag heads at pos_(i-1) restricted to the allowed moves and renormalised, so
+  the weight gains p(T_i | x_<=pos_i, T_<i) / q(T_i) = Z_i, the allowed mass; then every token
+  after pos_i up to and including pos_(i+1) multiplies the weight by its probability given x_<t
+  and T_<=i (a token never sees the tags of its own word's later ... or of any later word);
+* before the draw, when the effective sample size (sum w)^2 / sum w^2 falls below N / 2, the
+  particles are resampled systematically (Kitagawa 1996): each keeps its row with its first
+  offspring, so the key/value cache copies only the rows of particles that died;
+* the prefix estimate at token t is p^(x_<=t) = Z_res * mean_n w_n, with Z_res the product of
+  the mean weights at the past resamplings: an unbiased estimate of the open prefix marginal
+  sum_{T_<=i open} p(x_<=t, T_<=i) (offspring counts have mean N W_n, so every step preserves the
+  expectation, whether or not it resamples). At the last word the particles also draw a closing
+  move (eos) from the same parents: the sentence estimate.
+
+Per-token scores are log-ratios of successive prefix estimates, so word and region surprisals come
+from one particle system and depend on the text up to them alone (``prefix_bounds`` re-segments a
+prefix whose words differ from the whole text's, as for the marginal; every system is seeded from
+the scorer's seed alone and draws its random numbers in the same order for the same prefix, so two
+texts with the same prefix get the same estimates there).
+
+Convergence is measured, not assumed: every text is scored by ``SMC_SYSTEMS`` independent
+systems of N particles. System 0 alone is the budget-N estimate (the check); systems
+1..``SMC_REPLICATES`` pooled (the mean of their estimates, itself an unbiased estimate: an
+island particle system of 4N particles) give the reported score. ``views`` and ``convergence``
+turn them into the share of decisions that flip between N and 4N (``flip_share``) and the
+score's Monte Carlo standard error (``stderr``: the jackknife over the 4 replicates). A claim
+gets an honest verdict only where ``flip_share <= FLIP_SHARE_MAX`` (``estimator_converged``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from structpe.eval.scoring.prefixes import prefix_pairs
+from structpe.eval.scoring.rows import Row, run_rows
+from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, model_device
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, N_NONTERMINALS, N_TERMINALS
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
+
+# particles per system when none is given (benchmarks/smc_cost.py; docs/likelihoods.md)
+DEFAULT_PARTICLES = 32
+# independent systems of N pooled into the reported (4N) score, plus one more alone (the N check)
+SMC_REPLICATES = 4
+SMC_SYSTEMS = SMC_REPLICATES + 1
+# the largest share of decisions that may flip between N and 4N particles for an honest verdict
+FLIP_SHARE_MAX = 0.02
+# rows (particles over the sentences of a group) per cached forward, as the marginal's beam
+CACHED_PARTICLE_ROWS = 1024
+
+_PAIRS = N_TERMINALS * N_NONTERMINALS  # (terminal, non-terminal) flattened: t * N_NONTERMINALS + nt
+
+
+def _move_tables(max_depth: int, close: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per stack depth: which (t, nt) pairs are allowed [D+1, 10] and the depth after each [D+1, 10]."""
+    allowed = torch.zeros(max_depth + 1, _PAIRS, dtype=torch.bool)
+    after = torch.zeros(max_depth + 1, _PAIRS, dtype=torch.long)
+    for d in range(max_depth + 1):
+        for t, nt, d2 in prefix_pairs(d, close, max_depth):
+            allowed[d, t * N_NONTERMINALS + nt] = True
+            after[d, t * N_NONTERMINALS + nt] = d2
+    return allowed, after
+
+
+@dataclass
+class _System:
+    """One particle system of one sentence: N particles, their rows in the cache, their weights."""
+
+    seed: int
+    n: int
+    gen: torch.Generator = field(init=False)
+    log_z: float = 0.0  # log of the product of the mean weights at past resamplings
+    logw: torch.Tensor = field(init=False)  # [N] float64, log weights since the last resampling
+    depth: torch.Tensor = field(init=False)  # [N] stack depth of each particle's prefix
+    terminals: list[list[int]] = field(init=False)
+    nonterminals: list[list[int]] = field(init=False)
+    next_lp: torch.Tensor | None = None  # [N, 10] the tag heads' joint log-probs for the next word
+    rows: list[int] = field(default_factory=list)  # cache row of each open particle
+    closed_logw: torch.Tensor | None = None  # the last word's closing particles
+    closed_rows: list[int] = field(default_factory=list)
+    closed_tags: list[tuple[int, int]] = field(default_factory=list)
+    resamplings: int = 0
+
+    def __post_init__(self) -> None:
+        self.gen = torch.Generator().manual_seed(self.seed)
+        self.logw = torch.zeros(self.n, dtype=torch.float64)
+        self.depth = torch.zeros(self.n, dtype=torch.long)
+        self.terminals = [[] for _ in range(self.n)]
+        self.nonterminals = [[] for _ in range(self.n)]
+
+    def open_estimate(self) -> float:
+        return self.log_z + float(torch.logsumexp(self.logw, 0)) - math.log(self.n)
+
+    def closed_estimate(self) -> float:
+        assert self.closed_logw is not None
+        return self.log_z + float(torch.logsumexp(self.closed_logw, 0)) - math.log(self.n)
+
+    def resample(self) -> list[int] | None:
+        """Systematic resampling when ESS < N / 2; returns each particle's parent (None: kept).
+
+        A particle with offspring keeps its own index (its cache row) for the first of them; the
+        extra offspring take the indices of particles without any, so only those rows change.
+        """
+        w = torch.exp(self.logw - self.logw.max())
+        ess = float(w.sum() ** 2 / (w * w).sum())
+        if ess >= self.n / 2:
+            return None
+        u = (torch.rand(1, generator=self.gen, dtype=torch.float64) + torch.arange(self.n)) / self.n
+        cdf = torch.cumsum(w / w.sum(), 0)
+        cdf[-1] = 1.0
+        picks = torch.searchsorted(cdf, u).clamp_max(self.n - 1)
+        counts = torch.bincount(picks, minlength=self.n).tolist()
+        extra = [p for p, c in enumerate(counts) for _ in range(c - 1)]
+        parent = [p if c else extra.pop() for p, c in enumerate(counts)]
+        self.log_z += float(torch.logsumexp(self.logw, 0)) - math.log(self.n)
+        self.logw = torch.zeros(self.n, dtype=torch.float64)
+        idx = torch.tensor(parent)
+        self.depth = self.depth[idx]
+        self.terminals = [list(self.terminals[p]) for p in parent]
+        self.nonterminals = [list(self.nonterminals[p]) for p in parent]
+        assert self.next_lp is not None
+        self.next_lp = self.next_lp[idx]
+        self.resamplings += 1
+        return parent
+
+    def propose(self, tables: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Draw one (t, nt) per particle from the tag heads restricted to the allowed moves.
+
+        Returns the pair ids [N], the depths after them [N] and log Z, the allowed mass [N] (the
+        weight's factor p / q).
+        """
+        allowed, after = tables
+        assert self.next_lp is not None
+        ok = allowed[self.depth]
+        lp = self.next_lp.masked_fill(~ok, -math.inf)
+        log_mass = torch.logsumexp(lp, -1)  # -inf: no allowed move (a deep prefix cannot close)
+        stuck = ~ok.any(-1)
+        probs = torch.exp(lp - log_mass[:, None]).masked_fill(stuck[:, None], 1.0 / _PAIRS)
+        cdf = torch.cumsum(probs, -1)
+        cdf[:, -1] = 1.0
+        u = torch.rand(self.n, 1, generator=self.gen, dtype=torch.float64)
+        pair = torch.searchsorted(cdf, u).squeeze(-1).clamp_max(_PAIRS - 1)
+        if not bool((ok[torch.arange(self.n), pair] | stuck).all()):  # a zero-probability bin
+            raise RuntimeError("proposal drew a disallowed tag pair")
+        return pair, after[self.depth, pair], log_mass
+
+
+@dataclass
+class _Text:
+    enc: Encoded
+    positions: list[int]
+    end: int
+    ids: list[int]  # BOS + text (+ EOS)
+    systems: list[_System]
+    open_est: list[list[float]]  # per system: the prefix estimate at positions 1..end
+
+
+def _joint_lp(t_lp: torch.Tensor, n_lp: torch.Tensor) -> torch.Tensor:
+    """[R, 2] and [R, 5] log-softmaxes -> [R, 10] joint log-probs of (t, nt), float64."""
+    return (t_lp.double()[:, :, None] + n_lp.double()[:, None, :]).reshape(t_lp.shape[0], _PAIRS)
+
+
+def system_seeds(seed: int, systems: int) -> list[int]:
+    """One generator seed per system, from the scorer's seed alone (numpy's SeedSequence mixing)."""
+    return [int(np.random.SeedSequence([seed, r]).generate_state(1)[0]) for r in range(systems)]
+
+
+def smc_scores(
+    scorer: CausalScoring,
+    batch: list[Encoded],
+    particles: int | None = None,
+    seed: int | None = None,
+    systems: int = SMC_SYSTEMS,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    use_cache: bool | None = None,
+) -> list[TokenScores]:
+    """Particle estimates of log p(x) (module docstring); ``particles`` / ``seed`` default to the
+    scorer's.
+
+    Per-token scores are differences of the pooled open prefix estimates (systems 1.., or system 0
+    when ``systems`` is 1); ``close_logprob`` takes their sum to the pooled sentence estimate.
+    ``meta``: ``particles``, ``systems``, ``open`` (per system, the log prefix estimate at each
+    position after BOS), ``closed`` (per system, the log sentence estimate), ``resamplings``.
+    ``use_cache`` (default: for our TXL) feeds the particles token by token on one key/value cache;
+    ``False`` re-runs every particle's prefix at every word (any tag-reading causal LM; the
+    reference). Both draw the same numbers and give the same estimates.
+    """
+    from structpe.eval.scoring.likelihood import _full_row, _token_scores, plain_scores, tagged_positions
+
+    n = int(particles if particles is not None else getattr(scorer, "particles", DEFAULT_PARTICLES))
+    seed = int(seed if seed is not None else getattr(scorer, "seed", 0))
+    if n < 1 or systems < 1:
+        raise ValueError(f"smc likelihood needs particles >= 1 and systems >= 1, got {n}, {systems}")
+    if not scorer.tagged:
+        return plain_scores(scorer, batch)
+    seeds = system_seeds(seed, systems)
+    texts = []
+    for e in batch:
+        end = len(e.ids) + int(scorer.append_eos)
+        ids = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
+        sys_ = [_System(s, n) for s in seeds]
+        texts.append(_Text(e, tagged_positions(e), end, ids, sys_, [[0.0] * end for _ in sys_]))
+    if use_cache is None:
+        from structpe.models.txl import TransfoXLSiPEForCausalLM
+
+        use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
+    tables = (_move_tables(max_depth, False), _move_tables(max_depth, True))
+    if use_cache:
+        group = max(1, CACHED_PARTICLE_ROWS // (2 * n * systems))
+        for i in range(0, len(texts), group):
+            _run_cached(scorer, texts[i : i + group], tables)
+    else:
+        for x in texts:
+            _run_uncached(scorer, x, tables)
+    out = []
+    pool = list(range(1, systems)) if systems > 1 else [0]
+    for x in texts:
+        closed = [s.closed_estimate() if x.positions else x.open_est[r][-1] for r, s in enumerate(x.systems)]
+        opened = view_prefixes(x.open_est, pool)
+        lps, prev = [], 0.0
+        for b in opened:
+            lps.append(b - prev)
+            prev = b
+        meta = {
+            "particles": n,
+            "systems": systems,
+            "seed": seed,
+            "open": x.open_est,
+            "closed": closed,
+            "resamplings": [s.resamplings for s in x.systems],
+            "n_words": len(x.positions),
+        }
+        ts = _token_scores(scorer, x.enc, lps, "smc", meta)
+        ts.close_logprob = _lme([closed[r] for r in pool]) - prev
+        out.append(ts)
+    return out
+
+
+def _lme(values: Sequence[float]) -> float:
+    """log mean exp: the pooled estimate of independent unbiased estimates given as logs."""
+    m = max(values)
+    if m == -math.inf:
+        return m
+    return m + math.log(sum(math.exp(v - m) for v in values) / len(values))
+
+
+def view_prefixes(open_est: Sequence[Sequence[float]], systems: Sequence[int]) -> list[float]:
+    """Pooled log prefix estimates at each position over the given systems."""
+    return [_lme([open_est[r][t] for r in systems]) for t in range(len(open_est[0]))]
+
+
+def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | None]]:
+    """Word ``w`` (0-based) starts: per system, resample, draw its open tags (at the last word also
+    the closing ones, after them) and record the prefix estimate at the word's first token.
+
+    Returns each system's resampling parents (None: not resampled) for the cache's rows.
+    """
+    out = []
+    last = w + 1 == len(x.positions)
+    pos = x.positions[w]
+    for r, s in enumerate(x.systems):
+        parent = s.resample() if w > 0 else None
+        out.append((s, parent))
+        pair, depth, log_mass = s.propose(tables[0])
+        if last:  # drawn after the open tags: a text that goes on draws the same open tags
+            c_pair, _, c_mass = s.propose(tables[1])
+            s.closed_logw = s.logw + c_mass
+            s.closed_tags = [(p // N_NONTERMINALS, p % N_NONTERMINALS) for p in c_pair.tolist()]
+        s.logw = s.logw + log_mass
+        s.depth = depth
+        for j, p in enumerate(pair.tolist()):
+            s.terminals[j].append(p // N_NONTERMINALS)
+            s.nonterminals[j].append(p % N_NONTERMINALS)
+        x.open_est[r][pos - 1] = s.open_estimate()
+    return out
+
+
+def _run_uncached(scorer: CausalScoring, x: _Text, tables) -> None:
+    """Word-synchronous reference: each particle's prefix re-run up to the next word's first token."""
+    n_words = len(x.positions)
+    for step in range(n_words + 1):
+        if step > 0:
+            _word_start(x, step - 1, tables)
+        stop = x.positions[step] if step < n_words else x.end  # last position predicted
+        src = x.positions[step - 1] if step > 0 else 0  # logits needed from here on
+        rows, owners = [], []
+        for s in x.systems:
+            tagsets = [(s.terminals[j], s.nonterminals[j], False) for j in range(s.n)]
+            if step == n_words and n_words:
+                tagsets += [
+                    ([*s.terminals[j][:-1], t], [*s.nonterminals[j][:-1], nt], True)
+                    for j, (t, nt) in enumerate(s.closed_tags)
+                ]
+            for terms, nts, closed in tagsets:
+                t = [IGNORE] * (stop + 1)
+                nn = [IGNORE] * (stop + 1)
+                for pos, tt, n_ in zip(x.positions, terms, nts, strict=False):
+                    t[pos], nn[pos] = tt, n_
+                rows.append(Row(x.ids[: stop + 1], t, nn, logits_from=src))
+                owners.append((s, closed))
+        outs = run_rows(scorer, rows)
+        for r, s in enumerate(x.systems):
+            mine = [o for (o_s, closed), o in zip(owners, outs, strict=True) if o_s is s and not closed]
+            lp = torch.tensor([o.token_lp[src:stop] for o in mine], dtype=torch.float64)  # [N, seg]
+            for k, pos in enumerate(range(src + 1, stop + 1)):
+                s.logw = s.logw + lp[:, k]
+                if step == n_words or pos < stop:  # a word's first token: set once its tags are drawn
+                    x.open_est[r][pos - 1] = s.open_estimate()
+            if step < n_words:
+                s.next_lp = torch.cat([_joint_lp(o.terminal_lp[src][None], o.nonterminal_lp[src][None]) for o in mine])
+            closed = [o for (o_s, c), o in zip(owners, outs, strict=True) if o_s is s and c]
+            if closed:
+                assert s.closed_logw is not None
+                seg = torch.tensor([o.token_lp[src:stop] for o in closed], dtype=torch.float64)
+                s.closed_logw = s.closed_logw + seg.sum(1)
+
+
+class _Rows:
+    """Which particle each row of the key/value cache holds: ``(text, system, index, closed)``, or
+    None for a row whose text is done (fed a pad token until the rows are compacted)."""
+
+    def __init__(self) -> None:
+        self.owner: list[tuple[_Text, _System, int, bool] | None] = []
+
+    def add(self, x: _Text, s: _System, j: int, closed: bool) -> int:
+        self.owner.append((x, s, j, closed))
+        return len(self.owner) - 1
+
+
+@torch.no_grad()
+def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
+    """The same particle systems, token-synchronous on one ``SiPECache``: every particle of every
+    system of every text is a row, all rows have fed the same number of positions, and one forward
+    of one new position per row advances the group. Resampling copies only the rows of particles
+    that died (``SiPECache.copy_rows``); a text's closing particles are appended as copies of their
+    parents' rows at its last word (``append_rows``); rows of finished texts are dropped once they
+    are half of the cache (one ``batch_select_indices``)."""
+    model = scorer.model
+    device = model_device(model)
+    word_at = {id(x): {pos: w for w, pos in enumerate(x.positions)} for x in texts}
+    table = _Rows()
+    for x in texts:
+        for s in x.systems:
+            s.rows = [table.add(x, s, j, False) for j in range(s.n)]
+    cache = None
+    col = lambda v: torch.tensor(v, device=device)[:, None]  # noqa: E731
+    for t in range(max(x.end for x in texts)):
+        # 1. words that start at t: resample (copy the dead particles' rows), draw the tags
+        dst: list[int] = []
+        src: list[int] = []
+        fresh: list[int] = []
+        for x in texts:
+            w = word_at[id(x)].get(t)
+            if w is None:
+                continue
+            for s, parent in _word_start(x, w, tables):
+                if parent is not None:
+                    moved = [(s.rows[j], s.rows[p]) for j, p in enumerate(parent) if p != j]
+                    dst.extend(a for a, _ in moved)
+                    src.extend(b for _, b in moved)
+                if w + 1 == len(x.positions):
+                    fresh.extend(s.rows)
+                    s.closed_rows = [table.add(x, s, j, True) for j in range(s.n)]
+            if t >= x.end:
+                raise AssertionError("a word starts after the text's end")
+        if cache is not None and dst:
+            cache.copy_rows(torch.tensor(dst, device=device), torch.tensor(src, device=device))
+        if cache is not None and fresh:
+            cache.append_rows(torch.tensor(fresh, device=device))
+        # 2. texts done: their rows go once they are half of the cache
+        for r, o in enumerate(table.owner):
+            if o is not None and t >= o[0].end:
+                table.owner[r] = None
+        dead = sum(o is None for o in table.owner)
+        if cache is not None and dead and 2 * dead >= len(table.owner):
+            keep = [r for r, o in enumerate(table.owner) if o is not None]
+            cache.batch_select_indices(torch.tensor(keep, device=device))
+            new_of = {r: i for i, r in enumerate(keep)}
+            table.owner = [table.owner[r] for r in keep]
+            for x in texts:
+                for s in x.systems:
+                    s.rows = [new_of.get(r, -1) for r in s.rows]
+                    s.closed_rows = [new_of.get(r, -1) for r in s.closed_rows]
+        if all(o is None for o in table.owner):
+            break
+        # 3. feed position t of every row: the particle's tags on a word's first token
+        ids, term, nonterm = [], [], []
+        for o in table.owner:
+            if o is None:
+                ids.append(scorer.pad_id)
+                term.append(IGNORE)
+                nonterm.append(IGNORE)
+                continue
+            x, s, j, closed = o
+            ids.append(x.ids[t])
+            w = word_at[id(x)].get(t)
+            if w is None:
+                term.append(IGNORE)
+                nonterm.append(IGNORE)
+            elif closed:
+                term.append(s.closed_tags[j][0])
+                nonterm.append(s.closed_tags[j][1])
+            else:
+                term.append(s.terminals[j][w])
+                nonterm.append(s.nonterminals[j][w])
+        out = model(col(ids), cache=cache, use_cache=True, terminal_ids=col(term), nonterminal_ids=col(nonterm))
+        cache = out.cache
+        logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        target = [o[0].ids[t + 1] if o is not None else scorer.pad_id for o in table.owner]
+        tok_lp = logp.gather(-1, torch.tensor(target, device=logp.device)[:, None]).squeeze(-1).double().cpu()
+        # 4. weights; the tag heads where a word starts (or BOS): the next word's proposal
+        for x in texts:
+            if t >= x.end:
+                continue
+            tagged_here = (t == 0 or t in word_at[id(x)]) and t < (x.positions[-1] if x.positions else -1)
+            for r, s in enumerate(x.systems):
+                s.logw = s.logw + tok_lp[s.rows]
+                if s.closed_rows:
+                    assert s.closed_logw is not None
+                    s.closed_logw = s.closed_logw + tok_lp[s.closed_rows]
+                if tagged_here:
+                    rows = torch.tensor(s.rows, device=logp.device)
+                    t_lp = torch.log_softmax(out.terminal_logits[rows, -1].float(), dim=-1).cpu()
+                    n_lp = torch.log_softmax(out.nonterminal_logits[rows, -1].float(), dim=-1).cpu()
+                    s.next_lp = _joint_lp(t_lp, n_lp)
+                if t + 1 not in word_at[id(x)]:  # else set once the next word's tags are drawn
+                    x.open_est[r][t] = s.open_estimate()
