@@ -1,7 +1,7 @@
 """structpe models in lm-evaluation-harness: the model type ``structpe`` (docs/evaluation.md).
 
     python -m structpe.lm_eval --model structpe \\
-        --model_args pretrained=DIR,parser=spacy,likelihood=conditional,k=10 --tasks ...
+        --model_args pretrained=DIR,parser=spacy,likelihood=conditional,k=10,particles=32 --tasks ...
 
 runs lm-eval's own command line (every option of ``lm_eval``) with ``structpe`` registered: lm-eval
 0.4 finds model types only in its own registry (no plugin entry point), so its ``lm_eval`` script
@@ -11,8 +11,9 @@ cannot see a model type defined elsewhere; this module registers it and hands ov
 A loglikelihood request ``(context, continuation)`` is scored as one text, ``context +
 continuation``, by structpe's scorer (``structpe.eval.scoring.make_scorer``), exactly as ``structpe
 eval`` scores a sentence: the parser tags the whole text (``conditional``: log p(x | T); ``joint``:
-log p(x, T)); ``marginal`` (the k-best lower bound on log p(x)) sums over the tag sequences itself
-and uses the parser only to find the words. The
+log p(x, T)); ``marginal`` (the k-best lower bound on log p(x)) and ``smc`` (the particle estimate
+of log p(x), ``particles`` per system; the pooled 4N estimate) sum over the tag sequences
+themselves and use the parser only to find the words. The
 continuation's log-probability is the sum over the tokens whose first character lies in the
 continuation. Hugging Face causal LMs pass through (``pretrained=<HF folder>``, no tags).
 
@@ -29,7 +30,7 @@ from typing import Any
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from structpe.choices import LIKELIHOODS
+from structpe.choices import DEFAULT_PARTICLES, LIKELIHOODS
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class StructpeLM(LM):
         parser: str | None = None,
         likelihood: str = "conditional",
         k: int = 10,
+        particles: int = DEFAULT_PARTICLES,
         tokenizer: str | None = None,
         parser_model: str | None = None,
         batch_size: int | str | None = 16,
@@ -67,9 +69,19 @@ class StructpeLM(LM):
         model, tok = load_model_and_tokenizer(pretrained, tokenizer, device=device)
         # marginal sums over the tag sequences itself: the parser only segments the words
         the_parser = make_parser(parser, model, parser_model)
-        spec = ScoringSpec(kind="causal", likelihood=likelihood, k=int(k), batch_size=size, progress=False)
+        if int(particles) < 1:
+            raise StructpeError(f"model_args particles={particles}: expected a whole number >= 1")
+        spec = ScoringSpec(
+            kind="causal", likelihood=likelihood, k=int(k), particles=int(particles), batch_size=size, progress=False
+        )
         self.scorer = make_scorer(model, tok, the_parser, spec)
-        self.settings = {"pretrained": pretrained, "parser": parser, "likelihood": likelihood, "k": int(k)}
+        self.settings = {
+            "pretrained": pretrained,
+            "parser": parser,
+            "likelihood": likelihood,
+            "k": int(k),
+            "particles": int(particles),
+        }
         self._warned = False
 
     def _scores(self, texts: list[str]) -> list[Any]:
@@ -114,6 +126,7 @@ class StructpeLM(LM):
                 parser=parser_record(self.settings["parser"]),
                 likelihood=self.settings["likelihood"],
                 k=self.settings["k"] if self.settings["likelihood"] == "marginal" else None,
+                **({"particles": self.settings["particles"]} if self.settings["likelihood"] == "smc" else {}),
             ),
         }
 

@@ -26,6 +26,7 @@ import numpy as np
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import Parser
 
 FIELD_FIX = {"syntax/semantics": "syntax_semantics"}
@@ -171,11 +172,17 @@ def evaluate_blimp(
         it = tqdm(list(it), desc="BLiMP paradigms")
     rows: list[dict[str, Any]] = []
     unaligned = 0
+    smc = isinstance(scorer, CausalScorer) and scorer.tagged and scorer.likelihood == "smc"
+    names = views(SMC_SYSTEMS) if smc else {}
+    view_dec: dict[str, list[bool]] = {v: [] for v in names}  # smc: every pair's decision per view
     for _paradigm, group in it:
         texts = [prefix + p.good for p in group] + [prefix + p.bad for p in group]
         scores = scorer.score(texts)
         unaligned += sum(s.unaligned_words for s in scores)
         n = len(group)
+        for v, systems in names.items():
+            totals = [view_scores(sc, systems).total for sc in scores]
+            view_dec[v].extend(totals[i] > totals[n + i] for i in range(n))
         for i, p in enumerate(group):
             lg, lb = scores[i].total, scores[n + i].total
             rows.append(
@@ -214,6 +221,8 @@ def evaluate_blimp(
         "per_phenomenon": {k: _mean(v) for k, v in sorted(phen.items())},
         "unaligned_words": unaligned,
     }
+    if smc:  # budgets N and 4N of the particle estimate: pair decisions that flip, standard error
+        result.update(convergence(lambda v: (_mean(view_dec[v]), view_dec[v]), scorer.particles, SMC_SYSTEMS))
     if keep_pairs:
         result["pairs"] = rows
     return result

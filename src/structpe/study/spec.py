@@ -59,11 +59,12 @@ from structpe.study.spec_checks import (
     _metric_planned,
     _seed_list,
 )
+from structpe.choices import DEFAULT_PARTICLES
 from structpe.train.recipe import CONFIG_ROOT, load_recipe
 from structpe.yamlio import load_yaml
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
-LIKELIHOODS = ("conditional", "joint", "marginal")
+LIKELIHOODS = ("conditional", "joint", "marginal", "smc")
 LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
 FULL_PARSES = ("test", "text")
 BETTER = ("higher", "lower")
@@ -94,10 +95,12 @@ class DatasetSpec:
 @dataclass
 class PplSpec:
     """Perplexity on the corpus's test sentences, every mode on the same ones; ``k``: the marginal
-    bound's beam width (its bounds at k = 1, 10, 100 up to k are reported too)."""
+    bound's beam width (its bounds at k = 1, 10, 100 up to k are reported too); ``particles``: the
+    smc estimate's N (scored at N and 4N, docs/likelihoods.md)."""
 
-    likelihoods: list[str] = field(default_factory=lambda: list(LIKELIHOODS))
+    likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint", "marginal"])
     k: int = 10
+    particles: int = DEFAULT_PARTICLES
     sentences: int | None = None  # None = dataset.test_sentences
 
 
@@ -126,6 +129,7 @@ class BlimpSpec:
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
     k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
     marginal_limit: int | None = None
+    particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
 
     def limit_for(self, mode: str) -> int | None:
         """Pairs per paradigm that ``mode`` scores."""
@@ -139,6 +143,7 @@ class SyntaxGymSpec:
     suites: str | list[str] = "paper31"
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
     k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
+    particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
 
 
 @dataclass

@@ -38,6 +38,7 @@ gets an honest verdict only where ``flip_share <= FLIP_SHARE_MAX`` (``estimator_
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,14 +46,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from structpe.choices import DEFAULT_PARTICLES
 from structpe.eval.scoring.prefixes import prefix_pairs
 from structpe.eval.scoring.rows import Row, run_rows
 from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, model_device
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, N_NONTERMINALS, N_TERMINALS
 from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
-# particles per system when none is given (benchmarks/smc_cost.py; docs/likelihoods.md)
-DEFAULT_PARTICLES = 32
 # independent systems of N pooled into the reported (4N) score, plus one more alone (the N check)
 SMC_REPLICATES = 4
 SMC_SYSTEMS = SMC_REPLICATES + 1
@@ -438,3 +438,76 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
                     s.next_lp = _joint_lp(t_lp, n_lp)
                 if t + 1 not in word_at[id(x)]:  # else set once the next word's tags are drawn
                     x.open_est[r][t] = s.open_estimate()
+
+
+# ----------------------------------------------------------------------------------------------
+# budgets N and 4N: views of the systems, decisions that flip, the score's standard error
+
+
+def views(systems: int = SMC_SYSTEMS) -> dict[str, list[int]]:
+    """The systems each estimate pools: ``score`` (1..R, the reported 4N estimate), ``check``
+    (system 0 alone, N particles, independent of the score's) and ``jk<r>`` (the score without
+    replicate r, for the jackknife)."""
+    if systems < 3:
+        raise ValueError(f"budgets N and 4N need at least 3 systems, got {systems}")
+    reps = list(range(1, systems))
+    out = {"score": reps, "check": [0]}
+    out.update({f"jk{r}": [q for q in reps if q != r] for r in reps})
+    return out
+
+
+def view_scores(ts: TokenScores, systems: Sequence[int]) -> TokenScores:
+    """``ts`` (an smc result) as the pooled estimate of the given systems: per-token log-ratios of
+    their pooled prefix estimates and the closing to their pooled sentence estimate."""
+    if ts.likelihood != "smc":
+        return ts
+    opened = view_prefixes(ts.meta["open"], systems)
+    lps, prev = [], 0.0
+    for b in opened:
+        lps.append(b - prev)
+        prev = b
+    n_tok = len(ts.token_ids)
+    eos = lps[n_tok] if ts.eos_logprob is not None else None
+    close = _lme([ts.meta["closed"][r] for r in systems]) - prev
+    return dataclasses.replace(ts, logprobs=lps[:n_tok], eos_logprob=eos, close_logprob=close)
+
+
+def convergence(
+    decide: Callable[[str], tuple[float, Sequence[bool]]], particles: int, systems: int = SMC_SYSTEMS
+) -> dict[str, float]:
+    """Budgets N and 4N of one metric: ``decide(view)`` gives the metric and its decisions (SyntaxGym
+    items, BLiMP pairs; none for perplexity) from the systems of ``views()[view]``.
+
+    ``flip_share``: the share of decisions that differ between the check (N) and the score (4N),
+    independent systems; ``stderr``: the jackknife standard error of the 4N score over its R
+    replicates, sqrt((R - 1) / R * sum_r (theta_(-r) - mean)^2) (the replicates are independent
+    and identically distributed, so the leave-one-out spread measures the estimator's own Monte
+    Carlo noise, decisions included, without any model of it); ``score_at_n``: the metric at N.
+    """
+    names = views(systems)
+    score, dec = decide("score")
+    at_n, dec_n = decide("check")
+    jk = [decide(v)[0] for v in names if v.startswith("jk")]
+    r = len(jk)
+    mean = sum(jk) / r
+    out = {
+        "particles": float(particles),
+        "replicates": float(r),
+        "score_at_n": float(at_n),
+        "stderr": math.sqrt((r - 1) / r * sum((x - mean) ** 2 for x in jk)),
+    }
+    if len(dec):
+        out["flip_share"] = sum(a != b for a, b in zip(dec, dec_n, strict=True)) / len(dec)
+        out["decisions"] = float(len(dec))
+    return out
+
+
+def estimator_converged(flip_share: float | None) -> bool:
+    """Whether a metric's smc estimate may carry an honest verdict: at most ``FLIP_SHARE_MAX`` of
+    its decisions flip between N and 4N particles (None: no record, not shown converged)."""
+    return flip_share is not None and math.isfinite(flip_share) and flip_share <= FLIP_SHARE_MAX
+
+
+def not_converged_note(particles: int) -> str:
+    """The words a report prints where ``estimator_converged`` is False."""
+    return f"estimator not converged at N = {particles}"
