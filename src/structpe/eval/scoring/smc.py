@@ -58,6 +58,8 @@ SMC_REPLICATES = 4
 SMC_SYSTEMS = SMC_REPLICATES + 1
 # the largest share of decisions that may flip between N and 4N particles for an honest verdict
 FLIP_SHARE_MAX = 0.02
+# resample when the effective sample size falls below this share of N
+RESAMPLE_ESS = 0.5
 # rows (particles over the sentences of a group) per cached forward, as the marginal's beam
 CACHED_PARTICLE_ROWS = 1024
 
@@ -109,14 +111,15 @@ class _System:
         return self.log_z + float(torch.logsumexp(self.closed_logw, 0)) - math.log(self.n)
 
     def resample(self) -> list[int] | None:
-        """Systematic resampling when ESS < N / 2; returns each particle's parent (None: kept).
+        """Systematic resampling when ESS < ``RESAMPLE_ESS`` N; returns each particle's parent (None:
+        not resampled).
 
         A particle with offspring keeps its own index (its cache row) for the first of them; the
         extra offspring take the indices of particles without any, so only those rows change.
         """
         w = torch.exp(self.logw - self.logw.max())
         ess = float(w.sum() ** 2 / (w * w).sum())
-        if ess >= self.n / 2:
+        if ess >= RESAMPLE_ESS * self.n:
             return None
         u = (torch.rand(1, generator=self.gen, dtype=torch.float64) + torch.arange(self.n)) / self.n
         cdf = torch.cumsum(w / w.sum(), 0)
