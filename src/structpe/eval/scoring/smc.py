@@ -360,7 +360,7 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
             s.rows = [table.add(x, s, j, False) for j in range(s.n)]
     cache = None
     col = lambda v: torch.tensor(v, device=device)[:, None]  # noqa: E731
-    for t in range(max(x.end for x in texts)):
+    for t in range(max(x.end for x in texts) + 1):  # a last word may start at the last token
         # 1. words that start at t: resample (copy the dead particles' rows), draw the tags
         dst: list[int] = []
         src: list[int] = []
@@ -374,11 +374,9 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
                     moved = [(s.rows[j], s.rows[p]) for j, p in enumerate(parent) if p != j]
                     dst.extend(a for a, _ in moved)
                     src.extend(b for _, b in moved)
-                if w + 1 == len(x.positions):
+                if w + 1 == len(x.positions) and t < x.end:  # tokens follow: the closing rows
                     fresh.extend(s.rows)
                     s.closed_rows = [table.add(x, s, j, True) for j in range(s.n)]
-            if t >= x.end:
-                raise AssertionError("a word starts after the text's end")
         if cache is not None and dst:
             cache.copy_rows(torch.tensor(dst, device=device), torch.tensor(src, device=device))
         if cache is not None and fresh:
@@ -388,6 +386,8 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
             if o is not None and t >= o[0].end:
                 table.owner[r] = None
         dead = sum(o is None for o in table.owner)
+        if dead == len(table.owner):
+            break
         if cache is not None and dead and 2 * dead >= len(table.owner):
             keep = [r for r, o in enumerate(table.owner) if o is not None]
             cache.batch_select_indices(torch.tensor(keep, device=device))
@@ -397,8 +397,6 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
                 for s in x.systems:
                     s.rows = [new_of.get(r, -1) for r in s.rows]
                     s.closed_rows = [new_of.get(r, -1) for r in s.closed_rows]
-        if all(o is None for o in table.owner):
-            break
         # 3. feed position t of every row: the particle's tags on a word's first token
         ids, term, nonterm = [], [], []
         for o in table.owner:
