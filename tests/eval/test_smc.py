@@ -84,8 +84,8 @@ def test_estimate_matches_a_wrong_proposal_weight_check(tok, monkeypatch):  # no
     exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
     real = _System.propose
 
-    def no_mass(self, tables):
-        pair, depth, log_mass = real(self, tables)
+    def no_mass(self, tables, max_after=None):
+        pair, depth, log_mass = real(self, tables, max_after)
         return pair, depth, torch.where(torch.isfinite(log_mass), 0.0, log_mass)
 
     monkeypatch.setattr(_System, "propose", no_mass)
@@ -130,10 +130,10 @@ def test_resampling_keeps_the_estimate_and_the_survivors_rows():
     s.logw = torch.tensor([0.0, -9.0, -9.0, -9.0, -9.0, -9.0, -9.0, 2.0], dtype=torch.float64)
     s.next_lp = torch.zeros(8, 10, dtype=torch.float64)
     s.terminals = [[j] for j in range(8)]
-    before = s.open_estimate()
+    before = s.estimate()
     parent = s.resample()
     assert parent is not None and s.resamplings == 1
-    assert s.open_estimate() == pytest.approx(before, abs=1e-12)
+    assert s.estimate() == pytest.approx(before, abs=1e-12)
     assert all(parent[p] == p for p in set(parent))  # a particle with offspring keeps its index
     assert set(parent) <= {0, 7} and s.terminals == [[p] for p in parent]
     even = _System(seed=1, n=8)
@@ -142,30 +142,24 @@ def test_resampling_keeps_the_estimate_and_the_survivors_rows():
 
 
 def test_cache_row_moves_equal_a_full_gather(tok):  # noqa: F811
+    """Copying the rows whose parent changed in place (SiPECache.copy_rows) continues exactly as
+    gathering the whole cache to the same parents (batch_select_indices)."""
     model = tiny_txl(tok, "input", seed=2)
     ids = torch.randint(4, len(tok), (5, 6))
     terms = torch.tensor([[0, -100, 1, 0, -100, 1]] * 5)
     nts = torch.tensor([[1, -100, 0, 2, -100, 1]] * 5)
+    parent = torch.tensor([0, 0, 4, 3, 4])
 
     def run(reorder):
-        cache = SiPECache()
-        out = model(ids[:, :3], cache=cache, use_cache=True, terminal_ids=terms[:, :3], nonterminal_ids=nts[:, :3])
+        out = model(ids[:, :3], cache=SiPECache(), use_cache=True, terminal_ids=terms[:, :3], nonterminal_ids=nts[:, :3])
         reorder(out.cache)
-        rows = out.cache.layers[0].keys.shape[0]
-        return model(
-            ids[:rows, 3:] if rows <= 5 else ids[[0, 1, 2, 3, 4, 1, 2], 3:],
-            cache=out.cache,
-            use_cache=True,
-            terminal_ids=terms[:1, 3:].expand(rows, -1),
-            nonterminal_ids=nts[:1, 3:].expand(rows, -1),
-        ).logits
+        nxt = ids[parent, 3:]
+        return model(nxt, cache=out.cache, use_cache=True, terminal_ids=terms[:, 3:], nonterminal_ids=nts[:, 3:]).logits
 
-    index = torch.tensor([0, 0, 4, 3, 4, 0, 4])
-    dst, src = torch.tensor([1, 2]), torch.tensor([0, 4])
-    a = run(lambda c: (c.copy_rows(dst, src), c.append_rows(torch.tensor([0, 4]))))
-    b = run(lambda c: c.batch_select_indices(index))
-    assert a.shape[0] == 7
-    assert torch.allclose(a[[0, 1, 2, 3, 4, 5, 6]], b, atol=1e-5)
+    a = run(lambda c: c.copy_rows(torch.tensor([1, 2]), torch.tensor([0, 4])))
+    b = run(lambda c: c.batch_select_indices(parent))
+    assert torch.allclose(a, b, atol=1e-5)
+    assert not torch.allclose(a, run(lambda c: None), atol=1e-3)  # the moves matter
 
 
 def test_flip_share_and_stderr_of_the_budgets():
@@ -190,3 +184,54 @@ def test_views_pool_the_systems(tok):  # noqa: F811
     one = view_scores(ts, [0])
     assert one.total == pytest.approx(ts.meta["closed"][0])
     assert sum(one.logprobs) == pytest.approx(ts.meta["open"][0][-1])
+
+
+def test_blimp_and_ppl_record_the_budgets(tok):  # noqa: F811
+    """BLiMP and perplexity in smc mode: the score at 4N, the check at N, the flip share of pair
+    decisions, the jackknife standard error, N; and the study's flat keys carry them."""
+    from structpe.eval.blimp import BlimpPair, evaluate_blimp
+    from structpe.eval.ppl import evaluate_ppl
+    from structpe.study.cell_scores import blimp_scores, flat, ppl_scores
+
+    model = tiny_txl(tok, "input", seed=4)
+    rng = random.Random(2)
+    goods = ["the lazy dog sleeps", "she saw funny hats", "a fox jumps", "the keys are on the table"]
+    bads = ["the dog lazy sleeps", "she funny saw hats", "fox a jumps", "the keys is on the table"]
+    pairs = [BlimpPair("p", str(i), g, b, "syntax", "x") for i, (g, b) in enumerate(zip(goods, bads, strict=True))]
+
+    class Parser:
+        def parse_text(self, texts):
+            return [random_parse(t.strip(), rng) for t in texts]
+
+    res = evaluate_blimp(model, tok, Parser(), pairs=pairs, likelihood="smc", particles=4, progress=False)
+    assert res["particles"] == 4 and res["decisions"] == 4 and 0 <= res["flip_share"] <= 1
+    assert res["stderr"] >= 0 and 0 <= res["score_at_n"] <= 1
+    keys = flat("blimp.smc", blimp_scores(res))
+    assert {"blimp.smc.overall", "blimp.smc.flip_share", "blimp.smc.particles", "blimp.smc.stderr"} <= set(keys)
+    sents = [random_parse(g, rng) for g in goods]
+    ppl = evaluate_ppl(model, tok, sents, likelihood="smc", particles=4, progress=False)
+    assert ppl["particles"] == 4 and ppl["stderr"] > 0 and "flip_share" not in ppl
+    assert ppl["word_ppl_at_n"] > 0
+    keys = flat("ppl.smc", ppl_scores(ppl))
+    assert {"ppl.smc.word_ppl", "ppl.smc.stderr", "ppl.smc.particles"} <= set(keys)
+
+
+def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok):  # noqa: F811
+    """The open estimate of a prefix (what a region's surprisal is made of) against the brute-force
+    sum of p(prefix, T) over every open tag sequence of its words (no closing, no length)."""
+    from types import SimpleNamespace
+
+    from test_likelihood import _open_sequences
+
+    model = tiny_txl(tok, "input", seed=7)
+    words = "the lazy dog".split()
+    tagged = [
+        SimpleNamespace(words=words, terminals=[a for a, _ in q], nonterminals=[b for _, b in q])
+        for q in _open_sequences(len(words))
+    ]
+    exact = math.exp(lk._lse([j.total for j in score(model, tok, tagged, "joint")]))
+    sc = CausalScorer(model, tok, likelihood="smc", particles=8, seed=11)
+    res = smc_scores(sc, sc.encode([" ".join(words)], [tagged[0]]), systems=200)[0]
+    z = [math.exp(o[-1]) / exact for o in res.meta["open"]]
+    se = statistics.stdev(z) / math.sqrt(len(z))
+    assert abs(statistics.mean(z) - 1) < 3 * se, (statistics.mean(z), se)

@@ -30,7 +30,7 @@ class BufferedLayer(DynamicLayer):
     """
 
     buffers: tuple[torch.Tensor, torch.Tensor] | None = None
-    rows = 0  # live batch rows: the buffers may hold spare rows after them (``append_rows``)
+    rows = 0  # batch rows of the cache (the buffers' first dimension)
 
     def _viewing_buffers(self) -> bool:
         return (
@@ -41,13 +41,12 @@ class BufferedLayer(DynamicLayer):
             and self.buffers[0].shape[1:-2] == self.keys.shape[1:-2]
         )
 
-    def _refill(self, keys: torch.Tensor, values: torch.Tensor, room: int, spare_rows: int = 0) -> None:
-        """Fresh buffers with space for ``room`` positions (and ``spare_rows`` more rows), holding
-        ``keys`` / ``values`` [B, H, n, d]."""
+    def _refill(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
+        """Fresh buffers with space for ``room`` positions, holding ``keys`` / ``values`` [B, H, n, d]."""
         n, size = keys.shape[-2], max(2 * room, 64)
         self.rows = keys.shape[0]
         self.buffers = tuple(
-            torch.empty(self.rows + spare_rows, *x.shape[1:-2], size, x.shape[-1], dtype=x.dtype, device=x.device)
+            torch.empty(self.rows, *x.shape[1:-2], size, x.shape[-1], dtype=x.dtype, device=x.device)
             for x in (keys, values)
         )
         for buf, x in zip(self.buffers, (keys, values), strict=True):
@@ -94,22 +93,6 @@ class BufferedLayer(DynamicLayer):
             return
         for x in (self.keys, self.values):  # views of the buffers' filled part
             x.index_copy_(0, dst, x.index_select(0, src))
-
-    def append_rows(self, src: torch.Tensor) -> None:
-        """New rows after the live ones, copies of rows ``src``; spare rows are kept, doubling."""
-        if not self._viewing_buffers():
-            self.keys = torch.cat([self.keys, self.keys.index_select(0, src)])
-            self.values = torch.cat([self.values, self.values.index_select(0, src)])
-            return
-        n, m = self.keys.shape[-2], src.shape[0]
-        if self.rows + m > self.buffers[0].shape[0]:
-            keys, values = self.keys, self.values
-            self._refill(keys, values, room=self.buffers[0].shape[-2] // 2, spare_rows=self.rows + 2 * m)
-        for buf in self.buffers:
-            filled = buf[..., :n, :]
-            filled[self.rows : self.rows + m] = filled.index_select(0, src)
-        self.rows += m
-        self._views(n)
 
 
 class SiPECache(DynamicCache):
@@ -216,16 +199,6 @@ class SiPECache(DynamicCache):
             x = getattr(self, name)
             if x is not None:
                 setattr(self, name, x.index_copy(0, dst.to(x.device), x.index_select(0, src.to(x.device))))
-
-    def append_rows(self, src: torch.Tensor) -> None:
-        """Rows after the last one, copies of rows ``src`` (a particle's closing branch); the layers
-        keep spare rows, so appending rarely reallocates."""
-        for layer in self.layers:
-            layer.append_rows(src)
-        for name in ("pair_ids", "tags"):
-            x = getattr(self, name)
-            if x is not None:
-                setattr(self, name, torch.cat([x, x.index_select(0, src.to(x.device))]))
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         super().batch_repeat_interleave(repeats)

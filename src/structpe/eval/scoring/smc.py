@@ -18,8 +18,13 @@ importance sampling with resampling, word-synchronous (a particle filter over th
 * the prefix estimate at token t is p^(x_<=t) = Z_res * mean_n w_n, with Z_res the product of
   the mean weights at the past resamplings: an unbiased estimate of the open prefix marginal
   sum_{T_<=i open} p(x_<=t, T_<=i) (offspring counts have mean N W_n, so every step preserves the
-  expectation, whether or not it resamples). At the last word the particles also draw a closing
-  move (eos) from the same parents: the sentence estimate.
+  expectation, whether or not it resamples).
+* the sentence estimate p^(x) (BLiMP, perplexity, the closing of the last region) comes from
+  systems of their own that know the text's word count: their proposal keeps only the moves after
+  which the tree can still close in the words left (``allowed_pairs``: exactly the well-formed
+  sequences), and the last word draws the closing move (eos). A prefix system's particles do not
+  know where the text ends and would mostly be too deep to close at its last word; the sentence
+  as a whole may use its own length, its prefixes may not.
 
 Per-token scores are log-ratios of successive prefix estimates, so word and region surprisals come
 from one particle system and depend on the text up to them alone (``prefix_bounds`` re-segments a
@@ -90,10 +95,7 @@ class _System:
     terminals: list[list[int]] = field(init=False)
     nonterminals: list[list[int]] = field(init=False)
     next_lp: torch.Tensor | None = None  # [N, 10] the tag heads' joint log-probs for the next word
-    rows: list[int] = field(default_factory=list)  # cache row of each open particle
-    closed_logw: torch.Tensor | None = None  # the last word's closing particles
-    closed_rows: list[int] = field(default_factory=list)
-    closed_tags: list[tuple[int, int]] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)  # cache row of each particle
     resamplings: int = 0
 
     def __post_init__(self) -> None:
@@ -103,12 +105,9 @@ class _System:
         self.terminals = [[] for _ in range(self.n)]
         self.nonterminals = [[] for _ in range(self.n)]
 
-    def open_estimate(self) -> float:
+    def estimate(self) -> float:
+        """log of Z_res * mean_n w_n: the estimate of the prefix fed so far."""
         return self.log_z + float(torch.logsumexp(self.logw, 0)) - math.log(self.n)
-
-    def closed_estimate(self) -> float:
-        assert self.closed_logw is not None
-        return self.log_z + float(torch.logsumexp(self.closed_logw, 0)) - math.log(self.n)
 
     def resample(self) -> list[int] | None:
         """Systematic resampling when ESS < ``RESAMPLE_ESS`` N; returns each particle's parent (None:
@@ -139,8 +138,11 @@ class _System:
         self.resamplings += 1
         return parent
 
-    def propose(self, tables: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Draw one (t, nt) per particle from the tag heads restricted to the allowed moves.
+    def propose(
+        self, tables: tuple[torch.Tensor, torch.Tensor], max_after: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Draw one (t, nt) per particle from the tag heads restricted to the allowed moves (and to
+        those whose depth after is at most ``max_after``: the prefix can still close in time).
 
         Returns the pair ids [N], the depths after them [N] and log Z, the allowed mass [N] (the
         weight's factor p / q).
@@ -148,6 +150,8 @@ class _System:
         allowed, after = tables
         assert self.next_lp is not None
         ok = allowed[self.depth]
+        if max_after is not None:
+            ok = ok & (after[self.depth] <= max_after)
         lp = self.next_lp.masked_fill(~ok, -math.inf)
         log_mass = torch.logsumexp(lp, -1)  # -inf: no allowed move (a deep prefix cannot close)
         stuck = ~ok.any(-1)
@@ -167,8 +171,13 @@ class _Text:
     positions: list[int]
     end: int
     ids: list[int]  # BOS + text (+ EOS)
-    systems: list[_System]
-    open_est: list[list[float]]  # per system: the prefix estimate at positions 1..end
+    systems: list[_System]  # open: the prefix estimates
+    sentences: list[_System]  # length-aware: the sentence estimates
+    open_est: list[list[float]]  # per open system: the prefix estimate at positions 1..end
+
+    @property
+    def every_system(self) -> list[_System]:
+        return [*self.systems, *self.sentences]
 
 
 def _joint_lp(t_lp: torch.Tensor, n_lp: torch.Tensor) -> torch.Tensor:
@@ -209,13 +218,14 @@ def smc_scores(
         raise ValueError(f"smc likelihood needs particles >= 1 and systems >= 1, got {n}, {systems}")
     if not scorer.tagged:
         return plain_scores(scorer, batch)
-    seeds = system_seeds(seed, systems)
+    seeds = system_seeds(seed, 2 * systems)
     texts = []
     for e in batch:
         end = len(e.ids) + int(scorer.append_eos)
         ids = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
-        sys_ = [_System(s, n) for s in seeds]
-        texts.append(_Text(e, tagged_positions(e), end, ids, sys_, [[0.0] * end for _ in sys_]))
+        opened = [_System(s, n) for s in seeds[:systems]]
+        whole = [_System(s, n) for s in seeds[systems:]]
+        texts.append(_Text(e, tagged_positions(e), end, ids, opened, whole, [[0.0] * end for _ in opened]))
     if use_cache is None:
         from structpe.models.txl import TransfoXLSiPEForCausalLM
 
@@ -231,7 +241,7 @@ def smc_scores(
     out = []
     pool = list(range(1, systems)) if systems > 1 else [0]
     for x in texts:
-        closed = [s.closed_estimate() if x.positions else x.open_est[r][-1] for r, s in enumerate(x.systems)]
+        closed = [s.estimate() if x.positions else x.open_est[r][-1] for r, s in enumerate(x.sentences)]
         opened = view_prefixes(x.open_est, pool)
         lps, prev = [], 0.0
         for b in opened:
@@ -243,7 +253,7 @@ def smc_scores(
             "seed": seed,
             "open": x.open_est,
             "closed": closed,
-            "resamplings": [s.resamplings for s in x.systems],
+            "resamplings": [s.resamplings for s in x.every_system],
             "n_words": len(x.positions),
         }
         ts = _token_scores(scorer, x.enc, lps, "smc", meta)
@@ -266,28 +276,29 @@ def view_prefixes(open_est: Sequence[Sequence[float]], systems: Sequence[int]) -
 
 
 def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | None]]:
-    """Word ``w`` (0-based) starts: per system, resample, draw its open tags (at the last word also
-    the closing ones, after them) and record the prefix estimate at the word's first token.
+    """Word ``w`` (0-based) starts: every system resamples and draws the word's tags; an open system
+    records its prefix estimate at the word's first token, a sentence system draws only moves that
+    can still close (the closing move at the last word).
 
     Returns each system's resampling parents (None: not resampled) for the cache's rows.
     """
     out = []
-    last = w + 1 == len(x.positions)
-    pos = x.positions[w]
-    for r, s in enumerate(x.systems):
+    n_words = len(x.positions)
+    for s in x.every_system:
         parent = s.resample() if w > 0 else None
         out.append((s, parent))
-        pair, depth, log_mass = s.propose(tables[0])
-        if last:  # drawn after the open tags: a text that goes on draws the same open tags
-            c_pair, _, c_mass = s.propose(tables[1])
-            s.closed_logw = s.logw + c_mass
-            s.closed_tags = [(p // N_NONTERMINALS, p % N_NONTERMINALS) for p in c_pair.tolist()]
+        if any(s is q for q in x.sentences):  # identity: dataclass equality compares tensors
+            last = w + 1 == n_words
+            pair, depth, log_mass = s.propose(tables[last], None if last else n_words - w - 1)
+        else:
+            pair, depth, log_mass = s.propose(tables[0])
         s.logw = s.logw + log_mass
         s.depth = depth
         for j, p in enumerate(pair.tolist()):
             s.terminals[j].append(p // N_NONTERMINALS)
             s.nonterminals[j].append(p % N_NONTERMINALS)
-        x.open_est[r][pos - 1] = s.open_estimate()
+    for r, s in enumerate(x.systems):
+        x.open_est[r][x.positions[w] - 1] = s.estimate()
     return out
 
 
@@ -300,47 +311,25 @@ def _run_uncached(scorer: CausalScoring, x: _Text, tables) -> None:
         stop = x.positions[step] if step < n_words else x.end  # last position predicted
         src = x.positions[step - 1] if step > 0 else 0  # logits needed from here on
         rows, owners = [], []
-        for s in x.systems:
-            tagsets = [(s.terminals[j], s.nonterminals[j], False) for j in range(s.n)]
-            if step == n_words and n_words:
-                tagsets += [
-                    ([*s.terminals[j][:-1], t], [*s.nonterminals[j][:-1], nt], True)
-                    for j, (t, nt) in enumerate(s.closed_tags)
-                ]
-            for terms, nts, closed in tagsets:
+        for s in x.every_system:
+            for j in range(s.n):
                 t = [IGNORE] * (stop + 1)
                 nn = [IGNORE] * (stop + 1)
-                for pos, tt, n_ in zip(x.positions, terms, nts, strict=False):
+                for pos, tt, n_ in zip(x.positions, s.terminals[j], s.nonterminals[j], strict=False):
                     t[pos], nn[pos] = tt, n_
                 rows.append(Row(x.ids[: stop + 1], t, nn, logits_from=src))
-                owners.append((s, closed))
+                owners.append(s)
         outs = run_rows(scorer, rows)
-        for r, s in enumerate(x.systems):
-            mine = [o for (o_s, closed), o in zip(owners, outs, strict=True) if o_s is s and not closed]
+        for s in x.every_system:
+            mine = [o for o_s, o in zip(owners, outs, strict=True) if o_s is s]
             lp = torch.tensor([o.token_lp[src:stop] for o in mine], dtype=torch.float64)  # [N, seg]
+            r = next((q for q, o in enumerate(x.systems) if o is s), None)
             for k, pos in enumerate(range(src + 1, stop + 1)):
                 s.logw = s.logw + lp[:, k]
-                if step == n_words or pos < stop:  # a word's first token: set once its tags are drawn
-                    x.open_est[r][pos - 1] = s.open_estimate()
+                if r is not None and (step == n_words or pos < stop):  # a word start: once tagged
+                    x.open_est[r][pos - 1] = s.estimate()
             if step < n_words:
                 s.next_lp = torch.cat([_joint_lp(o.terminal_lp[src][None], o.nonterminal_lp[src][None]) for o in mine])
-            closed = [o for (o_s, c), o in zip(owners, outs, strict=True) if o_s is s and c]
-            if closed:
-                assert s.closed_logw is not None
-                seg = torch.tensor([o.token_lp[src:stop] for o in closed], dtype=torch.float64)
-                s.closed_logw = s.closed_logw + seg.sum(1)
-
-
-class _Rows:
-    """Which particle each row of the key/value cache holds: ``(text, system, index, closed)``, or
-    None for a row whose text is done (fed a pad token until the rows are compacted)."""
-
-    def __init__(self) -> None:
-        self.owner: list[tuple[_Text, _System, int, bool] | None] = []
-
-    def add(self, x: _Text, s: _System, j: int, closed: bool) -> int:
-        self.owner.append((x, s, j, closed))
-        return len(self.owner) - 1
 
 
 @torch.no_grad()
@@ -348,23 +337,22 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
     """The same particle systems, token-synchronous on one ``SiPECache``: every particle of every
     system of every text is a row, all rows have fed the same number of positions, and one forward
     of one new position per row advances the group. Resampling copies only the rows of particles
-    that died (``SiPECache.copy_rows``); a text's closing particles are appended as copies of their
-    parents' rows at its last word (``append_rows``); rows of finished texts are dropped once they
-    are half of the cache (one ``batch_select_indices``)."""
+    that died (``SiPECache.copy_rows``), never the whole cache; rows of finished texts are dropped
+    once they are half of the cache (one ``batch_select_indices``) and fed a pad token until then."""
     model = scorer.model
     device = model_device(model)
     word_at = {id(x): {pos: w for w, pos in enumerate(x.positions)} for x in texts}
-    table = _Rows()
+    owner: list[tuple[_Text, _System, int] | None] = []  # the particle each cache row holds
     for x in texts:
-        for s in x.systems:
-            s.rows = [table.add(x, s, j, False) for j in range(s.n)]
+        for s in x.every_system:
+            s.rows = list(range(len(owner), len(owner) + s.n))
+            owner.extend((x, s, j) for j in range(s.n))
     cache = None
     col = lambda v: torch.tensor(v, device=device)[:, None]  # noqa: E731
     for t in range(max(x.end for x in texts) + 1):  # a last word may start at the last token
         # 1. words that start at t: resample (copy the dead particles' rows), draw the tags
         dst: list[int] = []
         src: list[int] = []
-        fresh: list[int] = []
         for x in texts:
             w = word_at[id(x)].get(t)
             if w is None:
@@ -374,71 +362,47 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
                     moved = [(s.rows[j], s.rows[p]) for j, p in enumerate(parent) if p != j]
                     dst.extend(a for a, _ in moved)
                     src.extend(b for _, b in moved)
-                if w + 1 == len(x.positions) and t < x.end:  # tokens follow: the closing rows
-                    fresh.extend(s.rows)
-                    s.closed_rows = [table.add(x, s, j, True) for j in range(s.n)]
         if cache is not None and dst:
             cache.copy_rows(torch.tensor(dst, device=device), torch.tensor(src, device=device))
-        if cache is not None and fresh:
-            cache.append_rows(torch.tensor(fresh, device=device))
         # 2. texts done: their rows go once they are half of the cache
-        for r, o in enumerate(table.owner):
-            if o is not None and t >= o[0].end:
-                table.owner[r] = None
-        dead = sum(o is None for o in table.owner)
-        if dead == len(table.owner):
+        owner = [o if o is not None and t < o[0].end else None for o in owner]
+        dead = sum(o is None for o in owner)
+        if dead == len(owner):
             break
-        if cache is not None and dead and 2 * dead >= len(table.owner):
-            keep = [r for r, o in enumerate(table.owner) if o is not None]
+        if cache is not None and 2 * dead >= len(owner):
+            keep = [r for r, o in enumerate(owner) if o is not None]
             cache.batch_select_indices(torch.tensor(keep, device=device))
-            new_of = {r: i for i, r in enumerate(keep)}
-            table.owner = [table.owner[r] for r in keep]
-            for x in texts:
-                for s in x.systems:
-                    s.rows = [new_of.get(r, -1) for r in s.rows]
-                    s.closed_rows = [new_of.get(r, -1) for r in s.closed_rows]
+            owner = [owner[r] for r in keep]
+            for r, o in enumerate(owner):
+                assert o is not None
+                o[1].rows[o[2]] = r
         # 3. feed position t of every row: the particle's tags on a word's first token
         ids, term, nonterm = [], [], []
-        for o in table.owner:
-            if o is None:
-                ids.append(scorer.pad_id)
-                term.append(IGNORE)
-                nonterm.append(IGNORE)
-                continue
-            x, s, j, closed = o
-            ids.append(x.ids[t])
-            w = word_at[id(x)].get(t)
-            if w is None:
-                term.append(IGNORE)
-                nonterm.append(IGNORE)
-            elif closed:
-                term.append(s.closed_tags[j][0])
-                nonterm.append(s.closed_tags[j][1])
-            else:
-                term.append(s.terminals[j][w])
-                nonterm.append(s.nonterminals[j][w])
+        for o in owner:
+            w = word_at[id(o[0])].get(t) if o is not None else None
+            ids.append(o[0].ids[t] if o is not None else scorer.pad_id)
+            term.append(o[1].terminals[o[2]][w] if o is not None and w is not None else IGNORE)
+            nonterm.append(o[1].nonterminals[o[2]][w] if o is not None and w is not None else IGNORE)
         out = model(col(ids), cache=cache, use_cache=True, terminal_ids=col(term), nonterminal_ids=col(nonterm))
         cache = out.cache
         logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
-        target = [o[0].ids[t + 1] if o is not None else scorer.pad_id for o in table.owner]
+        target = [o[0].ids[t + 1] if o is not None else scorer.pad_id for o in owner]
         tok_lp = logp.gather(-1, torch.tensor(target, device=logp.device)[:, None]).squeeze(-1).double().cpu()
         # 4. weights; the tag heads where a word starts (or BOS): the next word's proposal
         for x in texts:
             if t >= x.end:
                 continue
             tagged_here = (t == 0 or t in word_at[id(x)]) and t < (x.positions[-1] if x.positions else -1)
-            for r, s in enumerate(x.systems):
+            for s in x.every_system:
                 s.logw = s.logw + tok_lp[s.rows]
-                if s.closed_rows:
-                    assert s.closed_logw is not None
-                    s.closed_logw = s.closed_logw + tok_lp[s.closed_rows]
                 if tagged_here:
                     rows = torch.tensor(s.rows, device=logp.device)
                     t_lp = torch.log_softmax(out.terminal_logits[rows, -1].float(), dim=-1).cpu()
                     n_lp = torch.log_softmax(out.nonterminal_logits[rows, -1].float(), dim=-1).cpu()
                     s.next_lp = _joint_lp(t_lp, n_lp)
-                if t + 1 not in word_at[id(x)]:  # else set once the next word's tags are drawn
-                    x.open_est[r][t] = s.open_estimate()
+            if t + 1 not in word_at[id(x)]:  # else set once the next word's tags are drawn
+                for r, s in enumerate(x.systems):
+                    x.open_est[r][t] = s.estimate()
 
 
 # ----------------------------------------------------------------------------------------------
