@@ -72,7 +72,12 @@ class StructpeLM(LM):
         if int(particles) < 1:
             raise StructpeError(f"model_args particles={particles}: expected a whole number >= 1")
         spec = ScoringSpec(
-            kind="causal", likelihood=likelihood, k=int(k), particles=int(particles), batch_size=size, progress=False
+            kind="causal",
+            likelihood=likelihood,
+            k=int(k),
+            particles=int(particles),
+            batch_size=size,
+            progress=False,
         )
         self.scorer = make_scorer(model, tok, the_parser, spec)
         self.settings = {

@@ -13,6 +13,7 @@ import statistics
 
 import pytest
 import torch
+from test_likelihood import random_parse, score, tiny_txl, tok  # noqa: F401  (tok: a fixture)
 
 from structpe.eval.scoring import likelihood as lk
 from structpe.eval.scoring import smc
@@ -31,8 +32,6 @@ from structpe.models.txl_cache import SiPECache
 from structpe.syntax.hexatags import decode
 from structpe.syntax.tagged import TaggedSentence
 
-from test_likelihood import random_parse, score, tiny_txl, tok  # noqa: F401  (tok: a fixture)
-
 TEXT = "the lazy dog sleeps"
 
 
@@ -49,7 +48,9 @@ def _every_tree(words: list[str]) -> list[TaggedSentence]:
 
     walk([], 0)
     return [
-        TaggedSentence(words, decode([a for a, _ in s], [b for _, b in s]), [a for a, _ in s], [b for _, b in s])
+        TaggedSentence(
+            words, decode([a for a, _ in s], [b for _, b in s]), [a for a, _ in s], [b for _, b in s]
+        )
         for s in seqs
     ]
 
@@ -94,7 +95,9 @@ def test_estimate_matches_a_wrong_proposal_weight_check(tok, monkeypatch):  # no
     assert abs(statistics.mean(z) - 1) > 3 * se
 
 
-@pytest.mark.parametrize("injection,append_eos", [("input", False), ("position+attn_bias", True), ("lis_tree", False)])
+@pytest.mark.parametrize(
+    "injection,append_eos", [("input", False), ("position+attn_bias", True), ("lis_tree", False)]
+)
 def test_cached_equals_uncached(tok, injection, append_eos, monkeypatch):  # noqa: F811
     """The same random numbers with and without the key/value cache give the same estimates, for
     every system, position and sentence of a batch (row moves, closing rows and compaction;
@@ -102,7 +105,12 @@ def test_cached_equals_uncached(tok, injection, append_eos, monkeypatch):  # noq
     monkeypatch.setattr(smc, "RESAMPLE_ESS", 1.0 - 1e-9)
     model = tiny_txl(tok, injection, seed=6)
     rng = random.Random(0)
-    texts = [TEXT, "she saw funny hats near the warm river", "a fox", "the keys to the brown cabinet are on the table"]
+    texts = [
+        TEXT,
+        "she saw funny hats near the warm river",
+        "a fox",
+        "the keys to the brown cabinet are on the table",
+    ]
     parses = [random_parse(t, rng) for t in texts]
     sc = CausalScorer(model, tok, likelihood="smc", particles=8, seed=5, append_eos=append_eos)
     enc = sc.encode(texts, parses)
@@ -151,10 +159,18 @@ def test_cache_row_moves_equal_a_full_gather(tok):  # noqa: F811
     parent = torch.tensor([0, 0, 4, 3, 4])
 
     def run(reorder):
-        out = model(ids[:, :3], cache=SiPECache(), use_cache=True, terminal_ids=terms[:, :3], nonterminal_ids=nts[:, :3])
+        out = model(
+            ids[:, :3],
+            cache=SiPECache(),
+            use_cache=True,
+            terminal_ids=terms[:, :3],
+            nonterminal_ids=nts[:, :3],
+        )
         reorder(out.cache)
         nxt = ids[parent, 3:]
-        return model(nxt, cache=out.cache, use_cache=True, terminal_ids=terms[:, 3:], nonterminal_ids=nts[:, 3:]).logits
+        return model(
+            nxt, cache=out.cache, use_cache=True, terminal_ids=terms[:, 3:], nonterminal_ids=nts[:, 3:]
+        ).logits
 
     a = run(lambda c: c.copy_rows(torch.tensor([1, 2]), torch.tensor([0, 4])))
     b = run(lambda c: c.batch_select_indices(parent))
@@ -197,7 +213,9 @@ def test_blimp_and_ppl_record_the_budgets(tok):  # noqa: F811
     rng = random.Random(2)
     goods = ["the lazy dog sleeps", "she saw funny hats", "a fox jumps", "the keys are on the table"]
     bads = ["the dog lazy sleeps", "she funny saw hats", "fox a jumps", "the keys is on the table"]
-    pairs = [BlimpPair("p", str(i), g, b, "syntax", "x") for i, (g, b) in enumerate(zip(goods, bads, strict=True))]
+    pairs = [
+        BlimpPair("p", str(i), g, b, "syntax", "x") for i, (g, b) in enumerate(zip(goods, bads, strict=True))
+    ]
 
     class Parser:
         def parse_text(self, texts):
@@ -207,7 +225,9 @@ def test_blimp_and_ppl_record_the_budgets(tok):  # noqa: F811
     assert res["particles"] == 4 and res["decisions"] == 4 and 0 <= res["flip_share"] <= 1
     assert res["stderr"] >= 0 and 0 <= res["score_at_n"] <= 1
     keys = flat("blimp.smc", blimp_scores(res))
-    assert {"blimp.smc.overall", "blimp.smc.flip_share", "blimp.smc.particles", "blimp.smc.stderr"} <= set(keys)
+    assert {"blimp.smc.overall", "blimp.smc.flip_share", "blimp.smc.particles", "blimp.smc.stderr"} <= set(
+        keys
+    )
     sents = [random_parse(g, rng) for g in goods]
     ppl = evaluate_ppl(model, tok, sents, likelihood="smc", particles=4, progress=False)
     assert ppl["particles"] == 4 and ppl["stderr"] > 0 and "flip_share" not in ppl
@@ -224,7 +244,7 @@ def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok):  # noqa:
     from test_likelihood import _open_sequences
 
     model = tiny_txl(tok, "input", seed=7)
-    words = "the lazy dog".split()
+    words = ["the", "lazy", "dog"]
     tagged = [
         SimpleNamespace(words=words, terminals=[a for a, _ in q], nonterminals=[b for _, b in q])
         for q in _open_sequences(len(words))

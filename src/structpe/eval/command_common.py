@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from structpe.choices import DEFAULT_PARTICLES
+from structpe.choices import DEFAULT_PARTICLES, PLL_METRICS
 from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
-from structpe.choices import PLL_METRICS
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
 from structpe.io import split_lines
 
@@ -232,7 +231,9 @@ def check_args(args: argparse.Namespace) -> None:
     """Refuse impossible numbers, unknown names and missing inputs with one line naming the option."""
     from structpe.parser.registry import available_parsers
 
-    for opt in ("limit", "k", "particles", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval"):
+    for opt in (
+        "limit", "k", "particles", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval"
+    ):
         check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))
     if getattr(args, "parser", None) is not None:
         check_choice("--parser", args.parser, [*available_parsers(), "none"])

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structpe.choices import DEFAULT_PARTICLES
 from structpe.errors import RecipeError, closest
 from structpe.eval.glue.tasks import FINETUNE_TASKS, task_spec
 from structpe.io import read_json
@@ -59,7 +60,6 @@ from structpe.study.spec_checks import (
     _metric_planned,
     _seed_list,
 )
-from structpe.choices import DEFAULT_PARTICLES
 from structpe.train.recipe import CONFIG_ROOT, load_recipe
 from structpe.yamlio import load_yaml
 

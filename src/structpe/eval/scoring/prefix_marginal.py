@@ -16,7 +16,8 @@ def prefix_bounds(
     """Marginal scores of ``texts`` and, per text, the open prefix bound log p^(text[:c]) at each cut
     (``prefix_sources``, each read as the sum of its scores' first tokens)."""
     full, sources = prefix_sources(scorer, texts, cuts)
-    return full, [[float(sum(ts.logprobs[:m])) if ts is not None else 0.0 for ts, m in row] for row in sources]
+    bounds = [[float(sum(ts.logprobs[:m])) if ts is not None else 0.0 for ts, m in row] for row in sources]
+    return full, bounds
 
 
 def prefix_sources(

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -329,7 +329,9 @@ def _run_uncached(scorer: CausalScoring, x: _Text, tables) -> None:
                 if r is not None and (step == n_words or pos < stop):  # a word start: once tagged
                     x.open_est[r][pos - 1] = s.estimate()
             if step < n_words:
-                s.next_lp = torch.cat([_joint_lp(o.terminal_lp[src][None], o.nonterminal_lp[src][None]) for o in mine])
+                s.next_lp = torch.cat(
+                    [_joint_lp(o.terminal_lp[src][None], o.nonterminal_lp[src][None]) for o in mine]
+                )
 
 
 @torch.no_grad()
@@ -383,7 +385,9 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
             ids.append(o[0].ids[t] if o is not None else scorer.pad_id)
             term.append(o[1].terminals[o[2]][w] if o is not None and w is not None else IGNORE)
             nonterm.append(o[1].nonterminals[o[2]][w] if o is not None and w is not None else IGNORE)
-        out = model(col(ids), cache=cache, use_cache=True, terminal_ids=col(term), nonterminal_ids=col(nonterm))
+        out = model(
+            col(ids), cache=cache, use_cache=True, terminal_ids=col(term), nonterminal_ids=col(nonterm)
+        )
         cache = out.cache
         logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
         target = [o[0].ids[t + 1] if o is not None else scorer.pad_id for o in owner]
