@@ -13,6 +13,7 @@ and overall (mean over pairs = mean over paradigms when all have 1,000 pairs).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -152,7 +153,10 @@ def evaluate_blimp(
     How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
     ``k=`` ...), which override the spec.
     """
-    scorer = scorer or make_scorer(model, tokenizer, parser, spec, **scoring)
+    spec = (spec or ScoringSpec()).with_options(**scoring)
+    # pairs compare whole sentences: the smc mode needs only its sentence systems
+    spec = spec if spec.smc_parts else dataclasses.replace(spec, smc_parts="sentence")
+    scorer = scorer or make_scorer(model, tokenizer, parser, spec)
     if leading_space is None:
         leading_space = isinstance(scorer, CausalScorer)
     if pairs is None:

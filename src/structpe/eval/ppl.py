@@ -14,6 +14,7 @@ tokenizers only at the word level. ``append_eos`` counts an end-of-sentence toke
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -95,6 +96,8 @@ def evaluate_ppl(
     if not sents:
         raise StructpeError("no sentences to score")
     spec = (spec or ScoringSpec()).with_options(**scoring)
+    # perplexity sums whole sentences: the smc mode needs only its sentence systems
+    spec = spec if spec.smc_parts else dataclasses.replace(spec, smc_parts="sentence")
     max_length, append_eos = spec.max_length, spec.append_eos  # texts over max_length are skipped below
     scorer = scorer or make_scorer(model, tokenizer, None, spec, progress=progress)
     texts = [sentence_text(s) for s in sents]

@@ -37,6 +37,8 @@ def prefix_sources(
 
     if not scorer.tagged or scorer.likelihood not in ("marginal", "smc"):
         raise ValueError("prefix bounds need a marginal- or smc-mode scorer of a model that reads tags")
+    if scorer.likelihood == "smc" and getattr(scorer, "smc_parts", "both") == "sentence":
+        raise ValueError("prefix estimates need the smc mode's open systems (smc_parts 'both' or 'prefix')")
     if scorer.parser is None:
         raise ValueError("prefix bounds segment every prefix with the scorer's parser: give it one")
     texts = list(texts)

@@ -77,6 +77,7 @@ class CausalScorer:
         k: int = 10,
         particles: int = DEFAULT_PARTICLES,
         seed: int = 0,
+        smc_parts: str = "both",
         batch_size: int = 32,
         append_eos: bool = False,
         max_length: int | None = None,
@@ -93,6 +94,7 @@ class CausalScorer:
         self.k = k  # beam width of the marginal mode
         self.particles = particles  # particles per system of the smc mode
         self.seed = seed  # the smc mode's random numbers
+        self.smc_parts = smc_parts  # which of its systems run (structpe.eval.scoring.smc.smc_scores)
         self.model = model
         self.tokenizer = tokenizer
         self.parser = parser
@@ -230,8 +232,8 @@ class ScoringSpec:
 
     ``kind`` causal | masked (None: from the model); ``likelihood`` conditional | joint | marginal |
     smc (causal models, docs/likelihoods.md) with beam width ``k`` (marginal) or ``particles`` per
-    system and ``seed`` (smc); ``pll_metric`` for masked models;
-    ``append_eos`` scores an EOS after each text (causal only); ``max_length`` caps a text's tokens.
+    system, ``seed`` and ``smc_parts`` (smc: which kinds of system run, see ``smc_scores``);
+    ``pll_metric`` for masked models; ``append_eos`` scores an EOS after each text (causal only); ``max_length`` caps a text's tokens.
     """
 
     kind: str | None = None
@@ -239,6 +241,7 @@ class ScoringSpec:
     k: int = 10
     particles: int = DEFAULT_PARTICLES
     seed: int = 0
+    smc_parts: str | None = None  # None: both kinds of system; evaluations that need one set it
     pll_metric: str = "within_word_l2r"
     batch_size: int = 32
     append_eos: bool = False
@@ -274,6 +277,7 @@ def make_scorer(
             k=spec.k,
             particles=spec.particles,
             seed=spec.seed,
+            smc_parts=spec.smc_parts or "both",
             batch_size=spec.batch_size,
             append_eos=spec.append_eos,
             max_length=spec.max_length,

@@ -63,6 +63,8 @@ SMC_REPLICATES = 4
 SMC_SYSTEMS = SMC_REPLICATES + 1
 # the largest share of decisions that may flip between N and 4N particles for an honest verdict
 FLIP_SHARE_MAX = 0.02
+# which systems run: open (prefix estimates) and length-aware (sentence estimates), or one kind
+SMC_PARTS = ("both", "sentence", "prefix")
 # resample when the effective sample size falls below this share of N
 RESAMPLE_ESS = 0.5
 # rows (particles over the sentences of a group) per cached forward, as the marginal's beam
@@ -173,11 +175,17 @@ class _Text:
     ids: list[int]  # BOS + text (+ EOS)
     systems: list[_System]  # open: the prefix estimates
     sentences: list[_System]  # length-aware: the sentence estimates
-    open_est: list[list[float]]  # per open system: the prefix estimate at positions 1..end
+    open_est: list[list[float]]  # per recorded system: its estimate at positions 1..end
 
     @property
     def every_system(self) -> list[_System]:
         return [*self.systems, *self.sentences]
+
+    @property
+    def recorded(self) -> list[_System]:
+        """The systems whose running estimates become the per-token scores: the open ones, else
+        (``parts="sentence"``) the sentence systems."""
+        return self.systems or self.sentences
 
 
 def _joint_lp(t_lp: torch.Tensor, n_lp: torch.Tensor) -> torch.Tensor:
@@ -198,6 +206,7 @@ def smc_scores(
     systems: int = SMC_SYSTEMS,
     max_depth: int = DEFAULT_MAX_DEPTH,
     use_cache: bool | None = None,
+    parts: str | None = None,
 ) -> list[TokenScores]:
     """Particle estimates of log p(x) (module docstring); ``particles`` / ``seed`` default to the
     scorer's.
@@ -209,6 +218,13 @@ def smc_scores(
     ``use_cache`` (default: for our TXL) feeds the particles token by token on one key/value cache;
     ``False`` re-runs every particle's prefix at every word (any tag-reading causal LM; the
     reference). Both draw the same numbers and give the same estimates.
+
+    ``parts`` (default: the scorer's ``smc_parts``, else ``both``) halves the cost where one kind
+    of system is not needed: ``sentence`` runs the sentence systems alone (totals: BLiMP,
+    perplexity; the per-token scores are then their running estimates, which know the text's
+    length: not prefix estimates, ``meta["prefixes"]`` is False); ``prefix`` the open systems alone
+    (SyntaxGym without an EOS; the total is then the open estimate of the whole text, with no
+    closing, ``meta["sentence"]`` is False).
     """
     from structpe.eval.scoring.likelihood import _full_row, _token_scores, plain_scores, tagged_positions
 
@@ -216,6 +232,9 @@ def smc_scores(
     seed = int(seed if seed is not None else getattr(scorer, "seed", 0))
     if n < 1 or systems < 1:
         raise ValueError(f"smc likelihood needs particles >= 1 and systems >= 1, got {n}, {systems}")
+    parts = parts or getattr(scorer, "smc_parts", "both")
+    if parts not in SMC_PARTS:
+        raise ValueError(f"smc parts must be one of {SMC_PARTS}, got {parts!r}")
     if not scorer.tagged:
         return plain_scores(scorer, batch)
     seeds = system_seeds(seed, 2 * systems)
@@ -223,16 +242,18 @@ def smc_scores(
     for e in batch:
         end = len(e.ids) + int(scorer.append_eos)
         ids = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
-        opened = [_System(s, n) for s in seeds[:systems]]
-        whole = [_System(s, n) for s in seeds[systems:]]
-        texts.append(_Text(e, tagged_positions(e), end, ids, opened, whole, [[0.0] * end for _ in opened]))
+        opened = [_System(s, n) for s in seeds[:systems]] if parts != "sentence" else []
+        whole = [_System(s, n) for s in seeds[systems:]] if parts != "prefix" else []
+        texts.append(
+            _Text(e, tagged_positions(e), end, ids, opened, whole, [[0.0] * end for _ in range(systems)])
+        )
     if use_cache is None:
         from structpe.models.txl import TransfoXLSiPEForCausalLM
 
         use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
     tables = (_move_tables(max_depth, False), _move_tables(max_depth, True))
     if use_cache:
-        group = max(1, CACHED_PARTICLE_ROWS // (2 * n * systems))
+        group = max(1, CACHED_PARTICLE_ROWS // (len(texts[0].every_system) * n)) if texts else 1
         for i in range(0, len(texts), group):
             _run_cached(scorer, texts[i : i + group], tables)
     else:
@@ -241,7 +262,10 @@ def smc_scores(
     out = []
     pool = list(range(1, systems)) if systems > 1 else [0]
     for x in texts:
-        closed = [s.estimate() if x.positions else x.open_est[r][-1] for r, s in enumerate(x.sentences)]
+        if x.sentences and x.positions:
+            closed = [s.estimate() for s in x.sentences]
+        else:  # no sentence systems (parts="prefix"), or no tagged word: the text's own estimate
+            closed = [o[-1] for o in x.open_est]
         opened = view_prefixes(x.open_est, pool)
         lps, prev = [], 0.0
         for b in opened:
@@ -254,6 +278,8 @@ def smc_scores(
             "open": x.open_est,
             "closed": closed,
             "resamplings": [s.resamplings for s in x.every_system],
+            "prefixes": bool(x.systems),
+            "sentence": bool(x.sentences),
             "n_words": len(x.positions),
         }
         ts = _token_scores(scorer, x.enc, lps, "smc", meta)
@@ -297,7 +323,7 @@ def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | Non
         for j, p in enumerate(pair.tolist()):
             s.terminals[j].append(p // N_NONTERMINALS)
             s.nonterminals[j].append(p % N_NONTERMINALS)
-    for r, s in enumerate(x.systems):
+    for r, s in enumerate(x.recorded):
         x.open_est[r][x.positions[w] - 1] = s.estimate()
     return out
 
@@ -323,7 +349,7 @@ def _run_uncached(scorer: CausalScoring, x: _Text, tables) -> None:
         for s in x.every_system:
             mine = [o for o_s, o in zip(owners, outs, strict=True) if o_s is s]
             lp = torch.tensor([o.token_lp[src:stop] for o in mine], dtype=torch.float64)  # [N, seg]
-            r = next((q for q, o in enumerate(x.systems) if o is s), None)
+            r = next((q for q, o in enumerate(x.recorded) if o is s), None)
             for k, pos in enumerate(range(src + 1, stop + 1)):
                 s.logw = s.logw + lp[:, k]
                 if r is not None and (step == n_words or pos < stop):  # a word start: once tagged
@@ -405,7 +431,7 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
                     n_lp = torch.log_softmax(out.nonterminal_logits[rows, -1].float(), dim=-1).cpu()
                     s.next_lp = _joint_lp(t_lp, n_lp)
             if t + 1 not in word_at[id(x)]:  # else set once the next word's tags are drawn
-                for r, s in enumerate(x.systems):
+                for r, s in enumerate(x.recorded):
                     x.open_est[r][t] = s.estimate()
 
 

@@ -265,7 +265,10 @@ def evaluate_syntaxgym(
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}")
-    scorer = scorer or make_scorer(model, tokenizer, parser, spec, **scoring)
+    spec = (spec or ScoringSpec()).with_options(**scoring)
+    if not spec.smc_parts:  # regions are prefix estimates; the sentence's only with an EOS to score
+        spec = dataclasses.replace(spec, smc_parts="both" if spec.append_eos else "prefix")
+    scorer = scorer or make_scorer(model, tokenizer, parser, spec)
     loaded = load_suites(data_dir, suites)
     it = loaded
     if progress:
