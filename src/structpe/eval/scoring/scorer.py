@@ -233,7 +233,8 @@ class ScoringSpec:
     ``kind`` causal | masked (None: from the model); ``likelihood`` conditional | joint | marginal |
     smc (causal models, docs/likelihoods.md) with beam width ``k`` (marginal) or ``particles`` per
     system, ``seed`` and ``smc_parts`` (smc: which kinds of system run, see ``smc_scores``);
-    ``pll_metric`` for masked models; ``append_eos`` scores an EOS after each text (causal only); ``max_length`` caps a text's tokens.
+    ``pll_metric`` for masked models; ``append_eos`` scores an EOS after each text (causal only);
+    ``max_length`` caps a text's tokens.
     """
 
     kind: str | None = None
