@@ -222,6 +222,28 @@ def test_a_killed_workers_claim_is_released(tmp_path: Path) -> None:
         assert mine
 
 
+def test_smc_and_its_particles_key_only_smc_evaluations(tiny_spec: Path) -> None:
+    """Adding the smc likelihood (and changing its particles) adds and changes its own keys only:
+    the other modes' keys and the training hash stay as they were, so nothing else re-runs."""
+    from structpe.study.spec import BlimpSpec
+
+    spec = load_spec(tiny_spec, "test")
+    spec.evaluations.blimp = BlimpSpec(likelihoods=["conditional", "marginal"], marginal_limit=3, limit=5)
+    data = StudyData(Path("tok"), Path("ds"), "fp", [], train_fingerprint="train-fp")
+    before = eval_keys(spec, "position", 1, data)
+    trained = train_config(spec, "position", 1, "train-fp")
+    for name in ("ppl", "blimp"):
+        getattr(spec.evaluations, name).likelihoods.append("smc")
+    with_smc = eval_keys(spec, "position", 1, data)
+    assert {k: v for k, v in with_smc.items() if not k.endswith("-smc")} == before
+    assert {"ppl-smc", "blimp-smc"} <= set(with_smc)
+    assert train_config(spec, "position", 1, "train-fp") == trained
+    spec.evaluations.blimp.particles *= 4
+    more = eval_keys(spec, "position", 1, data)
+    assert more["blimp-smc"] != with_smc["blimp-smc"] and more["ppl-smc"] == with_smc["ppl-smc"]
+    assert spec.evaluations.blimp.limit_for("smc") == 3  # the leak-free modes score the same pairs
+
+
 def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     """Raising a benchmark's marginal k re-runs that benchmark's marginal, nothing else."""
     from structpe.study.spec import BlimpSpec

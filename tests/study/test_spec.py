@@ -158,7 +158,7 @@ def test_a_claim_may_read_the_marginal_at_a_width_of_the_ladder(tiny_spec: Path,
         (
             "sentences: 12}",
             "sentences: 12}\n  blimp: {limit: 5, marginal_limit: 3}",
-            "evaluations.blimp.marginal_limit is set but 'marginal' is not a likelihood",
+            "evaluations.blimp.marginal_limit is set but neither 'marginal' nor 'smc' is a likelihood",
         ),
         (
             "sentences: 12}",

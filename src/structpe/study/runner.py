@@ -127,10 +127,10 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
             settings["likelihoods"] = [m for m in sub.likelihoods if m != "smc"]
             for mode in sub.likelihoods:
                 beam = [sub.k] if mode == "marginal" else []
-                if mode == "marginal" and name == "blimp" and sub.marginal_limit is not None:
-                    beam.append({"marginal_limit": sub.marginal_limit})
                 if mode == "smc":
                     beam.append({"particles": sub.particles, "systems": SMC_SYSTEMS})
+                if mode in ("marginal", "smc") and name == "blimp" and sub.marginal_limit is not None:
+                    beam.append({"marginal_limit": sub.marginal_limit})
                 keys[f"{name}-{mode}"] = stable_hash([own, name, mode, settings, *beam])
     if ev.leakage is not None:
         leak = dataclasses.asdict(ev.leakage)

@@ -120,9 +120,9 @@ class LeakageSpec:
 class BlimpSpec:
     """BLiMP: ``paradigms: all`` is the 67; ``limit`` pairs per paradigm (None = all 1,000).
 
-    ``marginal_limit`` caps the marginal mode alone (None = ``limit``): its k-best beam costs ~6x a
-    plain pass, so a profile can score every pair in the cheap modes and the first N of each
-    paradigm in the leak-free one (the baseline is scored on the same pairs)."""
+    ``marginal_limit`` caps the leak-free modes alone (``marginal`` and ``smc``; None = ``limit``):
+    they cost a multiple of a plain pass, so a profile can score every pair in the cheap modes and
+    the first N of each paradigm in the leak-free ones (the baseline is scored on the same pairs)."""
 
     paradigms: str | list[str] = "all"
     limit: int | None = None
@@ -133,7 +133,8 @@ class BlimpSpec:
 
     def limit_for(self, mode: str) -> int | None:
         """Pairs per paradigm that ``mode`` scores."""
-        return self.marginal_limit if mode == "marginal" and self.marginal_limit is not None else self.limit
+        leak_free = mode in ("marginal", "smc")
+        return self.marginal_limit if leak_free and self.marginal_limit is not None else self.limit
 
 
 @dataclass
@@ -339,13 +340,15 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         sub = getattr(evals, name)
         if sub is not None:
             _check_choices(sub.likelihoods, LIKELIHOODS, f"{where}: evaluations.{name}.likelihoods")
-            if not isinstance(sub.k, int) or sub.k < 1:
-                raise StudySpecError(f"{where}: evaluations.{name}.k must be an integer >= 1, got {sub.k!r}")
+            for key in ("k", "particles"):
+                v = getattr(sub, key)
+                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                    raise StudySpecError(f"{where}: evaluations.{name}.{key} must be an integer >= 1, got {v!r}")
     blimp = evals.blimp
     if blimp is not None and blimp.marginal_limit is not None:
         at = f"{where}: evaluations.blimp.marginal_limit"
-        if "marginal" not in blimp.likelihoods:
-            raise StudySpecError(f"{at} is set but 'marginal' is not a likelihood")
+        if "marginal" not in blimp.likelihoods and "smc" not in blimp.likelihoods:
+            raise StudySpecError(f"{at} is set but neither 'marginal' nor 'smc' is a likelihood")
         if blimp.limit is not None and blimp.marginal_limit > blimp.limit:
             raise StudySpecError(f"{at} {blimp.marginal_limit} exceeds limit {blimp.limit}")
     if evals.leakage is not None:
