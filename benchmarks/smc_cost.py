@@ -21,7 +21,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import random
 import re
 import sys
@@ -40,6 +39,7 @@ from structpe.eval.scoring.scorer import CausalScorer
 from structpe.eval.syntaxgym.evaluate import paper_suites
 from structpe.eval.syntaxgym.suites import load_suites, sentence_and_spans
 from structpe.models import SiPEConfig, build_model
+from structpe.provenance import hardware
 from structpe.syntax.hexatags import decode
 from structpe.syntax.tagged import TaggedSentence
 
@@ -144,7 +144,7 @@ def main() -> int:
             {
                 "model": "txl/position-tiny size (3 x 128, 4,096 BPE), random weights",
                 "threads": 1,
-                "cpu": platform.processor() or platform.machine(),
+                "hardware": hardware(),
                 "load_average": os.getloadavg(),
                 "sample_sentences": {b: len(v) for b, v in samples.items()},
                 "mean_tokens": {b: round(v, 1) for b, v in tokens.items()},
