@@ -459,13 +459,15 @@ def test_cli_likelihood_modes_and_leakage(tok, parses, tmp_path, capsys):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in parses))
     totals = {}
-    for mode in ("conditional", "joint", "marginal"):
+    for mode in ("conditional", "joint", "marginal", "smc"):
         out = tmp_path / mode
         argv = ["eval", "ppl", "--model", str(tmp_path / "m"), "--data", str(data), "--out", str(out)]
-        assert main([*argv, "--likelihood", mode, "--k", "5"]) == 0
+        assert main([*argv, "--likelihood", mode, "--k", "5", "--particles", "4"]) == 0
         res = json.loads((out / "ppl.json").read_text())
         assert res["likelihood"] == mode and mode in res["scoring"]
         totals[mode] = res["nll_sum"]
+    assert res["particles"] == 4 and res["stderr"] > 0  # smc: its N and its standard error
+    assert main([*argv, "--likelihood", "smc", "--particles", "0"]) == 2
     assert totals["joint"] > totals["conditional"]  # the tags are paid for
     out = tmp_path / "leak"
     argv = ["eval", "leakage", "--model", str(tmp_path / "m"), "--data", str(data), "--out", str(out)]
