@@ -268,12 +268,9 @@ def _open_sequences(n: int) -> list[list[tuple[int, int]]]:
     return out
 
 
-def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
-    """Brute force: sum of p(x, T) over every well-formed T equals the marginal at a large k."""
-    model = tiny_txl(tok, "input", seed=4)
-    text = "the lazy dog sleeps"
-    words = text.split()
-    seqs = []
+def every_tree(words: list[str]) -> list[TaggedSentence]:
+    """Every well-formed tag sequence (projective tree) over ``words``, by brute force."""
+    seqs: list[list[tuple[int, int]]] = []
 
     def walk(prefix, depth):
         i = len(prefix) + 1
@@ -284,17 +281,25 @@ def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
             walk([*prefix, (t, nt)], d)
 
     walk([], 0)
-    parses = [
+    return [
         TaggedSentence(
             words, decode([a for a, _ in s], [b for _, b in s]), [a for a, _ in s], [b for _, b in s]
         )
         for s in seqs
     ]
+
+
+def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
+    """Brute force: sum of p(x, T) over every well-formed T equals the marginal at a large k."""
+    model = tiny_txl(tok, "input", seed=4)
+    text = "the lazy dog sleeps"
+    words = text.split()
+    parses = every_tree(words)
     joints = score(model, tok, parses, "joint")
     exact = lk._lse([j.total for j in joints])
     k = len(_open_sequences(len(words) - 1)) * 6  # every open prefix of the first n-1 words is kept
     marg = score(model, tok, [parses[0]], "marginal", k=k)[0]
-    assert marg.meta["n_sequences"] == len(seqs) and marg.meta["parse_in_beam"]
+    assert marg.meta["n_sequences"] == len(parses) and marg.meta["parse_in_beam"]
     assert marg.total == pytest.approx(exact, abs=1e-4)
 
 

@@ -13,11 +13,10 @@ import statistics
 
 import pytest
 import torch
-from test_likelihood import random_parse, score, tiny_txl, tok  # noqa: F401  (tok: a fixture)
+from test_likelihood import every_tree, random_parse, score, tiny_txl, tok  # noqa: F401  (tok: a fixture)
 
 from structpe.eval.scoring import likelihood as lk
 from structpe.eval.scoring import smc
-from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.eval.scoring.scorer import CausalScorer
 from structpe.eval.scoring.smc import (
     FLIP_SHARE_MAX,
@@ -29,30 +28,8 @@ from structpe.eval.scoring.smc import (
     views,
 )
 from structpe.models.txl_cache import SiPECache
-from structpe.syntax.hexatags import decode
-from structpe.syntax.tagged import TaggedSentence
 
 TEXT = "the lazy dog sleeps"
-
-
-def _every_tree(words: list[str]) -> list[TaggedSentence]:
-    seqs: list[list[tuple[int, int]]] = []
-
-    def walk(prefix, depth):
-        i = len(prefix) + 1
-        if i > len(words):
-            seqs.append(prefix)
-            return
-        for t, nt, d in allowed_pairs(depth, i, len(words)):
-            walk([*prefix, (t, nt)], d)
-
-    walk([], 0)
-    return [
-        TaggedSentence(
-            words, decode([a for a, _ in s], [b for _, b in s]), [a for a, _ in s], [b for _, b in s]
-        )
-        for s in seqs
-    ]
 
 
 def _ratios(model, tok, parse, n: int, systems: int, seed: int) -> list[float]:  # noqa: F811
@@ -65,7 +42,7 @@ def test_estimate_is_unbiased_for_the_exact_sum_and_its_spread_shrinks(tok):  # 
     """Exact p(x): the joint summed over every well-formed tag sequence of the 4 words (40 trees).
     The mean of independent systems is within 3 standard errors of it; the spread falls with N."""
     model = tiny_txl(tok, "input", seed=4)
-    trees = _every_tree(TEXT.split())
+    trees = every_tree(TEXT.split())
     exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
     spread = {}
     for n in (4, 64):
@@ -81,7 +58,7 @@ def test_estimate_matches_a_wrong_proposal_weight_check(tok, monkeypatch):  # no
     """The check above can fail: dropping the allowed mass from the weights (p / q taken as 1)
     biases the estimate by many standard errors."""
     model = tiny_txl(tok, "input", seed=4)
-    trees = _every_tree(TEXT.split())
+    trees = every_tree(TEXT.split())
     exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
     real = _System.propose
 

@@ -343,7 +343,8 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
             for key in ("k", "particles"):
                 v = getattr(sub, key)
                 if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                    raise StudySpecError(f"{where}: evaluations.{name}.{key} must be an integer >= 1, got {v!r}")
+                    at = f"{where}: evaluations.{name}.{key}"
+                    raise StudySpecError(f"{at} must be an integer >= 1, got {v!r}")
     blimp = evals.blimp
     if blimp is not None and blimp.marginal_limit is not None:
         at = f"{where}: evaluations.blimp.marginal_limit"
