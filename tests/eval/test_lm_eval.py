@@ -92,7 +92,8 @@ def test_lm_eval_blimp_decisions_match_structpe(
 
     import structpe.lm_eval  # noqa: F401  (registers the model type)
 
-    args = f"pretrained={setup['model']},parser=chain-lm-eval,likelihood={likelihood},k=4,particles=4,batch_size=8"
+    args = f"pretrained={setup['model']},parser=chain-lm-eval,likelihood={likelihood}"
+    args += ",k=4,particles=4,batch_size=8"
     res = lm_eval.simple_evaluate(
         model="structpe",
         model_args=args,
