@@ -232,3 +232,17 @@ def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok):  # noqa:
     z = [math.exp(o[-1]) / exact for o in res.meta["open"]]
     se = statistics.stdev(z) / math.sqrt(len(z))
     assert abs(statistics.mean(z) - 1) < 3 * se, (statistics.mean(z), se)
+
+
+def test_cells_converged_reads_each_cells_flip_share():
+    from structpe.eval.scoring.smc import cells_converged, flip_share_key, not_converged_note
+
+    ok = {"syntaxgym.smc.sg_score": 0.7, "syntaxgym.smc.flip_share": 0.01}
+    bad = {"syntaxgym.smc.sg_score": 0.7, "syntaxgym.smc.flip_share": 0.05}
+    assert flip_share_key("blimp.smc.overall") == "blimp.smc.flip_share"
+    assert cells_converged([ok, ok], "syntaxgym.smc.sg_score") is True
+    assert cells_converged([ok, bad], "syntaxgym.smc.sg_score") is False
+    assert cells_converged([ok, {}], "syntaxgym.smc.sg_score") is False  # no record: not shown
+    assert cells_converged([ok], "syntaxgym.marginal.sg_score") is None
+    assert cells_converged([ok], "ppl.smc.word_ppl") is None
+    assert not_converged_note(8) == "estimator not converged at N = 8"

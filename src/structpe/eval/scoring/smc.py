@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -506,3 +506,22 @@ def estimator_converged(flip_share: float | None) -> bool:
 def not_converged_note(particles: int) -> str:
     """The words a report prints where ``estimator_converged`` is False."""
     return f"estimator not converged at N = {particles}"
+
+
+def flip_share_key(metric: str) -> str | None:
+    """The flat score key that holds a metric's flip share (``blimp.smc.overall`` ->
+    ``blimp.smc.flip_share``); None for a metric that is not an smc score."""
+    parts = metric.split(".")
+    if len(parts) < 3 or parts[1] != "smc":
+        return None
+    return f"{parts[0]}.smc.flip_share"
+
+
+def cells_converged(cell_scores: Sequence[Mapping[str, float]], metric: str) -> bool | None:
+    """Whether a claim on ``metric`` may get an honest verdict from these cells' flat scores: every
+    cell's flip share between N and 4N at most ``FLIP_SHARE_MAX``. None: not an smc metric, or one
+    without decisions (perplexity: its ``stderr`` is the measure)."""
+    key = flip_share_key(metric)
+    if key is None or metric.startswith("ppl."):
+        return None
+    return all(estimator_converged(s.get(key)) for s in cell_scores)
