@@ -11,7 +11,8 @@ importance sampling with resampling, word-synchronous (a particle filter over th
   q = the model's own tag heads at pos_(i-1) restricted to the allowed moves and renormalised, so
   the weight gains p(T_i | x_<=pos_i, T_<i) / q(T_i) = Z_i, the allowed mass; then every token
   after pos_i up to and including pos_(i+1) multiplies the weight by its probability given x_<t
-  and T_<=i (a token never sees the tags of its own word's later ... or of any later word);
+  and T_<=i (word i+1's tags sit on pos_(i+1) and are drawn only after its first token is
+  scored: no token sees the tags of a later word, as in ``joint`` and ``marginal``);
 * before the draw, when the effective sample size (sum w)^2 / sum w^2 falls below N / 2, the
   particles are resampled systematically (Kitagawa 1996): each keeps its row with its first
   offspring, so the key/value cache copies only the rows of particles that died;
@@ -27,7 +28,7 @@ importance sampling with resampling, word-synchronous (a particle filter over th
   as a whole may use its own length, its prefixes may not.
 
 Per-token scores are log-ratios of successive prefix estimates, so word and region surprisals come
-from one particle system and depend on the text up to them alone (``prefix_bounds`` re-segments a
+from one particle system and depend on the text up to them alone (``prefix_sources`` re-segments a
 prefix whose words differ from the whole text's, as for the marginal; every system is seeded from
 the scorer's seed alone and draws its random numbers in the same order for the same prefix, so two
 texts with the same prefix get the same estimates there).
