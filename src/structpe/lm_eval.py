@@ -1,7 +1,7 @@
 """structpe models in lm-evaluation-harness: the model type ``structpe`` (docs/evaluation.md).
 
     python -m structpe.lm_eval --model structpe \\
-        --model_args pretrained=DIR,parser=spacy,likelihood=conditional,k=10,particles=32 --tasks ...
+        --model_args pretrained=DIR,parser=spacy,likelihood=conditional,k=10,particles=8 --tasks ...
 
 runs lm-eval's own command line (every option of ``lm_eval``) with ``structpe`` registered: lm-eval
 0.4 finds model types only in its own registry (no plugin entry point), so its ``lm_eval`` script
