@@ -305,24 +305,28 @@ def test_blimp_marginal_limit_scores_the_same_fewer_pairs_for_every_recipe(
 def test_every_ppl_mode_on_the_same_sentences_with_the_marginal_ladder(
     tiny_spec: Path, tiny_data: StudyData, tmp_path: Path
 ) -> None:
-    """Conditional, joint and marginal perplexity of a cell share their sentences; the marginal is
-    also reported at k = 1 and 10 (ppl.marginal = the largest k); a model that reads no tags has its
-    plain p(x) under every one of these names."""
+    """Conditional, joint, marginal and smc perplexity of a cell share their sentences; the marginal
+    is also reported at k = 1 and 10 (ppl.marginal = the largest k), the smc estimate with its N and
+    standard error; a model that reads no tags has its plain p(x) under every one of these names
+    (its smc exact: standard error 0)."""
     spec = load_spec(tiny_spec, "test")
     spec.seeds = [1]
-    spec.evaluations.ppl.likelihoods = ["conditional", "joint", "marginal"]
+    spec.evaluations.ppl.likelihoods = ["conditional", "joint", "marginal", "smc"]
+    spec.evaluations.ppl.particles = 4
     spec.evaluations.ppl.k = 12
     out = tmp_path / "study"
     run_study(spec, out, data=tiny_data, report=False)
     s = json.loads((cell_dir(out, "position", 1) / "metrics.json").read_text())["scores"]
-    names = ("conditional", "joint", "marginal", "marginal_k1", "marginal_k10")
+    names = ("conditional", "joint", "marginal", "marginal_k1", "marginal_k10", "smc")
     assert {s[f"ppl.{m}.n_sentences"] for m in names} == {12.0}
+    assert s["ppl.smc.particles"] == 4 and s["ppl.smc.stderr"] > 0 and s["ppl.smc.word_ppl_at_n"] > 0
     assert "ppl.marginal_k100.word_ppl" not in s and "ppl.marginal.k1.word_ppl" not in s
     # wider beams never lower the bound; the marginal sum holds the parse, so it beats the joint
     assert s["ppl.marginal_k1.word_ppl"] >= s["ppl.marginal_k10.word_ppl"] >= s["ppl.marginal.word_ppl"]
     assert s["ppl.marginal_k1.word_ppl"] <= s["ppl.joint.word_ppl"] * (1 + 1e-9)
     base = json.loads((cell_dir(out, "none", 1) / "metrics.json").read_text())["scores"]
     assert {base[f"ppl.{m}.word_ppl"] for m in names} == {base["ppl.conditional.word_ppl"]}
+    assert base["ppl.smc.stderr"] == 0.0 and base["ppl.smc.particles"] == 4
 
 
 def test_a_new_test_set_re_evaluates_but_never_retrains(tiny_spec: Path) -> None:

@@ -254,6 +254,11 @@ def run_cell(
                 for k, v in list(scores.items()):
                     if k.startswith(f"{bench}.conditional."):
                         scores[k.replace(".conditional.", f".{m}.", 1)] = v
+            if "smc" in likelihoods:  # its exact p(x): nothing flips between N and 4N, no MC error
+                scores[f"{bench}.smc.particles"] = float(getattr(ev, bench).particles)
+                scores[f"{bench}.smc.stderr"] = 0.0
+                if bench != "ppl":
+                    scores[f"{bench}.smc.flip_share"] = 0.0
 
     def file_ladder(k: int) -> None:
         # the marginal's bound at each width of the ladder: ppl.marginal_k<w>.*; a model that reads
