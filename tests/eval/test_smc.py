@@ -246,3 +246,27 @@ def test_cells_converged_reads_each_cells_flip_share():
     assert cells_converged([ok], "syntaxgym.marginal.sg_score") is None
     assert cells_converged([ok], "ppl.smc.word_ppl") is None
     assert not_converged_note(8) == "estimator not converged at N = 8"
+
+
+def test_an_adapted_hugging_face_model_gets_an_unbiased_estimate(tok):  # noqa: F811
+    """SiPE as an adapter on a Hugging Face LM (no key/value cache of ours): the word-synchronous
+    path, unbiased for the brute-force p(x) as for our TXL."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from structpe.adapters.sipe import add_sipe
+
+    torch.manual_seed(0)
+    cfg = GPTNeoXConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4
+    )
+    model = add_sipe(GPTNeoXForCausalLM(cfg).eval(), "position").eval()
+    with torch.no_grad():  # move the zero-initialised SiPE weights (what training does)
+        for name, p in model.named_parameters():
+            if not name.startswith("base."):
+                p.normal_(std=0.5)
+    trees = every_tree(TEXT.split())
+    exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
+    z = [x / exact for x in _ratios(model, tok, trees[0], 8, systems=60, seed=2)]
+    se = statistics.stdev(z) / math.sqrt(len(z))
+    assert CausalScorer(model, tok).tagged and se > 0  # it reads tags: the estimates vary
+    assert abs(statistics.mean(z) - 1) < 3 * se, (statistics.mean(z), se)
