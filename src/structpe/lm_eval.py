@@ -1,7 +1,7 @@
 """structpe models in lm-evaluation-harness: the model type ``structpe`` (docs/evaluation.md).
 
     python -m structpe.lm_eval --model structpe \\
-        --model_args pretrained=DIR,parser=spacy,likelihood=conditional,k=10 --tasks ...
+        --model_args pretrained=DIR,parser=spacy,likelihood=conditional,k=10,particles=8 --tasks ...
 
 runs lm-eval's own command line (every option of ``lm_eval``) with ``structpe`` registered: lm-eval
 0.4 finds model types only in its own registry (no plugin entry point), so its ``lm_eval`` script
@@ -14,8 +14,9 @@ checked against :data:`MODEL_ARGS` before anything loads.
 A loglikelihood request ``(context, continuation)`` is scored as one text, ``context +
 continuation``, by structpe's scorer (``structpe.eval.scoring.make_scorer``), exactly as ``structpe
 eval`` scores a sentence: the parser tags the whole text (``conditional``: log p(x | T); ``joint``:
-log p(x, T)); ``marginal`` (the k-best lower bound on log p(x)) sums over the tag sequences itself
-and uses the parser only to find the words. The
+log p(x, T)); ``marginal`` (the k-best lower bound on log p(x)) and ``smc`` (the particle estimate
+of log p(x), ``particles`` per system; the pooled 4N estimate) sum over the tag sequences
+themselves and use the parser only to find the words. The
 continuation's log-probability is the sum over the tokens whose first character lies in the
 continuation. Hugging Face causal LMs pass through (``pretrained=<HF folder>``, no tags).
 
@@ -38,7 +39,7 @@ import lm_eval.models  # noqa: F401  (lm-eval's own model types first: `hf` & co
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from structpe.choices import LIKELIHOODS
+from structpe.choices import DEFAULT_PARTICLES, LIKELIHOODS
 from structpe.errors import StructpeError, check_device, closest
 from structpe.parser.registry import available_parsers
 
@@ -66,6 +67,7 @@ MODEL_ARGS: dict[str, ModelArg] = {
     "parser": ModelArg(str, choices=lambda: [*available_parsers(), "none"]),
     "likelihood": ModelArg(str, "conditional", choices=LIKELIHOODS),
     "k": ModelArg(int, 10, minimum=1),
+    "particles": ModelArg(int, DEFAULT_PARTICLES, minimum=1),
     "tokenizer": ModelArg(str),
     "parser_model": ModelArg(str),
     "batch_size": ModelArg(int, 16, minimum=1, auto=True),
@@ -147,10 +149,15 @@ class StructpeLM(LM):
         # marginal sums over the tag sequences itself: the parser only segments the words
         the_parser = make_parser(args["parser"], model, args["parser_model"])
         spec = ScoringSpec(
-            kind="causal", likelihood=args["likelihood"], k=args["k"], batch_size=size, progress=False
+            kind="causal",
+            likelihood=args["likelihood"],
+            k=args["k"],
+            particles=args["particles"],
+            batch_size=size,
+            progress=False,
         )
         self.scorer = make_scorer(model, tok, the_parser, spec)
-        self.settings = {key: args[key] for key in ("pretrained", "parser", "likelihood", "k")}
+        self.settings = {key: args[key] for key in ("pretrained", "parser", "likelihood", "k", "particles")}
         self._warned = False
 
     @classmethod
@@ -213,6 +220,7 @@ class StructpeLM(LM):
                 parser=parser_record(self.settings["parser"]),
                 likelihood=self.settings["likelihood"],
                 k=self.settings["k"] if self.settings["likelihood"] == "marginal" else None,
+                **({"particles": self.settings["particles"]} if self.settings["likelihood"] == "smc" else {}),
             ),
         }
 

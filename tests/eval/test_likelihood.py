@@ -269,12 +269,9 @@ def _open_sequences(n: int) -> list[list[tuple[int, int]]]:
     return out
 
 
-def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
-    """Brute force: sum of p(x, T) over every well-formed T equals the marginal at a large k."""
-    model = tiny_txl(tok, "input", seed=4)
-    text = "the lazy dog sleeps"
-    words = text.split()
-    seqs = []
+def every_tree(words: list[str]) -> list[TaggedSentence]:
+    """Every well-formed tag sequence (projective tree) over ``words``, by brute force."""
+    seqs: list[list[tuple[int, int]]] = []
 
     def walk(prefix, depth):
         i = len(prefix) + 1
@@ -285,17 +282,25 @@ def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
             walk([*prefix, (t, nt)], d)
 
     walk([], 0)
-    parses = [
+    return [
         TaggedSentence(
             words, decode([a for a, _ in s], [b for _, b in s]), [a for a, _ in s], [b for _, b in s]
         )
         for s in seqs
     ]
+
+
+def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
+    """Brute force: sum of p(x, T) over every well-formed T equals the marginal at a large k."""
+    model = tiny_txl(tok, "input", seed=4)
+    text = "the lazy dog sleeps"
+    words = text.split()
+    parses = every_tree(words)
     joints = score(model, tok, parses, "joint")
     exact = lk._lse([j.total for j in joints])
     k = len(_open_sequences(len(words) - 1)) * 6  # every open prefix of the first n-1 words is kept
     marg = score(model, tok, [parses[0]], "marginal", k=k)[0]
-    assert marg.meta["n_sequences"] == len(seqs) and marg.meta["parse_in_beam"]
+    assert marg.meta["n_sequences"] == len(parses) and marg.meta["parse_in_beam"]
     assert marg.total == pytest.approx(exact, abs=1e-4)
 
 
@@ -460,13 +465,15 @@ def test_cli_likelihood_modes_and_leakage(tok, parses, tmp_path, capsys):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in parses))
     totals = {}
-    for mode in ("conditional", "joint", "marginal"):
+    for mode in ("conditional", "joint", "marginal", "smc"):
         out = tmp_path / mode
         argv = ["eval", "ppl", "--model", str(tmp_path / "m"), "--data", str(data), "--out", str(out)]
-        assert main([*argv, "--likelihood", mode, "--k", "5"]) == 0
+        assert main([*argv, "--likelihood", mode, "--k", "5", "--particles", "4"]) == 0
         res = json.loads((out / "ppl.json").read_text())
         assert res["likelihood"] == mode and mode in res["scoring"]
         totals[mode] = res["nll_sum"]
+    assert res["particles"] == 4 and res["stderr"] > 0  # smc: its N and its standard error
+    assert main([*argv, "--likelihood", "smc", "--particles", "0"]) == 2
     assert totals["joint"] > totals["conditional"]  # the tags are paid for
     out = tmp_path / "leak"
     argv = ["eval", "leakage", "--model", str(tmp_path / "m"), "--data", str(data), "--out", str(out)]

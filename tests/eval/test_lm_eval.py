@@ -93,7 +93,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"root": root, "model": root / "txl", "tasks": root / "tasks", "gpt2": root / "gpt2"}
 
 
-@pytest.mark.parametrize("likelihood", ["conditional", "joint", "marginal"])
+@pytest.mark.parametrize("likelihood", ["conditional", "joint", "marginal", "smc"])
 def test_lm_eval_blimp_decisions_match_structpe(
     setup: dict[str, Path], likelihood: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,7 +103,8 @@ def test_lm_eval_blimp_decisions_match_structpe(
 
     import structpe.lm_eval  # noqa: F401  (registers the model type)
 
-    args = f"pretrained={setup['model']},parser=chain-lm-eval,likelihood={likelihood},k=4,batch_size=8"
+    args = f"pretrained={setup['model']},parser=chain-lm-eval,likelihood={likelihood}"
+    args += ",k=4,particles=4,batch_size=8"
     res = lm_eval.simple_evaluate(
         model="structpe",
         model_args=args,
@@ -127,6 +128,8 @@ def test_lm_eval_blimp_decisions_match_structpe(
         "--likelihood",
         likelihood,
         "--k",
+        "4",
+        "--particles",
         "4",
         "--batch-size",
         "8",

@@ -135,3 +135,24 @@ def test_identical_prefixes_get_identical_surprisals(suites_root):
     pairs_m, diffs = _shared_prefix_differences(run("marginal"), suites)
     assert pairs_m == pairs
     assert max(diffs) < 1e-4, sorted(diffs)[-5:]
+
+
+def test_identical_prefixes_get_identical_smc_surprisals(suites_root):
+    """The particle estimate on a sample of suites: each system is seeded alone and draws its random
+    numbers in the same order for the same prefix, so shared prefixes get identical region
+    surprisals (0 differing pairs), in the reported (4N) estimate; the result records the budgets."""
+    names = ["number_prep", "reflexive_src_fem", "mvrr", "subordination_src-src"]
+    suites = [s for s in load_suites(suites_root, None) if s.name in names]
+    assert len(suites) == len(names)
+    tok = _tokenizer(_sentences(suites))
+    model = _model(len(tok))
+    res = evaluate_syntaxgym(
+        model, tok, WholeTextParser(), suites_root, names, likelihood="smc", particles=4, progress=False
+    )
+    pairs, diffs = _shared_prefix_differences(res, suites)
+    assert pairs > 100
+    assert max(diffs) < 1e-6, sorted(diffs)[-5:]
+    assert res["likelihood"] == "smc" and res["particles"] == 4
+    assert 0 <= res["flip_share"] <= 1 and res["stderr"] >= 0 and res["decisions"] == sum(
+        len(s.items) for s in suites
+    )

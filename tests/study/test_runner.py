@@ -222,6 +222,28 @@ def test_a_killed_workers_claim_is_released(tmp_path: Path) -> None:
         assert mine
 
 
+def test_smc_and_its_particles_key_only_smc_evaluations(tiny_spec: Path) -> None:
+    """Adding the smc likelihood (and changing its particles) adds and changes its own keys only:
+    the other modes' keys and the training hash stay as they were, so nothing else re-runs."""
+    from structpe.study.spec import BlimpSpec
+
+    spec = load_spec(tiny_spec, "test")
+    spec.evaluations.blimp = BlimpSpec(likelihoods=["conditional", "marginal"], marginal_limit=3, limit=5)
+    data = StudyData(Path("tok"), Path("ds"), "fp", [], train_fingerprint="train-fp")
+    before = eval_keys(spec, "position", 1, data)
+    trained = train_config(spec, "position", 1, "train-fp")
+    for name in ("ppl", "blimp"):
+        getattr(spec.evaluations, name).likelihoods.append("smc")
+    with_smc = eval_keys(spec, "position", 1, data)
+    assert {k: v for k, v in with_smc.items() if not k.endswith("-smc")} == before
+    assert {"ppl-smc", "blimp-smc"} <= set(with_smc)
+    assert train_config(spec, "position", 1, "train-fp") == trained
+    spec.evaluations.blimp.particles *= 4
+    more = eval_keys(spec, "position", 1, data)
+    assert more["blimp-smc"] != with_smc["blimp-smc"] and more["ppl-smc"] == with_smc["ppl-smc"]
+    assert spec.evaluations.blimp.limit_for("smc") == 3  # the leak-free modes score the same pairs
+
+
 def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     """Raising a benchmark's marginal k re-runs that benchmark's marginal, nothing else."""
     from structpe.study.spec import BlimpSpec
@@ -283,24 +305,28 @@ def test_blimp_marginal_limit_scores_the_same_fewer_pairs_for_every_recipe(
 def test_every_ppl_mode_on_the_same_sentences_with_the_marginal_ladder(
     tiny_spec: Path, tiny_data: StudyData, tmp_path: Path
 ) -> None:
-    """Conditional, joint and marginal perplexity of a cell share their sentences; the marginal is
-    also reported at k = 1 and 10 (ppl.marginal = the largest k); a model that reads no tags has its
-    plain p(x) under every one of these names."""
+    """Conditional, joint, marginal and smc perplexity of a cell share their sentences; the marginal
+    is also reported at k = 1 and 10 (ppl.marginal = the largest k), the smc estimate with its N and
+    standard error; a model that reads no tags has its plain p(x) under every one of these names
+    (its smc exact: standard error 0)."""
     spec = load_spec(tiny_spec, "test")
     spec.seeds = [1]
-    spec.evaluations.ppl.likelihoods = ["conditional", "joint", "marginal"]
+    spec.evaluations.ppl.likelihoods = ["conditional", "joint", "marginal", "smc"]
+    spec.evaluations.ppl.particles = 4
     spec.evaluations.ppl.k = 12
     out = tmp_path / "study"
     run_study(spec, out, data=tiny_data, report=False)
     s = json.loads((cell_dir(out, "position", 1) / "metrics.json").read_text())["scores"]
-    names = ("conditional", "joint", "marginal", "marginal_k1", "marginal_k10")
+    names = ("conditional", "joint", "marginal", "marginal_k1", "marginal_k10", "smc")
     assert {s[f"ppl.{m}.n_sentences"] for m in names} == {12.0}
+    assert s["ppl.smc.particles"] == 4 and s["ppl.smc.stderr"] > 0 and s["ppl.smc.word_ppl_at_n"] > 0
     assert "ppl.marginal_k100.word_ppl" not in s and "ppl.marginal.k1.word_ppl" not in s
     # wider beams never lower the bound; the marginal sum holds the parse, so it beats the joint
     assert s["ppl.marginal_k1.word_ppl"] >= s["ppl.marginal_k10.word_ppl"] >= s["ppl.marginal.word_ppl"]
     assert s["ppl.marginal_k1.word_ppl"] <= s["ppl.joint.word_ppl"] * (1 + 1e-9)
     base = json.loads((cell_dir(out, "none", 1) / "metrics.json").read_text())["scores"]
     assert {base[f"ppl.{m}.word_ppl"] for m in names} == {base["ppl.conditional.word_ppl"]}
+    assert base["ppl.smc.stderr"] == 0.0 and base["ppl.smc.particles"] == 4
 
 
 def test_a_new_test_set_re_evaluates_but_never_retrains(tiny_spec: Path) -> None:

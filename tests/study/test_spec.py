@@ -69,13 +69,13 @@ def test_paper_profile_is_the_papers_depth() -> None:
 
 def test_cpu_small_is_the_sweeps_size_with_the_marginal_on_a_blimp_sample() -> None:
     """cpu-small: the size sweep's 4 x 256 (docs/pretraining.md), the scale issue's four recipes,
-    every BLiMP pair but the leak-free marginal's 100 per paradigm, GLUE as cpu-mini's (bf16 where
-    it is native)."""
+    every BLiMP pair but the leak-free modes' (marginal, smc) 100 per paradigm, GLUE as cpu-mini's
+    (bf16 where it is native)."""
     spec = load_spec("sipe-txl", "cpu-small")
     assert [r.label for r in spec.recipes] == ["none", "input", "position", "position_shuffled"]
     assert {"model.n_layers=4", "model.d_model=256", "train.max_steps=1200"} <= set(spec.profile_overrides)
     blimp = spec.evaluations.blimp
-    assert blimp.limit is None and [blimp.limit_for(m) for m in blimp.likelihoods] == [None, None, 100]
+    assert blimp.limit is None and [blimp.limit_for(m) for m in blimp.likelihoods] == [None, None, 100, 100]
     glue, mini = spec.evaluations.glue, load_spec("sipe-txl", "cpu-mini").evaluations.glue
     assert glue == mini and glue.bf16 == "auto"
     assert {c.recipe for c in spec.claims} == {"input", "position"}
@@ -159,7 +159,7 @@ def test_a_claim_may_read_the_marginal_at_a_width_of_the_ladder(tiny_spec: Path,
         (
             "sentences: 12}",
             "sentences: 12}\n  blimp: {limit: 5, marginal_limit: 3}",
-            "evaluations.blimp.marginal_limit is set but 'marginal' is not a likelihood",
+            "evaluations.blimp.marginal_limit is set but neither 'marginal' nor 'smc' is a likelihood",
         ),
         (
             "sentences: 12}",

@@ -13,6 +13,7 @@ and overall (mean over pairs = mean over paradigms when all have 1,000 pairs).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -26,6 +27,7 @@ import numpy as np
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import Parser
 
 FIELD_FIX = {"syntax/semantics": "syntax_semantics"}
@@ -161,7 +163,10 @@ def evaluate_blimp(
     How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
     ``k=`` ...), which override the spec.
     """
-    scorer = scorer or make_scorer(model, tokenizer, parser, spec, **scoring)
+    spec = (spec or ScoringSpec()).with_options(**scoring)
+    # pairs compare whole sentences: the smc mode needs only its sentence systems
+    spec = spec if spec.smc_parts else dataclasses.replace(spec, smc_parts="sentence")
+    scorer = scorer or make_scorer(model, tokenizer, parser, spec)
     if leading_space is None:
         leading_space = isinstance(scorer, CausalScorer)
     if pairs is None:
@@ -181,11 +186,17 @@ def evaluate_blimp(
         it = tqdm(list(it), desc="BLiMP paradigms")
     rows: list[dict[str, Any]] = []
     unaligned = 0
+    smc = isinstance(scorer, CausalScorer) and scorer.tagged and scorer.likelihood == "smc"
+    names = views(SMC_SYSTEMS) if smc else {}
+    view_dec: dict[str, list[bool]] = {v: [] for v in names}  # smc: every pair's decision per view
     for _paradigm, group in it:
         texts = [prefix + p.good for p in group] + [prefix + p.bad for p in group]
         scores = scorer.score(texts)
         unaligned += sum(s.unaligned_words for s in scores)
         n = len(group)
+        for v, systems in names.items():
+            totals = [view_scores(sc, systems).total for sc in scores]
+            view_dec[v].extend(totals[i] > totals[n + i] for i in range(n))
         for i, p in enumerate(group):
             lg, lb = scores[i].total, scores[n + i].total
             rows.append(
@@ -224,6 +235,8 @@ def evaluate_blimp(
         "per_phenomenon": {k: _mean(v) for k, v in sorted(phen.items())},
         "unaligned_words": unaligned,
     }
+    if smc:  # budgets N and 4N of the particle estimate: pair decisions that flip, standard error
+        result.update(convergence(lambda v: (_mean(view_dec[v]), view_dec[v]), scorer.particles, SMC_SYSTEMS))
     if keep_pairs:
         result["pairs"] = rows
     return result

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from structpe.choices import DEFAULT_PARTICLES, PLL_METRICS
 from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
-from structpe.choices import PLL_METRICS
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
 from structpe.hardware import THREADS_HELP, set_cpu_threads
 from structpe.io import split_lines
@@ -155,9 +155,16 @@ def _scoring_args(p: argparse.ArgumentParser) -> None:
         choices=LIKELIHOOD_CHOICES,
         default="conditional",
         help="decoders with tags: conditional = p(x | T(x)) (the paper's convention), joint = p(x, T), "
-        "marginal = k-best lower bound on p(x)",
+        "marginal = k-best lower bound on p(x), smc = particle estimate of p(x) (docs/likelihoods.md)",
     )
     p.add_argument("--k", type=int, default=10, help="beam width of the marginal likelihood")
+    p.add_argument(
+        "--particles",
+        type=int,
+        default=DEFAULT_PARTICLES,
+        help="particles N per system of the smc likelihood: the score pools 4 systems (4N), one more "
+        "system of N checks which decisions flip",
+    )
     p.add_argument(
         "--pll-metric", choices=PLL_METRICS, default="within_word_l2r", help="encoders: PLL variant"
     )
@@ -195,6 +202,7 @@ def eval_provenance(
         parser=parser_record(parser_name, getattr(args, "parser_model", None)),
         likelihood=likelihood,
         k=args.k if likelihood == "marginal" else None,
+        **({"particles": args.particles} if likelihood == "smc" else {}),
         limits={k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None},
         seed=getattr(args, "seeds", None),
         **fields,
@@ -213,6 +221,7 @@ def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
         kind=args.kind,
         likelihood=args.likelihood,
         k=args.k,
+        particles=args.particles,
         pll_metric=args.pll_metric,
         batch_size=args.batch_size,
         append_eos=getattr(args, "append_eos", False),
@@ -225,8 +234,10 @@ def check_args(args: argparse.Namespace) -> None:
     then set the CPU threads (``--threads``, else the idle share: ``structpe.hardware``)."""
     from structpe.parser.registry import available_parsers
 
-    for opt in ("limit", "k", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval",
-                "threads"):
+    for opt in (
+        "limit", "k", "particles", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval",
+        "threads",
+    ):
         check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))
     if getattr(args, "parser", None) is not None:
         check_choice("--parser", args.parser, [*available_parsers(), "none"])

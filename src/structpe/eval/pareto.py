@@ -76,7 +76,8 @@ _K_RE = re.compile(r"k = (\d+)")
 
 
 def parses_per_sentence(result: Mapping[str, Any]) -> int:
-    """0 (no parse read), 1 (conditional / joint: one parse) or k (marginal), from a result's fields."""
+    """0 (no parse read), 1 (conditional / joint: one parse), k (marginal) or 4N sampled sequences
+    (smc), from a result's fields."""
     likelihood = result.get("likelihood", "")
     scoring = str(result.get("scoring", ""))
     if likelihood == "plain" or "reads no tags" in scoring:
@@ -92,6 +93,10 @@ def parses_per_sentence(result: Mapping[str, Any]) -> int:
         return int(m.group(1))
     if likelihood in ("conditional", "joint"):
         return 1
+    if likelihood == "smc" and "particles" in result:  # the score pools 4 systems of N particles
+        from structpe.eval.scoring.smc import SMC_REPLICATES
+
+        return int(result["particles"]) * SMC_REPLICATES
     raise ValueError(f"cannot place likelihood {likelihood!r} on the parses-per-sentence axis")
 
 

@@ -14,6 +14,7 @@ tokenizers only at the word level. ``append_eos`` counts an end-of-sentence toke
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -23,6 +24,7 @@ from typing import Any
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.syntax.alignment import get_field
 
 
@@ -82,7 +84,9 @@ def evaluate_ppl(
     """Token- and word-level perplexity of ``sentences`` (tagged) under ``model``.
 
     A tagged decoder's ``marginal`` also reports ``by_k``: the perplexity of the sentence bound at
-    each beam width of ``MARGINAL_LADDER`` up to k (``nll_sum``, ``token_ppl``, ``word_ppl``).
+    each beam width of ``MARGINAL_LADDER`` up to k (``nll_sum``, ``token_ppl``, ``word_ppl``); its
+    ``smc`` reports ``particles``, ``stderr`` (of ``word_ppl``, the jackknife over the replicates)
+    and ``word_ppl_at_n`` (one system of N particles; ``structpe.eval.scoring.smc.convergence``).
 
     How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
     ``append_eos=`` ...), which override the spec. Sentences longer than its ``max_length`` tokens
@@ -92,6 +96,8 @@ def evaluate_ppl(
     if not sents:
         raise StructpeError("no sentences to score")
     spec = (spec or ScoringSpec()).with_options(**scoring)
+    # perplexity sums whole sentences: the smc mode needs only its sentence systems
+    spec = spec if spec.smc_parts else dataclasses.replace(spec, smc_parts="sentence")
     max_length, append_eos = spec.max_length, spec.append_eos  # texts over max_length are skipped below
     scorer = scorer or make_scorer(model, tokenizer, None, spec, progress=progress)
     texts = [sentence_text(s) for s in sents]
@@ -137,6 +143,15 @@ def evaluate_ppl(
         "texts_detokenized": sum(raw_text(sents[i]) is None for i in keep),
         "append_eos": append_eos,
     }
+    if scorer.likelihood == "smc" and scorer.tagged:  # budgets N and 4N; the word ppl's standard error
+        names = views(SMC_SYSTEMS)
+
+        def word_ppl(view: str) -> tuple[float, list[bool]]:
+            lp = sum(view_scores(sc, names[view]).total for sc in scores)
+            return math.exp(-lp / n_words), []
+
+        result.update(convergence(word_ppl, scorer.particles, SMC_SYSTEMS))
+        result["word_ppl_at_n"] = result.pop("score_at_n")
     if scorer.likelihood == "marginal" and scorer.tagged:  # the bound at every width of the ladder
         widths = scores[0].meta["bound_by_k"] if scores else {}
         result["by_k"] = {

@@ -30,24 +30,31 @@ class BufferedLayer(DynamicLayer):
     """
 
     buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+    rows = 0  # batch rows of the cache (the buffers' first dimension)
 
     def _viewing_buffers(self) -> bool:
         return (
             self.buffers is not None
             and self.keys.data_ptr() == self.buffers[0].data_ptr()
             and self.values.data_ptr() == self.buffers[1].data_ptr()
-            and self.buffers[0].shape[:-2] == self.keys.shape[:-2]  # not a view of some rows
+            and self.keys.shape[0] == self.rows  # not a view of some rows
+            and self.buffers[0].shape[1:-2] == self.keys.shape[1:-2]
         )
 
     def _refill(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
         """Fresh buffers with space for ``room`` positions, holding ``keys`` / ``values`` [B, H, n, d]."""
         n, size = keys.shape[-2], max(2 * room, 64)
+        self.rows = keys.shape[0]
         self.buffers = tuple(
-            torch.empty(*x.shape[:-2], size, x.shape[-1], dtype=x.dtype, device=x.device)
+            torch.empty(self.rows, *x.shape[1:-2], size, x.shape[-1], dtype=x.dtype, device=x.device)
             for x in (keys, values)
         )
         for buf, x in zip(self.buffers, (keys, values), strict=True):
-            buf[..., :n, :] = x
+            buf[: self.rows, ..., :n, :] = x
+        self._views(n)
+
+    def _views(self, n: int) -> None:
+        self.keys, self.values = (buf[: self.rows, ..., :n, :] for buf in self.buffers)
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -57,15 +64,15 @@ class BufferedLayer(DynamicLayer):
         past, new = self.get_seq_length(), key_states.shape[-2]
         fits = (
             self._viewing_buffers()  # still views of our buffers
-            and self.buffers[0].shape[:-2] == key_states.shape[:-2]
+            and key_states.shape[0] == self.rows
             and past + new <= self.buffers[0].shape[-2]
         )
         if not fits:
             old = (self.keys, self.values) if past else (key_states[..., :0, :], value_states[..., :0, :])
             self._refill(*old, room=past + new)
         for buf, x in zip(self.buffers, (key_states, value_states), strict=True):
-            buf[..., past : past + new, :] = x
-        self.keys, self.values = (buf[..., : past + new, :] for buf in self.buffers)
+            buf[: self.rows, ..., past : past + new, :] = x
+        self._views(past + new)
         return self.keys, self.values
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
@@ -75,7 +82,17 @@ class BufferedLayer(DynamicLayer):
         room = min(self.buffers[0].shape[-2], max(2 * n, 16))  # spare room, as a refill would leave
         rows = indices.to(self.keys.device)
         self.buffers = tuple(buf[..., :room, :].index_select(0, rows) for buf in self.buffers)
-        self.keys, self.values = (buf[..., :n, :] for buf in self.buffers)
+        self.rows = rows.shape[0]
+        self._views(n)
+
+    def copy_rows(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """Rows ``dst`` take the cached states of rows ``src`` in place (all sources read first)."""
+        if not self._viewing_buffers():
+            self.keys = self.keys.index_copy(0, dst, self.keys.index_select(0, src))
+            self.values = self.values.index_copy(0, dst, self.values.index_select(0, src))
+            return
+        for x in (self.keys, self.values):  # views of the buffers' filled part
+            x.index_copy_(0, dst, x.index_select(0, src))
 
 
 class SiPECache(DynamicCache):
@@ -171,6 +188,17 @@ class SiPECache(DynamicCache):
             self.pair_ids = self.pair_ids[indices]
         if self.tags is not None:
             self.tags = self.tags[indices]
+
+    def copy_rows(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """Rows ``dst`` become copies of rows ``src`` in place, every layer's keys / values and the
+        per-key tags: a particle filter's resampling or a beam's re-selection copies only the rows
+        whose parent changed, instead of gathering the whole cache (docs/likelihoods.md, cost)."""
+        for layer in self.layers:
+            layer.copy_rows(dst, src)
+        for name in ("pair_ids", "tags"):
+            x = getattr(self, name)
+            if x is not None:
+                setattr(self, name, x.index_copy(0, dst.to(x.device), x.index_select(0, src.to(x.device))))
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         super().batch_repeat_interleave(repeats)

@@ -18,9 +18,20 @@ def flat(prefix: str, d: dict[str, float]) -> dict[str, float]:
     return {f"{prefix}.{k}": float(v) for k, v in d.items()}
 
 
+# what an smc result records about its budgets N and 4N (structpe.eval.scoring.smc.convergence):
+# the share of decisions that flip between them, N, the 4N score's standard error, the score at N
+SMC_FIELDS = ("flip_share", "particles", "stderr", "score_at_n", "word_ppl_at_n", "decisions")
+
+
+def _smc(r: dict[str, Any]) -> dict[str, float]:
+    return {k: float(r[k]) for k in SMC_FIELDS if r.get(k) is not None}
+
+
 def ppl_scores(r: dict[str, Any]) -> dict[str, float]:
-    """Perplexities and counts; a marginal's bound at each width w of its ladder as ``k<w>.*``."""
+    """Perplexities and counts; a marginal's bound at each width w of its ladder as ``k<w>.*``; an
+    smc estimate's ``particles``, ``stderr`` and ``word_ppl_at_n``."""
     out = {k: float(r[k]) for k in ("token_ppl", "word_ppl", "n_sentences", "n_tokens")}
+    out.update(_smc(r))
     for w, b in (r.get("by_k") or {}).items():
         out.update({f"k{w}.{k}": float(b[k]) for k in ("token_ppl", "word_ppl")})
         out.update({f"k{w}.{k}": float(r[k]) for k in ("n_sentences", "n_tokens")})
@@ -31,6 +42,7 @@ def blimp_scores(r: dict[str, Any]) -> dict[str, float]:
     return {
         "overall": r["overall"],
         "n_pairs": r["n_pairs"],
+        **_smc(r),
         **flat("phenomenon", r["per_phenomenon"]),
         **flat("paradigm", r["per_paradigm"]),
     }
@@ -40,6 +52,7 @@ def sg_scores(r: dict[str, Any]) -> dict[str, float]:
     return {
         "sg_score": r["sg_score"],
         "n_suites": r["n_suites"],
+        **_smc(r),
         **flat("circuit", r["circuits"]),
         **flat("suite", r["suite_accuracy"]),
     }

@@ -39,6 +39,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from structpe.eval.scoring.smc import SMC_SYSTEMS
 from structpe.eval.syntaxgym.evaluate import suite_names
 from structpe.io import (
     read_json,  # write_json_atomic: also imported from here
@@ -118,12 +119,17 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
     for name in ("ppl", "blimp", "syntaxgym"):
         sub = getattr(ev, name)
         if sub is not None:
-            # the beam width k (and BLiMP's marginal_limit) shape marginal scores only: changing
-            # them re-runs nothing else, and an unset marginal_limit keeps the keys it had before
-            settings = {f: v for f, v in dataclasses.asdict(sub).items() if f not in ("k", "marginal_limit")}
+            # the beam width k (and BLiMP's marginal_limit) shape marginal scores only, the particles
+            # smc scores only: changing them re-runs nothing else, and an unset marginal_limit (or
+            # adding smc) keeps the keys the other modes had before
+            drop = ("k", "marginal_limit", "particles")
+            settings = {f: v for f, v in dataclasses.asdict(sub).items() if f not in drop}
+            settings["likelihoods"] = [m for m in sub.likelihoods if m != "smc"]
             for mode in sub.likelihoods:
                 beam = [sub.k] if mode == "marginal" else []
-                if mode == "marginal" and name == "blimp" and sub.marginal_limit is not None:
+                if mode == "smc":
+                    beam.append({"particles": sub.particles, "systems": SMC_SYSTEMS})
+                if mode in ("marginal", "smc") and name == "blimp" and sub.marginal_limit is not None:
                     beam.append({"marginal_limit": sub.marginal_limit})
                 keys[f"{name}-{mode}"] = stable_hash([own, name, mode, settings, *beam])
     if ev.leakage is not None:
@@ -248,6 +254,11 @@ def run_cell(
                 for k, v in list(scores.items()):
                     if k.startswith(f"{bench}.conditional."):
                         scores[k.replace(".conditional.", f".{m}.", 1)] = v
+            if "smc" in likelihoods:  # its exact p(x): nothing flips between N and 4N, no MC error
+                scores[f"{bench}.smc.particles"] = float(getattr(ev, bench).particles)
+                scores[f"{bench}.smc.stderr"] = 0.0
+                if bench != "ppl":
+                    scores[f"{bench}.smc.flip_share"] = 0.0
 
     def file_ladder(k: int) -> None:
         # the marginal's bound at each width of the ladder: ppl.marginal_k<w>.*; a model that reads
@@ -268,7 +279,10 @@ def run_cell(
             run(
                 f"ppl-{mode}",
                 lambda m=mode: ppl_scores(
-                    evaluate_ppl(model, tokenizer, sents, likelihood=m, k=ev.ppl.k, progress=progress)
+                    evaluate_ppl(
+                        model, tokenizer, sents, likelihood=m, k=ev.ppl.k, particles=ev.ppl.particles,
+                        progress=progress,
+                    )
                 ),
                 f"ppl.{mode}",
             )
@@ -291,6 +305,7 @@ def run_cell(
                         limit=ev.blimp.limit_for(m),
                         likelihood=m,
                         k=ev.blimp.k,
+                        particles=ev.blimp.particles,
                         progress=progress,
                     )
                 ),
@@ -312,6 +327,7 @@ def run_cell(
                         suites,
                         likelihood=m,
                         k=ev.syntaxgym.k,
+                        particles=ev.syntaxgym.particles,
                         progress=progress,
                     )
                 ),

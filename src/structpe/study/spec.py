@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structpe.choices import DEFAULT_PARTICLES
 from structpe.errors import RecipeError, closest
 from structpe.eval.glue.tasks import FINETUNE_TASKS, task_spec
 from structpe.io import read_json
@@ -63,7 +64,7 @@ from structpe.train.recipe import CONFIG_ROOT, load_recipe
 from structpe.yamlio import load_yaml
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
-LIKELIHOODS = ("conditional", "joint", "marginal")
+LIKELIHOODS = ("conditional", "joint", "marginal", "smc")
 LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
 FULL_PARSES = ("test", "text")
 BETTER = ("higher", "lower")
@@ -94,10 +95,12 @@ class DatasetSpec:
 @dataclass
 class PplSpec:
     """Perplexity on the corpus's test sentences, every mode on the same ones; ``k``: the marginal
-    bound's beam width (its bounds at k = 1, 10, 100 up to k are reported too)."""
+    bound's beam width (its bounds at k = 1, 10, 100 up to k are reported too); ``particles``: the
+    smc estimate's N (scored at N and 4N, docs/likelihoods.md)."""
 
-    likelihoods: list[str] = field(default_factory=lambda: list(LIKELIHOODS))
+    likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint", "marginal"])
     k: int = 10
+    particles: int = DEFAULT_PARTICLES
     sentences: int | None = None  # None = dataset.test_sentences
 
 
@@ -117,19 +120,21 @@ class LeakageSpec:
 class BlimpSpec:
     """BLiMP: ``paradigms: all`` is the 67; ``limit`` pairs per paradigm (None = all 1,000).
 
-    ``marginal_limit`` caps the marginal mode alone (None = ``limit``): its k-best beam costs ~6x a
-    plain pass, so a profile can score every pair in the cheap modes and the first N of each
-    paradigm in the leak-free one (the baseline is scored on the same pairs)."""
+    ``marginal_limit`` caps the leak-free modes alone (``marginal`` and ``smc``; None = ``limit``):
+    they cost a multiple of a plain pass, so a profile can score every pair in the cheap modes and
+    the first N of each paradigm in the leak-free ones (the baseline is scored on the same pairs)."""
 
     paradigms: str | list[str] = "all"
     limit: int | None = None
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
     k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
     marginal_limit: int | None = None
+    particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
 
     def limit_for(self, mode: str) -> int | None:
         """Pairs per paradigm that ``mode`` scores."""
-        return self.marginal_limit if mode == "marginal" and self.marginal_limit is not None else self.limit
+        leak_free = mode in ("marginal", "smc")
+        return self.marginal_limit if leak_free and self.marginal_limit is not None else self.limit
 
 
 @dataclass
@@ -139,6 +144,7 @@ class SyntaxGymSpec:
     suites: str | list[str] = "paper31"
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
     k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
+    particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
 
 
 @dataclass
@@ -334,13 +340,16 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         sub = getattr(evals, name)
         if sub is not None:
             _check_choices(sub.likelihoods, LIKELIHOODS, f"{where}: evaluations.{name}.likelihoods")
-            if not isinstance(sub.k, int) or sub.k < 1:
-                raise StudySpecError(f"{where}: evaluations.{name}.k must be an integer >= 1, got {sub.k!r}")
+            for key in ("k", "particles"):
+                v = getattr(sub, key)
+                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                    at = f"{where}: evaluations.{name}.{key}"
+                    raise StudySpecError(f"{at} must be an integer >= 1, got {v!r}")
     blimp = evals.blimp
     if blimp is not None and blimp.marginal_limit is not None:
         at = f"{where}: evaluations.blimp.marginal_limit"
-        if "marginal" not in blimp.likelihoods:
-            raise StudySpecError(f"{at} is set but 'marginal' is not a likelihood")
+        if "marginal" not in blimp.likelihoods and "smc" not in blimp.likelihoods:
+            raise StudySpecError(f"{at} is set but neither 'marginal' nor 'smc' is a likelihood")
         if blimp.limit is not None and blimp.marginal_limit > blimp.limit:
             raise StudySpecError(f"{at} {blimp.marginal_limit} exceeds limit {blimp.limit}")
     if evals.leakage is not None:

@@ -24,8 +24,9 @@ Likelihood modes (docs/likelihoods.md). ``CausalScorer(likelihood=...)`` picks h
 ``conditional`` = p(x | T(x)), the tags of the whole sentence are given to the model — the
 paper's convention, which every report that uses it must name. The modes are a registry
 (:data:`CausalScorer.LIKELIHOODS`): ``joint`` p(x, T) and ``marginal`` (a k-best lower bound on
-p(x), beam width ``k``) live in :mod:`structpe.eval.scoring.likelihood`; callers only ever read
-:class:`TokenScores`.
+p(x), beam width ``k``) live in :mod:`structpe.eval.scoring.likelihood`, ``smc`` (a particle
+estimate of p(x), ``particles`` per system) in :mod:`structpe.eval.scoring.smc`; callers only ever
+read :class:`TokenScores`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from structpe import choices
 from structpe.eval.scoring.inputs import _progress, batched, parse_texts
 from structpe.eval.scoring.likelihood import joint_scores, marginal_scores
 from structpe.eval.scoring.masked import MaskedScorer
+from structpe.eval.scoring.smc import DEFAULT_PARTICLES, SMC_REPLICATES, smc_scores
 from structpe.eval.scoring.types import (
     Encoded,
     Parser,
@@ -73,6 +75,9 @@ class CausalScorer:
         *,
         likelihood: str = "conditional",
         k: int = 10,
+        particles: int = DEFAULT_PARTICLES,
+        seed: int = 0,
+        smc_parts: str = "both",
         batch_size: int = 32,
         append_eos: bool = False,
         max_length: int | None = None,
@@ -84,7 +89,12 @@ class CausalScorer:
             )
         if likelihood == "marginal" and k < 1:
             raise ValueError(f"marginal likelihood needs a beam width k >= 1, got {k}")
+        if likelihood == "smc" and particles < 1:
+            raise ValueError(f"smc likelihood needs particles >= 1, got {particles}")
         self.k = k  # beam width of the marginal mode
+        self.particles = particles  # particles per system of the smc mode
+        self.seed = seed  # the smc mode's random numbers
+        self.smc_parts = smc_parts  # which of its systems run (structpe.eval.scoring.smc.smc_scores)
         self.model = model
         self.tokenizer = tokenizer
         self.parser = parser
@@ -202,11 +212,16 @@ class CausalScorer:
         """k-best lower bound on p(x) over well-formed tag sequences (structpe.eval.scoring.likelihood)."""
         return marginal_scores(self, batch, self.k)
 
+    def _smc(self, batch: list[Encoded]) -> list[TokenScores]:
+        """Particle estimate of p(x), converging as particles grow (structpe.eval.scoring.smc)."""
+        return smc_scores(self, batch, self.particles, self.seed)
+
     # each maps a batch of Encoded to TokenScores
     LIKELIHOODS: dict[str, Callable[[CausalScorer, list[Encoded]], list[TokenScores]]] = {
         "conditional": _conditional,
         "joint": _joint,
         "marginal": _marginal,
+        "smc": _smc,
     }
     assert tuple(LIKELIHOODS) == choices.LIKELIHOODS, "structpe.choices names the modes the CLI offers"
 
@@ -215,14 +230,19 @@ class CausalScorer:
 class ScoringSpec:
     """How texts are scored: the one set of options that flows from the CLI to every ``evaluate_*``.
 
-    ``kind`` causal | masked (None: from the model); ``likelihood`` conditional | joint | marginal
-    (causal models, docs/likelihoods.md) with beam width ``k``; ``pll_metric`` for masked models;
-    ``append_eos`` scores an EOS after each text (causal only); ``max_length`` caps a text's tokens.
+    ``kind`` causal | masked (None: from the model); ``likelihood`` conditional | joint | marginal |
+    smc (causal models, docs/likelihoods.md) with beam width ``k`` (marginal) or ``particles`` per
+    system, ``seed`` and ``smc_parts`` (smc: which kinds of system run, see ``smc_scores``);
+    ``pll_metric`` for masked models; ``append_eos`` scores an EOS after each text (causal only);
+    ``max_length`` caps a text's tokens.
     """
 
     kind: str | None = None
     likelihood: str = "conditional"
     k: int = 10
+    particles: int = DEFAULT_PARTICLES
+    seed: int = 0
+    smc_parts: str | None = None  # None: both kinds of system; evaluations that need one set it
     pll_metric: str = "within_word_l2r"
     batch_size: int = 32
     append_eos: bool = False
@@ -256,6 +276,9 @@ def make_scorer(
             parser,
             likelihood=spec.likelihood,
             k=spec.k,
+            particles=spec.particles,
+            seed=spec.seed,
+            smc_parts=spec.smc_parts or "both",
             batch_size=spec.batch_size,
             append_eos=spec.append_eos,
             max_length=spec.max_length,
@@ -288,6 +311,13 @@ def describe_scoring(scorer: CausalScorer | MaskedScorer) -> str:
             f"marginal log-likelihood lower bound on p(x): log-sum-exp of p(x, T) over the k = {scorer.k} "
             "best well-formed tag sequences of a prefix beam that never looks ahead, plus the parser's "
             "parse; regions from prefix bounds, BOS-conditioned"
+        )
+    if scorer.tagged and scorer.likelihood == "smc":
+        return (
+            f"particle estimate of p(x) (smc): sequential importance sampling with resampling over "
+            f"well-formed tag sequences, the model's tag heads as proposal; {SMC_REPLICATES} independent "
+            f"systems of N = {scorer.particles} particles pooled (4N), one more alone for the check at N; "
+            "regions from prefix estimates, BOS-conditioned"
         )
     if scorer.tagged:
         return "conditional log-likelihood p(x | T(x)): conditioned on one fixed parse, BOS-conditioned"

@@ -1,7 +1,8 @@
 """The types every scorer and likelihood mode share (docs/design.md §4, §6).
 
-``structpe.eval.scoring.scorer`` (the scorers) and ``structpe.eval.scoring.likelihood`` (the joint and
-marginal modes) both build on these, so neither has to import the other's internals.
+``structpe.eval.scoring.scorer`` (the scorers), ``structpe.eval.scoring.likelihood`` (the joint and
+marginal modes) and ``structpe.eval.scoring.smc`` (the particle estimate) build on these, so none has
+to import another's internals.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class CausalScoring(Protocol):
     eos_id: int
     pad_id: int
     k: int
+    particles: int
+    seed: int
+    smc_parts: str
     tagged: bool
     likelihood: str
     parser: Any

@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from structpe.eval.scoring.masked import MaskedScorer
-from structpe.eval.scoring.prefix_marginal import prefix_bounds
+from structpe.eval.scoring.prefix_marginal import prefix_sources
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import LN2, Parser, TokenScores
 from structpe.eval.syntaxgym.suites import (
     Suite,
@@ -116,8 +117,37 @@ def prefix_region_surprisals(
 
 
 def _prefix_marginal(scorer: CausalScorer | MaskedScorer) -> bool:
-    """Whether regions are scored by the prefix marginal (a tagged decoder in ``marginal`` mode)."""
-    return isinstance(scorer, CausalScorer) and scorer.tagged and scorer.likelihood == "marginal"
+    """Whether regions are scored by the prefix marginal (a tagged decoder in ``marginal`` or ``smc``
+    mode)."""
+    return isinstance(scorer, CausalScorer) and scorer.tagged and scorer.likelihood in ("marginal", "smc")
+
+
+def _smc(scorer: CausalScorer | MaskedScorer) -> bool:
+    """Whether the scores are particle estimates whose budgets N and 4N are compared."""
+    return isinstance(scorer, CausalScorer) and scorer.tagged and scorer.likelihood == "smc"
+
+
+def _view_regions(
+    texts: list[str], spans: list, scores: list[TokenScores], sources: list | None, systems: list[int] | None
+) -> list[list[float]]:
+    """Region surprisals of every text: from prefix estimates when ``sources`` are given (pooled over
+    ``systems`` for smc scores, None: the scores as they are), else summed token surprisals."""
+    if sources is None:
+        return [region_surprisals(sc, sp) for sc, sp in zip(scores, spans, strict=True)]
+    seen: dict[int, TokenScores] = {}
+
+    def view(ts: TokenScores) -> TokenScores:
+        if systems is None:
+            return ts
+        if id(ts) not in seen:
+            seen[id(ts)] = view_scores(ts, systems)
+        return seen[id(ts)]
+
+    out = []
+    for sc, sp, row in zip(scores, spans, sources, strict=True):
+        bounds = [float(sum(view(ts).logprobs[:m])) if ts is not None else 0.0 for ts, m in row]
+        out.append(prefix_region_surprisals(view(sc), sp, bounds))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -235,7 +265,10 @@ def evaluate_syntaxgym(
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}")
-    scorer = scorer or make_scorer(model, tokenizer, parser, spec, **scoring)
+    spec = (spec or ScoringSpec()).with_options(**scoring)
+    if not spec.smc_parts:  # regions are prefix estimates; the sentence's only with an EOS to score
+        spec = dataclasses.replace(spec, smc_parts="both" if spec.append_eos else "prefix")
+    scorer = scorer or make_scorer(model, tokenizer, parser, spec)
     loaded = load_suites(data_dir, suites)
     it = loaded
     if progress:
@@ -243,6 +276,10 @@ def evaluate_syntaxgym(
 
         it = tqdm(loaded, desc="SyntaxGym suites")
     per_suite: dict[str, Any] = {}
+    smc = _smc(scorer)
+    names: dict[str, list[int] | None] = views(SMC_SYSTEMS) if smc else {"score": None}  # type: ignore[assignment]
+    view_acc: dict[str, dict[str, float]] = {v: {} for v in names}  # smc: suite accuracy per view
+    view_dec: dict[str, list[bool]] = {v: [] for v in names}
     for suite in it:
         items = suite.items[:max_items] if max_items else suite.items
         keys, texts, spans = [], [], []
@@ -254,35 +291,45 @@ def evaluate_syntaxgym(
                 spans.append(sp)
         if _prefix_marginal(scorer):  # leak-free: each region from the text up to its end
             cuts = [[b for _, b in (x for x in sp if x is not None)] for sp in spans]
-            scores, bounds = prefix_bounds(scorer, texts, cuts)  # type: ignore[arg-type]
-            regions = [prefix_region_surprisals(*x) for x in zip(scores, spans, bounds, strict=True)]
+            scores, sources = prefix_sources(scorer, texts, cuts)  # type: ignore[arg-type]
         else:
-            scores = scorer.score(texts)
-            regions = [region_surprisals(sc, sp) for sc, sp in zip(scores, spans, strict=True)]
-        values: dict[int, dict[tuple[str, int | None], float]] = {}
-        for (num, cond), regs in zip(keys, regions, strict=True):
-            v = values.setdefault(num, {})
-            for r, x in enumerate(regs, start=1):
-                v[(cond, r)] = x
-            v[(cond, None)] = float(sum(regs))
-        item_rows = []
-        for item in items:
-            preds = evaluate_item(suite, values[item.number])
-            correct = preds[0] if protocol == "prediction0" else all(preds)
-            item_rows.append({"item": item.number, "predictions": preds, "correct": bool(correct)})
-        acc = float(np.mean([r["correct"] for r in item_rows])) if item_rows else math.nan
-        per_suite[suite.name] = {
-            "accuracy": acc,
-            "n_items": len(item_rows),
-            "circuit": circuit_of(suite.name),
-            "in_paper_31": not bool(EXCLUDE_RE.match(suite.name)),
-            "items": item_rows,
-            "region_surprisal_bits": {
-                str(n): {f"{c}:{r}": x for (c, r), x in v.items() if r is not None} for n, v in values.items()
-            },
-        }
+            scores, sources = scorer.score(texts), None
+        for view, systems in names.items():
+            regions = _view_regions(texts, spans, scores, sources, systems)
+            values: dict[int, dict[tuple[str, int | None], float]] = {}
+            for (num, cond), regs in zip(keys, regions, strict=True):
+                v = values.setdefault(num, {})
+                for r, x in enumerate(regs, start=1):
+                    v[(cond, r)] = x
+                v[(cond, None)] = float(sum(regs))
+            item_rows = []
+            for item in items:
+                preds = evaluate_item(suite, values[item.number])
+                correct = preds[0] if protocol == "prediction0" else all(preds)
+                item_rows.append({"item": item.number, "predictions": preds, "correct": bool(correct)})
+            acc = float(np.mean([r["correct"] for r in item_rows])) if item_rows else math.nan
+            view_acc[view][suite.name] = acc
+            view_dec[view].extend(r["correct"] for r in item_rows)
+            if view != "score":
+                continue
+            per_suite[suite.name] = {
+                "accuracy": acc,
+                "n_items": len(item_rows),
+                "circuit": circuit_of(suite.name),
+                "in_paper_31": not bool(EXCLUDE_RE.match(suite.name)),
+                "items": item_rows,
+                "region_surprisal_bits": {
+                    str(n): {f"{c}:{r}": x for (c, r), x in v.items() if r is not None}
+                    for n, v in values.items()
+                },
+            }
     acc = {s: d["accuracy"] for s, d in per_suite.items()}
     agg = aggregate(acc)
+    extra: dict[str, Any] = {}
+    if smc:  # budgets N and 4N of the particle estimate: decisions that flip, standard error
+        extra = convergence(
+            lambda v: (aggregate(view_acc[v])["sg_score"], view_dec[v]), scorer.particles, SMC_SYSTEMS
+        )
     return {
         "benchmark": "syntaxgym",
         "scoring": describe_scoring(scorer),
@@ -292,6 +339,7 @@ def evaluate_syntaxgym(
         "suite_accuracy": acc,
         **agg,
         "complete_31": agg["n_suites"] == 31,
+        **extra,
         "suites": per_suite,
     }
 

@@ -1,0 +1,528 @@
+"""``smc``: a particle estimate of p(x) = sum_T p(x, T) that converges as the particles grow.
+
+The k-best ``marginal`` (``structpe.eval.scoring.likelihood``) is a lower bound on p(x) that stays
+far below it at any affordable k. Here the sum over hexatag sequences is estimated by sequential
+importance sampling with resampling, word-synchronous (a particle filter over the tags of words
+1..i; docs/likelihoods.md states the estimator, its bias for log p and its standard error):
+
+* a particle is a well-formed open tag prefix T_<=i (the moves of ``prefix_pairs``: none looks at
+  later words) with an unnormalised weight w;
+* at word i's first token (position pos_i) each particle draws word i's tags from the proposal
+  q = the model's own tag heads at pos_(i-1) restricted to the allowed moves and renormalised, so
+  the weight gains p(T_i | x_<=pos_i, T_<i) / q(T_i) = Z_i, the allowed mass; then every token
+  after pos_i up to and including pos_(i+1) multiplies the weight by its probability given x_<t
+  and T_<=i (word i+1's tags sit on pos_(i+1) and are drawn only after its first token is
+  scored: no token sees the tags of a later word, as in ``joint`` and ``marginal``);
+* before the draw, when the effective sample size (sum w)^2 / sum w^2 falls below N / 2, the
+  particles are resampled systematically (Kitagawa 1996): each keeps its row with its first
+  offspring, so the key/value cache copies only the rows of particles that died;
+* the prefix estimate at token t is p^(x_<=t) = Z_res * mean_n w_n, with Z_res the product of
+  the mean weights at the past resamplings: an unbiased estimate of the open prefix marginal
+  sum_{T_<=i open} p(x_<=t, T_<=i) (offspring counts have mean N W_n, so every step preserves the
+  expectation, whether or not it resamples).
+* the sentence estimate p^(x) (BLiMP, perplexity, the closing of the last region) comes from
+  systems of their own that know the text's word count: their proposal keeps only the moves after
+  which the tree can still close in the words left (``allowed_pairs``: exactly the well-formed
+  sequences), and the last word draws the closing move (eos). A prefix system's particles do not
+  know where the text ends and would mostly be too deep to close at its last word; the sentence
+  as a whole may use its own length, its prefixes may not.
+
+Per-token scores are log-ratios of successive prefix estimates, so word and region surprisals come
+from one particle system and depend on the text up to them alone (``prefix_sources`` re-segments a
+prefix whose words differ from the whole text's, as for the marginal; every system is seeded from
+the scorer's seed alone and draws its random numbers in the same order for the same prefix, so two
+texts with the same prefix get the same estimates there).
+
+Convergence is measured, not assumed: every text is scored by ``SMC_SYSTEMS`` independent
+systems of N particles. System 0 alone is the budget-N estimate (the check); systems
+1..``SMC_REPLICATES`` pooled (the mean of their estimates, itself an unbiased estimate: an
+island particle system of 4N particles) give the reported score. ``views`` and ``convergence``
+turn them into the share of decisions that flip between N and 4N (``flip_share``) and the
+score's Monte Carlo standard error (``stderr``: the jackknife over the 4 replicates). A claim
+gets an honest verdict only where ``flip_share <= FLIP_SHARE_MAX`` (``estimator_converged``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from structpe.choices import DEFAULT_PARTICLES
+from structpe.eval.scoring.prefixes import prefix_pairs
+from structpe.eval.scoring.rows import Row, run_rows
+from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, model_device
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, N_NONTERMINALS, N_TERMINALS
+from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
+
+# independent systems of N pooled into the reported (4N) score, plus one more alone (the N check)
+SMC_REPLICATES = 4
+SMC_SYSTEMS = SMC_REPLICATES + 1
+# the largest share of decisions that may flip between N and 4N particles for an honest verdict
+FLIP_SHARE_MAX = 0.02
+# which systems run: open (prefix estimates) and length-aware (sentence estimates), or one kind
+SMC_PARTS = ("both", "sentence", "prefix")
+# resample when the effective sample size falls below this share of N
+RESAMPLE_ESS = 0.5
+# rows (particles over the sentences of a group) per cached forward, as the marginal's beam
+CACHED_PARTICLE_ROWS = 1024
+
+_PAIRS = N_TERMINALS * N_NONTERMINALS  # (terminal, non-terminal) flattened: t * N_NONTERMINALS + nt
+
+
+def _move_tables(max_depth: int, close: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per stack depth: which (t, nt) pairs are allowed [D+1, 10] and the depth after each [D+1, 10]."""
+    allowed = torch.zeros(max_depth + 1, _PAIRS, dtype=torch.bool)
+    after = torch.zeros(max_depth + 1, _PAIRS, dtype=torch.long)
+    for d in range(max_depth + 1):
+        for t, nt, d2 in prefix_pairs(d, close, max_depth):
+            allowed[d, t * N_NONTERMINALS + nt] = True
+            after[d, t * N_NONTERMINALS + nt] = d2
+    return allowed, after
+
+
+@dataclass
+class _System:
+    """One particle system of one sentence: N particles, their rows in the cache, their weights."""
+
+    seed: int
+    n: int
+    gen: torch.Generator = field(init=False)
+    log_z: float = 0.0  # log of the product of the mean weights at past resamplings
+    logw: torch.Tensor = field(init=False)  # [N] float64, log weights since the last resampling
+    depth: torch.Tensor = field(init=False)  # [N] stack depth of each particle's prefix
+    terminals: list[list[int]] = field(init=False)
+    nonterminals: list[list[int]] = field(init=False)
+    next_lp: torch.Tensor | None = None  # [N, 10] the tag heads' joint log-probs for the next word
+    rows: list[int] = field(default_factory=list)  # cache row of each particle
+    resamplings: int = 0
+
+    def __post_init__(self) -> None:
+        self.gen = torch.Generator().manual_seed(self.seed)
+        self.logw = torch.zeros(self.n, dtype=torch.float64)
+        self.depth = torch.zeros(self.n, dtype=torch.long)
+        self.terminals = [[] for _ in range(self.n)]
+        self.nonterminals = [[] for _ in range(self.n)]
+
+    def estimate(self) -> float:
+        """log of Z_res * mean_n w_n: the estimate of the prefix fed so far."""
+        return self.log_z + float(torch.logsumexp(self.logw, 0)) - math.log(self.n)
+
+    def resample(self) -> list[int] | None:
+        """Systematic resampling when ESS < ``RESAMPLE_ESS`` N; returns each particle's parent (None:
+        not resampled).
+
+        A particle with offspring keeps its own index (its cache row) for the first of them; the
+        extra offspring take the indices of particles without any, so only those rows change.
+        """
+        w = torch.exp(self.logw - self.logw.max())
+        ess = float(w.sum() ** 2 / (w * w).sum())
+        if ess >= RESAMPLE_ESS * self.n:
+            return None
+        u = (torch.rand(1, generator=self.gen, dtype=torch.float64) + torch.arange(self.n)) / self.n
+        cdf = torch.cumsum(w / w.sum(), 0)
+        cdf[-1] = 1.0
+        picks = torch.searchsorted(cdf, u).clamp_max(self.n - 1)
+        counts = torch.bincount(picks, minlength=self.n).tolist()
+        extra = [p for p, c in enumerate(counts) for _ in range(c - 1)]
+        parent = [p if c else extra.pop() for p, c in enumerate(counts)]
+        self.log_z += float(torch.logsumexp(self.logw, 0)) - math.log(self.n)
+        self.logw = torch.zeros(self.n, dtype=torch.float64)
+        idx = torch.tensor(parent)
+        self.depth = self.depth[idx]
+        self.terminals = [list(self.terminals[p]) for p in parent]
+        self.nonterminals = [list(self.nonterminals[p]) for p in parent]
+        assert self.next_lp is not None
+        self.next_lp = self.next_lp[idx]
+        self.resamplings += 1
+        return parent
+
+    def propose(
+        self, tables: tuple[torch.Tensor, torch.Tensor], max_after: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Draw one (t, nt) per particle from the tag heads restricted to the allowed moves (and to
+        those whose depth after is at most ``max_after``: the prefix can still close in time).
+
+        Returns the pair ids [N], the depths after them [N] and log Z, the allowed mass [N] (the
+        weight's factor p / q).
+        """
+        allowed, after = tables
+        assert self.next_lp is not None
+        ok = allowed[self.depth]
+        if max_after is not None:
+            ok = ok & (after[self.depth] <= max_after)
+        lp = self.next_lp.masked_fill(~ok, -math.inf)
+        log_mass = torch.logsumexp(lp, -1)  # -inf: no allowed move (a deep prefix cannot close)
+        stuck = ~ok.any(-1)
+        probs = torch.exp(lp - log_mass[:, None]).masked_fill(stuck[:, None], 1.0 / _PAIRS)
+        cdf = torch.cumsum(probs, -1)
+        cdf[:, -1] = 1.0
+        u = torch.rand(self.n, 1, generator=self.gen, dtype=torch.float64)
+        pair = torch.searchsorted(cdf, u).squeeze(-1).clamp_max(_PAIRS - 1)
+        if not bool((ok[torch.arange(self.n), pair] | stuck).all()):  # a zero-probability bin
+            raise RuntimeError("proposal drew a disallowed tag pair")
+        return pair, after[self.depth, pair], log_mass
+
+
+@dataclass
+class _Text:
+    enc: Encoded
+    positions: list[int]
+    end: int
+    ids: list[int]  # BOS + text (+ EOS)
+    systems: list[_System]  # open: the prefix estimates
+    sentences: list[_System]  # length-aware: the sentence estimates
+    open_est: list[list[float]]  # per recorded system: its estimate at positions 1..end
+
+    @property
+    def every_system(self) -> list[_System]:
+        return [*self.systems, *self.sentences]
+
+    @property
+    def recorded(self) -> list[_System]:
+        """The systems whose running estimates become the per-token scores: the open ones, else
+        (``parts="sentence"``) the sentence systems."""
+        return self.systems or self.sentences
+
+
+def _joint_lp(t_lp: torch.Tensor, n_lp: torch.Tensor) -> torch.Tensor:
+    """[R, 2] and [R, 5] log-softmaxes -> [R, 10] joint log-probs of (t, nt), float64."""
+    return (t_lp.double()[:, :, None] + n_lp.double()[:, None, :]).reshape(t_lp.shape[0], _PAIRS)
+
+
+def system_seeds(seed: int, systems: int) -> list[int]:
+    """One generator seed per system, from the scorer's seed alone (numpy's SeedSequence mixing)."""
+    return [int(np.random.SeedSequence([seed, r]).generate_state(1)[0]) for r in range(systems)]
+
+
+def smc_scores(
+    scorer: CausalScoring,
+    batch: list[Encoded],
+    particles: int | None = None,
+    seed: int | None = None,
+    systems: int = SMC_SYSTEMS,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    use_cache: bool | None = None,
+    parts: str | None = None,
+) -> list[TokenScores]:
+    """Particle estimates of log p(x) (module docstring); ``particles`` / ``seed`` default to the
+    scorer's.
+
+    Per-token scores are differences of the pooled open prefix estimates (systems 1.., or system 0
+    when ``systems`` is 1); ``close_logprob`` takes their sum to the pooled sentence estimate.
+    ``meta``: ``particles``, ``systems``, ``open`` (per system, the log prefix estimate at each
+    position after BOS), ``closed`` (per system, the log sentence estimate), ``resamplings``.
+    ``use_cache`` (default: for our TXL) feeds the particles token by token on one key/value cache;
+    ``False`` re-runs every particle's prefix at every word (any tag-reading causal LM; the
+    reference). Both draw the same numbers and give the same estimates.
+
+    ``parts`` (default: the scorer's ``smc_parts``, else ``both``) halves the cost where one kind
+    of system is not needed: ``sentence`` runs the sentence systems alone (totals: BLiMP,
+    perplexity; the per-token scores are then their running estimates, which know the text's
+    length: not prefix estimates, ``meta["prefixes"]`` is False); ``prefix`` the open systems alone
+    (SyntaxGym without an EOS; the total is then the open estimate of the whole text, with no
+    closing, ``meta["sentence"]`` is False).
+    """
+    from structpe.eval.scoring.likelihood import _full_row, _token_scores, plain_scores, tagged_positions
+
+    n = int(particles if particles is not None else getattr(scorer, "particles", DEFAULT_PARTICLES))
+    seed = int(seed if seed is not None else getattr(scorer, "seed", 0))
+    if n < 1 or systems < 1:
+        raise ValueError(f"smc likelihood needs particles >= 1 and systems >= 1, got {n}, {systems}")
+    parts = parts or getattr(scorer, "smc_parts", "both")
+    if parts not in SMC_PARTS:
+        raise ValueError(f"smc parts must be one of {SMC_PARTS}, got {parts!r}")
+    if not scorer.tagged:
+        return plain_scores(scorer, batch)
+    seeds = system_seeds(seed, 2 * systems)
+    texts = []
+    for e in batch:
+        end = len(e.ids) + int(scorer.append_eos)
+        ids = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
+        opened = [_System(s, n) for s in seeds[:systems]] if parts != "sentence" else []
+        whole = [_System(s, n) for s in seeds[systems:]] if parts != "prefix" else []
+        texts.append(
+            _Text(e, tagged_positions(e), end, ids, opened, whole, [[0.0] * end for _ in range(systems)])
+        )
+    if use_cache is None:
+        from structpe.models.txl import TransfoXLSiPEForCausalLM
+
+        use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
+    tables = (_move_tables(max_depth, False), _move_tables(max_depth, True))
+    if use_cache:
+        group = max(1, CACHED_PARTICLE_ROWS // (len(texts[0].every_system) * n)) if texts else 1
+        for i in range(0, len(texts), group):
+            _run_cached(scorer, texts[i : i + group], tables)
+    else:
+        for x in texts:
+            _run_uncached(scorer, x, tables)
+    out = []
+    pool = list(range(1, systems)) if systems > 1 else [0]
+    for x in texts:
+        if x.sentences and x.positions:
+            closed = [s.estimate() for s in x.sentences]
+        else:  # no sentence systems (parts="prefix"), or no tagged word: the text's own estimate
+            closed = [o[-1] for o in x.open_est]
+        opened = view_prefixes(x.open_est, pool)
+        lps, prev = [], 0.0
+        for b in opened:
+            lps.append(b - prev)
+            prev = b
+        meta = {
+            "particles": n,
+            "systems": systems,
+            "seed": seed,
+            "open": x.open_est,
+            "closed": closed,
+            "resamplings": [s.resamplings for s in x.every_system],
+            "prefixes": bool(x.systems),
+            "sentence": bool(x.sentences),
+            "n_words": len(x.positions),
+        }
+        ts = _token_scores(scorer, x.enc, lps, "smc", meta)
+        ts.close_logprob = _lme([closed[r] for r in pool]) - prev
+        out.append(ts)
+    return out
+
+
+def _lme(values: Sequence[float]) -> float:
+    """log mean exp: the pooled estimate of independent unbiased estimates given as logs."""
+    m = max(values)
+    if m == -math.inf:
+        return m
+    return m + math.log(sum(math.exp(v - m) for v in values) / len(values))
+
+
+def view_prefixes(open_est: Sequence[Sequence[float]], systems: Sequence[int]) -> list[float]:
+    """Pooled log prefix estimates at each position over the given systems."""
+    return [_lme([open_est[r][t] for r in systems]) for t in range(len(open_est[0]))]
+
+
+def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | None]]:
+    """Word ``w`` (0-based) starts: every system resamples and draws the word's tags; an open system
+    records its prefix estimate at the word's first token, a sentence system draws only moves that
+    can still close (the closing move at the last word).
+
+    Returns each system's resampling parents (None: not resampled) for the cache's rows.
+    """
+    out = []
+    n_words = len(x.positions)
+    for s in x.every_system:
+        parent = s.resample() if w > 0 else None
+        out.append((s, parent))
+        if any(s is q for q in x.sentences):  # identity: dataclass equality compares tensors
+            last = w + 1 == n_words
+            pair, depth, log_mass = s.propose(tables[last], None if last else n_words - w - 1)
+        else:
+            pair, depth, log_mass = s.propose(tables[0])
+        s.logw = s.logw + log_mass
+        s.depth = depth
+        for j, p in enumerate(pair.tolist()):
+            s.terminals[j].append(p // N_NONTERMINALS)
+            s.nonterminals[j].append(p % N_NONTERMINALS)
+    for r, s in enumerate(x.recorded):
+        x.open_est[r][x.positions[w] - 1] = s.estimate()
+    return out
+
+
+def _run_uncached(scorer: CausalScoring, x: _Text, tables) -> None:
+    """Word-synchronous reference: each particle's prefix re-run up to the next word's first token."""
+    n_words = len(x.positions)
+    for step in range(n_words + 1):
+        if step > 0:
+            _word_start(x, step - 1, tables)
+        stop = x.positions[step] if step < n_words else x.end  # last position predicted
+        src = x.positions[step - 1] if step > 0 else 0  # logits needed from here on
+        rows, owners = [], []
+        for s in x.every_system:
+            for j in range(s.n):
+                t = [IGNORE] * (stop + 1)
+                nn = [IGNORE] * (stop + 1)
+                for pos, tt, n_ in zip(x.positions, s.terminals[j], s.nonterminals[j], strict=False):
+                    t[pos], nn[pos] = tt, n_
+                rows.append(Row(x.ids[: stop + 1], t, nn, logits_from=src))
+                owners.append(s)
+        outs = run_rows(scorer, rows)
+        for s in x.every_system:
+            mine = [o for o_s, o in zip(owners, outs, strict=True) if o_s is s]
+            lp = torch.tensor([o.token_lp[src:stop] for o in mine], dtype=torch.float64)  # [N, seg]
+            r = next((q for q, o in enumerate(x.recorded) if o is s), None)
+            for k, pos in enumerate(range(src + 1, stop + 1)):
+                s.logw = s.logw + lp[:, k]
+                if r is not None and (step == n_words or pos < stop):  # a word start: once tagged
+                    x.open_est[r][pos - 1] = s.estimate()
+            if step < n_words:
+                s.next_lp = torch.cat(
+                    [_joint_lp(o.terminal_lp[src][None], o.nonterminal_lp[src][None]) for o in mine]
+                )
+
+
+@torch.no_grad()
+def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
+    """The same particle systems, token-synchronous on one ``SiPECache``: every particle of every
+    system of every text is a row, all rows have fed the same number of positions, and one forward
+    of one new position per row advances the group. Resampling copies only the rows of particles
+    that died (``SiPECache.copy_rows``), never the whole cache; rows of finished texts are dropped
+    once they are half of the cache (one ``batch_select_indices``) and fed a pad token until then."""
+    model = scorer.model
+    device = model_device(model)
+    word_at = {id(x): {pos: w for w, pos in enumerate(x.positions)} for x in texts}
+    owner: list[tuple[_Text, _System, int] | None] = []  # the particle each cache row holds
+    for x in texts:
+        for s in x.every_system:
+            s.rows = list(range(len(owner), len(owner) + s.n))
+            owner.extend((x, s, j) for j in range(s.n))
+    cache = None
+    col = lambda v: torch.tensor(v, device=device)[:, None]  # noqa: E731
+    for t in range(max(x.end for x in texts) + 1):  # a last word may start at the last token
+        # 1. words that start at t: resample (copy the dead particles' rows), draw the tags
+        dst: list[int] = []
+        src: list[int] = []
+        for x in texts:
+            w = word_at[id(x)].get(t)
+            if w is None:
+                continue
+            for s, parent in _word_start(x, w, tables):
+                if parent is not None:
+                    moved = [(s.rows[j], s.rows[p]) for j, p in enumerate(parent) if p != j]
+                    dst.extend(a for a, _ in moved)
+                    src.extend(b for _, b in moved)
+        if cache is not None and dst:
+            cache.copy_rows(torch.tensor(dst, device=device), torch.tensor(src, device=device))
+        # 2. texts done: their rows go once they are half of the cache
+        owner = [o if o is not None and t < o[0].end else None for o in owner]
+        dead = sum(o is None for o in owner)
+        if dead == len(owner):
+            break
+        if cache is not None and 2 * dead >= len(owner):
+            keep = [r for r, o in enumerate(owner) if o is not None]
+            cache.batch_select_indices(torch.tensor(keep, device=device))
+            owner = [owner[r] for r in keep]
+            for r, o in enumerate(owner):
+                assert o is not None
+                o[1].rows[o[2]] = r
+        # 3. feed position t of every row: the particle's tags on a word's first token
+        ids, term, nonterm = [], [], []
+        for o in owner:
+            w = word_at[id(o[0])].get(t) if o is not None else None
+            ids.append(o[0].ids[t] if o is not None else scorer.pad_id)
+            term.append(o[1].terminals[o[2]][w] if o is not None and w is not None else IGNORE)
+            nonterm.append(o[1].nonterminals[o[2]][w] if o is not None and w is not None else IGNORE)
+        out = model(
+            col(ids), cache=cache, use_cache=True, terminal_ids=col(term), nonterminal_ids=col(nonterm)
+        )
+        cache = out.cache
+        logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        target = [o[0].ids[t + 1] if o is not None else scorer.pad_id for o in owner]
+        tok_lp = logp.gather(-1, torch.tensor(target, device=logp.device)[:, None]).squeeze(-1).double().cpu()
+        # 4. weights; the tag heads where a word starts (or BOS): the next word's proposal
+        for x in texts:
+            if t >= x.end:
+                continue
+            tagged_here = (t == 0 or t in word_at[id(x)]) and t < (x.positions[-1] if x.positions else -1)
+            for s in x.every_system:
+                s.logw = s.logw + tok_lp[s.rows]
+                if tagged_here:
+                    rows = torch.tensor(s.rows, device=logp.device)
+                    t_lp = torch.log_softmax(out.terminal_logits[rows, -1].float(), dim=-1).cpu()
+                    n_lp = torch.log_softmax(out.nonterminal_logits[rows, -1].float(), dim=-1).cpu()
+                    s.next_lp = _joint_lp(t_lp, n_lp)
+            if t + 1 not in word_at[id(x)]:  # else set once the next word's tags are drawn
+                for r, s in enumerate(x.recorded):
+                    x.open_est[r][t] = s.estimate()
+
+
+# ----------------------------------------------------------------------------------------------
+# budgets N and 4N: views of the systems, decisions that flip, the score's standard error
+
+
+def views(systems: int = SMC_SYSTEMS) -> dict[str, list[int]]:
+    """The systems each estimate pools: ``score`` (1..R, the reported 4N estimate), ``check``
+    (system 0 alone, N particles, independent of the score's) and ``jk<r>`` (the score without
+    replicate r, for the jackknife)."""
+    if systems < 3:
+        raise ValueError(f"budgets N and 4N need at least 3 systems, got {systems}")
+    reps = list(range(1, systems))
+    out = {"score": reps, "check": [0]}
+    out.update({f"jk{r}": [q for q in reps if q != r] for r in reps})
+    return out
+
+
+def view_scores(ts: TokenScores, systems: Sequence[int]) -> TokenScores:
+    """``ts`` (an smc result) as the pooled estimate of the given systems: per-token log-ratios of
+    their pooled prefix estimates and the closing to their pooled sentence estimate."""
+    if ts.likelihood != "smc":
+        return ts
+    opened = view_prefixes(ts.meta["open"], systems)
+    lps, prev = [], 0.0
+    for b in opened:
+        lps.append(b - prev)
+        prev = b
+    n_tok = len(ts.token_ids)
+    eos = lps[n_tok] if ts.eos_logprob is not None else None
+    close = _lme([ts.meta["closed"][r] for r in systems]) - prev
+    return dataclasses.replace(ts, logprobs=lps[:n_tok], eos_logprob=eos, close_logprob=close)
+
+
+def convergence(
+    decide: Callable[[str], tuple[float, Sequence[bool]]], particles: int, systems: int = SMC_SYSTEMS
+) -> dict[str, float]:
+    """Budgets N and 4N of one metric: ``decide(view)`` gives the metric and its decisions (SyntaxGym
+    items, BLiMP pairs; none for perplexity) from the systems of ``views()[view]``.
+
+    ``flip_share``: the share of decisions that differ between the check (N) and the score (4N),
+    independent systems; ``stderr``: the jackknife standard error of the 4N score over its R
+    replicates, sqrt((R - 1) / R * sum_r (theta_(-r) - mean)^2) (the replicates are independent
+    and identically distributed, so the leave-one-out spread measures the estimator's own Monte
+    Carlo noise, decisions included, without any model of it); ``score_at_n``: the metric at N.
+    """
+    names = views(systems)
+    score, dec = decide("score")
+    at_n, dec_n = decide("check")
+    jk = [decide(v)[0] for v in names if v.startswith("jk")]
+    r = len(jk)
+    mean = sum(jk) / r
+    out = {
+        "particles": float(particles),
+        "replicates": float(r),
+        "score_at_n": float(at_n),
+        "stderr": math.sqrt((r - 1) / r * sum((x - mean) ** 2 for x in jk)),
+    }
+    if len(dec):
+        out["flip_share"] = sum(a != b for a, b in zip(dec, dec_n, strict=True)) / len(dec)
+        out["decisions"] = float(len(dec))
+    return out
+
+
+def estimator_converged(flip_share: float | None) -> bool:
+    """Whether a metric's smc estimate may carry an honest verdict: at most ``FLIP_SHARE_MAX`` of
+    its decisions flip between N and 4N particles (None: no record, not shown converged)."""
+    return flip_share is not None and math.isfinite(flip_share) and flip_share <= FLIP_SHARE_MAX
+
+
+def not_converged_note(particles: int) -> str:
+    """The words a report prints where ``estimator_converged`` is False."""
+    return f"estimator not converged at N = {particles}"
+
+
+def flip_share_key(metric: str) -> str | None:
+    """The flat score key that holds a metric's flip share (``blimp.smc.overall`` ->
+    ``blimp.smc.flip_share``); None for a metric that is not an smc score."""
+    parts = metric.split(".")
+    if len(parts) < 3 or parts[1] != "smc":
+        return None
+    return f"{parts[0]}.smc.flip_share"
+
+
+def cells_converged(cell_scores: Sequence[Mapping[str, float]], metric: str) -> bool | None:
+    """Whether a claim on ``metric`` may get an honest verdict from these cells' flat scores: every
+    cell's flip share between N and 4N at most ``FLIP_SHARE_MAX``. None: not an smc metric, or one
+    without decisions (perplexity: its ``stderr`` is the measure)."""
+    key = flip_share_key(metric)
+    if key is None or metric.startswith("ppl."):
+        return None
+    return all(estimator_converged(s.get(key)) for s in cell_scores)
