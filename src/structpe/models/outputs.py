@@ -14,7 +14,8 @@ from transformers.utils import ModelOutput
 
 @dataclass
 class SiPEOutput(ModelOutput):
-    """``loss`` = lm_loss + tag_loss_weight * (terminal_loss + nonterminal_loss), when labels are given.
+    """``loss`` = lm_loss + tag_loss_weight * (terminal_loss + nonterminal_loss), when labels are given
+    (+ syntax_loss_weight * syntax_loss in training for the rivals ``tpt`` / ``treereg``).
 
     ``terminal_logits`` / ``nonterminal_logits`` are the auxiliary tag heads ([B, L, 2] / [B, L, 5]);
     for causal models position p predicts the tags of the next tagged position, for masked models a
@@ -29,6 +30,7 @@ class SiPEOutput(ModelOutput):
     lm_loss: torch.FloatTensor | None = None
     terminal_loss: torch.FloatTensor | None = None
     nonterminal_loss: torch.FloatTensor | None = None
+    syntax_loss: torch.FloatTensor | None = None  # a parser-free rival's loss (SiPEConfig.syntax_loss)
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
     cache: Any = None  # the decoder's key/value cache (a transformers Cache) after use_cache=True
