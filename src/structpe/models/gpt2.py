@@ -103,7 +103,7 @@ class GPT2SiPEForCausalLM(PreTrainedModel, GenerationMixin):
         return self.transformer(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            past_key_values=cache,
+            cache=cache,
             use_cache=bool(use_cache) or cache is not None,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
@@ -144,7 +144,7 @@ class GPT2SiPEForCausalLM(PreTrainedModel, GenerationMixin):
             lm_loss=lm_loss,
             hidden_states=out.hidden_states if output_hidden_states else None,
             attentions=out.attentions if output_attentions else None,
-            cache=out.past_key_values if (use_cache or cache is not None) else None,
+            cache=out.cache if (use_cache or cache is not None) else None,
         )
 
 
