@@ -78,7 +78,8 @@ def test_row_sentences_reads_words_and_trees_of_a_packed_row() -> None:
     assert (a.starts, a.ends, a.heads) == ([1, 2, 3, 5, 6], [2, 3, 5, 6, 7], HEADS)
     assert (b.starts, b.ends, b.heads) == ([8, 9], [9, 10], [2, 0])
     # a sentence cut at the row's start (no complete tags) is left out
-    assert row_sentences(ids[4:], terms[4:], nts[4:], {BOS, EOS, PAD}) == [b.__class__([4, 5], [5, 6], [2, 0])]
+    cut = row_sentences(ids[4:], terms[4:], nts[4:], {BOS, EOS, PAD})
+    assert cut == [Sentence([4, 5], [5, 6], [2, 0])]
 
 
 def test_treereg_score_against_the_papers_formula() -> None:

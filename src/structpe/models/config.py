@@ -341,7 +341,8 @@ class SiPEConfig(PreTrainedConfig):
         losses = FAMILY_SYNTAX_LOSSES[self.family]
         need(
             self.syntax_loss in losses,
-            f"syntax_loss {self.syntax_loss!r} is not defined for family {self.family!r} (it supports {losses})",
+            f"syntax_loss {self.syntax_loss!r} is not defined for family {self.family!r} "
+            f"(it supports {losses})",
         )
         need(
             self.syntax_loss == "none" or (self.injection == "none" and not self.multitask_baseline),
@@ -351,7 +352,8 @@ class SiPEConfig(PreTrainedConfig):
         need(self.syntax_loss_weight >= 0, f"syntax_loss_weight must be >= 0, got {self.syntax_loss_weight}")
         need(
             0 <= self.syntax_layer <= self.n_layers,
-            f"syntax_layer must be in 0..n_layers={self.n_layers} (0: the method's default), got {self.syntax_layer}",
+            f"syntax_layer must be in 0..n_layers={self.n_layers} (0: the method's default), "
+            f"got {self.syntax_layer}",
         )
         need(
             1 <= self.syntax_heads <= self.n_heads,

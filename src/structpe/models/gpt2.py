@@ -98,7 +98,8 @@ class GPT2SiPEForCausalLM(PreTrainedModel, GenerationMixin):
                              ("nonterminal_ids", nonterminal_ids, N_NONTERMINALS)):
             if ids is not None:
                 if ids.shape != input_ids.shape:
-                    raise ValueError(f"{name} must match input_ids {tuple(input_ids.shape)}, got {tuple(ids.shape)}")
+                    shapes = f"{tuple(input_ids.shape)}, got {tuple(ids.shape)}"
+                    raise ValueError(f"{name} must match input_ids {shapes}")
                 check_tag_ids(name, ids, n)
         return self.transformer(
             input_ids=input_ids,

@@ -26,6 +26,7 @@ such a model is a plain decoder and every likelihood is its exact p(x). docs/stu
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,10 +75,8 @@ def row_sentences(
                 while q < length and terminals[q] == IGNORE_INDEX and int(input_ids[q]) not in specials:
                     q += 1
                 ends.append(q)
-            try:
+            with contextlib.suppress(InvalidTagsError, InvalidTreeError):
                 out.append(Sentence(list(starts), ends, decode(terms, nts)))
-            except (InvalidTagsError, InvalidTreeError):
-                pass
             starts, terms, nts = [], [], []
     return out
 

@@ -61,7 +61,6 @@ from structpe.train.trainer import (
 from structpe.yamlio import load_yaml
 
 
-
 def _truncate_metrics(csv_path: Path, step: int) -> float:
     """Drop rows logged after ``step`` (a killed run's steps that the resume will redo); return the
     training seconds logged up to ``step``, from which the resumed run's clock continues."""
