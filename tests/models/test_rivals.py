@@ -161,3 +161,15 @@ def test_gpt2_reads_no_tags_and_saves(tmp_path) -> None:
 
     clf = model_class("gpt2", "classification").from_pretrained(tmp_path, num_labels=2)
     assert clf(**{k: v for k, v in batch.items() if k != "labels"}).logits.shape == (2, 2)
+
+
+@pytest.mark.parametrize("profile", ["tiny", "small"])
+def test_gpt2_recipes_build(profile: str) -> None:
+    from structpe.train.recipe import load_recipe
+
+    r = load_recipe(f"gpt2/none-{profile}")
+    cfg = SiPEConfig(**{**r.model, "vocab_size": 50})
+    assert cfg.family == "gpt2" and cfg.injection == "none" and cfg.max_position_embeddings >= r.train.seq_len
+    if profile == "tiny":
+        ids = torch.randint(0, 50, (2, 8))
+        assert build_model(cfg)(ids, labels=ids).loss.isfinite()
