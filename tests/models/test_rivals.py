@@ -13,11 +13,11 @@ from structpe.errors import StructpeError
 from structpe.models import SiPEConfig, build_model, load
 from structpe.modules.syntax_losses import (
     Sentence,
+    orth_norms,
     row_sentences,
-    scin_chart,
     tpt_targets,
     treereg_loss,
-    treereg_split_scores,
+    treereg_nodes,
 )
 from structpe.syntax.hexatags import bht_splits, encode
 from structpe.syntax.trees import tree_distances
@@ -85,29 +85,39 @@ def test_row_sentences_reads_words_and_trees_of_a_packed_row() -> None:
 def test_treereg_score_against_the_papers_formula() -> None:
     torch.manual_seed(1)
     h = torch.randn(8, 6, dtype=torch.float64)
-    chart = scin_chart(h)
 
     def orth(j: int, i: int) -> float:  # || h_j - <h_j, u_i> u_i ||, u_i = h_i / ||h_i||
         u = h[i] / h[i].norm()
         return float((h[j] - (h[j] @ u) * u).norm())
 
-    assert chart[2, 5].item() == pytest.approx(orth(5, 2))
-    # words at tokens 1, 2, 3-4, 5, 6 (the row above): the root node (1, 5) has splits after words 1..4
+    assert orth_norms(h[[2]], h[[5]]).item() == pytest.approx(orth(5, 2))
+    # words at tokens 1, 2, 3-4, 5, 6 (the row above)
     s = Sentence([1, 2, 3, 5, 6], [2, 3, 5, 6, 7], HEADS)
-    nodes = treereg_split_scores(chart, s)
-    assert [len(sc) for sc, _ in nodes] == [3, 4]  # nodes (1,4) and (1,5); (1,2) and (3,4) have one split
+    nodes = treereg_nodes(s)
+    assert [len(c) for c, _ in nodes] == [3, 4]  # nodes (1,4) and (1,5); (1,2) and (3,4) have one split
     (inner, inner_gold), (root, gold) = nodes
     assert (inner_gold, gold) == (1, 3)  # "he is | very happy", "he is very happy | now"
-    # SCIN(a, b) = ||orth(h_b; h_{a-1})||, 0 when a starts the sentence (token 1) or is past its end
-    # (token 7); split score = SCIN(st, k) + SCIN(k+1, en) + SCIN(k+1, k+1) + SCIN(en+1, en+1)
-    # node (1,4) = tokens 1..5 split after word 2 (token 2): right child tokens 3..5
-    assert inner[1].item() == pytest.approx(0.0 + orth(5, 2) + orth(3, 2) + orth(6, 5))
+    # SCIN(a, b) = ||orth(h_b; h_{a-1})||, 0 (None) when a starts the sentence (token 1) or is past
+    # its end (token 7); split score = SCIN(st, k) + SCIN(k+1, en) + SCIN(k+1, k+1) + SCIN(en+1, en+1)
+    # node (1,4) = tokens 1..5 split after word 2 (token 2): right child tokens 3..5, then token 6
+    assert inner[1] == (None, (2, 5), (2, 3), (5, 6))
     # the root = tokens 1..6 split after word 2: its end is the sentence's, so the last term is 0
-    assert root[1].item() == pytest.approx(0.0 + orth(6, 2) + orth(3, 2) + 0.0)
-    # and the loss is the cross-entropy of the gold split, averaged over the sentence's nodes
-    loss = treereg_loss(h[None], [[s]])
-    ce = sum(-torch.log_softmax(sc, 0)[g] for sc, g in nodes) / len(nodes)
-    assert loss.item() == pytest.approx(ce.item())
+    assert root[1] == (None, (2, 6), (2, 3), None)
+
+    def score(terms: tuple) -> float:
+        return sum(orth(b, a) for a, b in (t for t in terms if t))
+
+    # the loss: the gold split's cross-entropy over each node's candidates, averaged over the nodes
+    expect = 0.0
+    for cands, g in nodes:
+        sc = torch.tensor([score(c) for c in cands])
+        expect += float(-torch.log_softmax(sc, 0)[g]) / len(nodes)
+    assert treereg_loss(h[None], [[s]]).item() == pytest.approx(expect, rel=1e-5)
+    # two rows, one sentence each: the mean over sentences
+    other = Sentence([1, 2, 3], [2, 3, 4], [0, 1, 2])
+    alone = treereg_loss(h[None], [[other]]).item()
+    both = treereg_loss(torch.stack([h, h]), [[s], [other]]).item()
+    assert both == pytest.approx((expect + alone) / 2, rel=1e-5)
 
 
 @pytest.mark.parametrize("method", ["tpt", "treereg"])
@@ -118,6 +128,11 @@ def test_tags_change_no_logit_and_weight_zero_is_none(method: str) -> None:
     out = model(**batch)
     assert out.syntax_loss is not None and out.syntax_loss.item() > 0
     assert out.loss.item() == pytest.approx(out.lm_loss.item() + 0.5 * out.syntax_loss.item(), rel=1e-6)
+    out.syntax_loss.backward()  # the loss trains the model: finite gradients, into the chosen layer
+    grads = {n: q.grad for n, q in model.named_parameters() if q.grad is not None}
+    assert grads and all(torch.isfinite(g).all() for g in grads.values())
+    assert any(g.abs().sum() > 0 for n, g in grads.items() if n.startswith("layers.0."))
+    model.zero_grad()
     # the tags reach the loss ...
     assert model(**other).syntax_loss.item() != pytest.approx(out.syntax_loss.item())
     model.eval()

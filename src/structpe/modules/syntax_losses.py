@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from structpe.syntax.hexatags import EOS, IGNORE_INDEX, InvalidTagsError, bht_splits, decode
 from structpe.syntax.trees import InvalidTreeError, tree_distances
 
-__all__ = ["Sentence", "row_sentences", "scin_chart", "tpt_loss", "tpt_targets", "treereg_loss",
-           "treereg_split_scores"]
+__all__ = ["Sentence", "orth_norms", "row_sentences", "tpt_loss", "tpt_targets", "treereg_loss",
+           "treereg_nodes"]
 
 
 @dataclass
@@ -114,49 +114,76 @@ def tpt_loss(probs: torch.Tensor, sentences: list[list[Sentence]]) -> torch.Tens
 
 
 # -- TreeReg ---------------------------------------------------------------------------------------
-def scin_chart(h: torch.Tensor) -> torch.Tensor:
-    """O[i, j] = || h_j - <h_j, u_i> u_i ||, u_i = h_i / ||h_i||, for one row's vectors h [L, d]."""
-    unit = F.normalize(h, dim=-1)
-    along = unit @ h.T  # [i, j] = <u_i, h_j>
-    sq = (h * h).sum(-1)[None, :] - along.square()
-    return sq.clamp_min(0).sqrt()
+Pair = tuple[int, int] | None  # SCIN's (context position a - 1, span end b); None: the score is 0
 
 
-def treereg_split_scores(chart: torch.Tensor, s: Sentence) -> list[tuple[torch.Tensor, int]]:
-    """Each constituent's split scores over its word boundaries and the gold one's index, for the
-    BHT nodes of 3 or more words (token positions from ``s``; ``chart`` is the row's ``scin_chart``)."""
+def orth_norms(context: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """|| h_b - <h_b, u> u ||, u = h_{a-1} / ||h_{a-1}||, row by row ([N, d] -> [N]).
+
+    The square root is taken of at least 1e-12: an exactly parallel pair would otherwise give an
+    infinite gradient."""
+    unit = F.normalize(context, dim=-1)
+    along = (end * unit).sum(-1)
+    return ((end * end).sum(-1) - along.square()).clamp_min(1e-12).sqrt()
+
+
+def treereg_nodes(s: Sentence) -> list[tuple[list[tuple[Pair, Pair, Pair, Pair]], int]]:
+    """Each constituent of 3 or more words (a BHT node of ``s``): per candidate split after word k
+    the four SCIN terms SCIN(st, k) + SCIN(k+1, en) + SCIN(k+1, k+1) + SCIN(en+1, en+1) as token
+    pairs (a - 1, b), and the gold split's index. A span starting at the sentence's first token, or
+    past its last, scores 0 (None)."""
     first, last = s.starts[0], s.ends[-1] - 1
-    zero = chart.new_zeros(())
 
-    def scin(a: int, b: int) -> torch.Tensor:  # span a..b (token positions, inclusive)
-        return zero if a == first or a > last else chart[a - 1, b]
+    def scin(a: int, b: int) -> Pair:
+        return None if a == first or a > last else (a - 1, b)
 
     out = []
     for lo, hi, gold in bht_splits(s.heads):
-        if hi - lo < 2:
+        if hi - lo < 2:  # one split only: nothing to choose
             continue
         st, en = s.starts[lo - 1], s.ends[hi - 1] - 1
-        scores = []
+        cands = []
         for k in range(lo, hi):  # left child words lo..k
             left_end, right_start = s.ends[k - 1] - 1, s.starts[k]
-            scores.append(scin(st, left_end) + scin(right_start, en) + scin(right_start, right_start)
-                          + scin(en + 1, en + 1))
-        out.append((torch.stack(scores), gold - lo))
+            cands.append((scin(st, left_end), scin(right_start, en), scin(right_start, right_start),
+                          scin(en + 1, en + 1)))
+        out.append((cands, gold - lo))
     return out
 
 
 def treereg_loss(hidden: torch.Tensor, sentences: list[list[Sentence]]) -> torch.Tensor:
-    """Mean over sentences of the mean cross-entropy of the gold splits; ``hidden`` [B, L, d]."""
-    per_sentence = []
+    """Mean over sentences of the mean cross-entropy of the gold splits; ``hidden`` [B, L, d].
+
+    Every SCIN term of the batch is computed once, in one batched call; the splits' scores are
+    gathered from them (the loop over sentences only builds integer indices)."""
+    pairs: dict[tuple[int, int, int], int] = {}
+    rows: list[list[list[int]]] = []  # per node: per candidate the 4 term indices (-1: zero)
+    gold, sentence_of, width = [], [], 0
+    n_sentences = 0
     for b, row in enumerate(sentences):
-        if not row:
-            continue
-        chart = scin_chart(hidden[b].float())
         for s in row:
-            nodes = treereg_split_scores(chart, s)
-            if nodes:
-                ce = [F.cross_entropy(sc[None], torch.tensor([g], device=sc.device)) for sc, g in nodes]
-                per_sentence.append(torch.stack(ce).mean())
-    if not per_sentence:
+            nodes = treereg_nodes(s)
+            if not nodes:
+                continue
+            for cands, g in nodes:
+                rows.append([[pairs.setdefault((b, *t), len(pairs)) if t else -1 for t in c] for c in cands])
+                gold.append(g)
+                sentence_of.append(n_sentences)
+                width = max(width, len(cands))
+            n_sentences += 1
+    if not rows:
         return hidden.new_zeros((), dtype=torch.float32)
-    return torch.stack(per_sentence).mean()
+    device = hidden.device
+    key = torch.tensor(list(pairs), device=device)  # [P, 3]: row, context position, end position
+    h = hidden.float()
+    terms = orth_norms(h[key[:, 0], key[:, 1]], h[key[:, 0], key[:, 2]])
+    terms = torch.cat([terms, terms.new_zeros(1)])  # index -1: a zero term
+    pad = [-1, -1, -1, -1]
+    idx = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)  # [N, C, 4]
+    valid = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows], device=device)
+    scores = terms[idx].sum(-1).masked_fill(~valid, -math.inf)
+    ce = F.cross_entropy(scores, torch.tensor(gold, device=device), reduction="none")
+    owner = torch.tensor(sentence_of, device=device)
+    per_sentence = torch.zeros(n_sentences, device=device).index_add(0, owner, ce)
+    count = torch.zeros(n_sentences, device=device).index_add(0, owner, torch.ones_like(ce))
+    return (per_sentence / count).mean()

@@ -86,13 +86,6 @@ def load_profile(folder: str | Path) -> Profile:
     return Profile(folder, spec, load_cell_metrics(folder), commands[-1] if commands else None)
 
 
-def _reads_tags(spec: StudySpec, label: str) -> bool:
-    from structpe.train.recipe import load_recipe
-
-    model = load_recipe(spec.recipe_name(label), spec.cell_overrides(label)).model
-    return model.get("injection", "none") != "none"
-
-
 def _planned_parameters(spec: StudySpec, label: str) -> int:
     """The recipe's parameter count at the profile's vocabulary, from the model built on the meta
     device (for rows with no finished cell)."""
@@ -142,7 +135,7 @@ def method_row(p: Profile, label: str) -> list[str]:
     """One method's cells of the profile's table (see the module docstring)."""
     spec = p.spec
     mine = [c for c in p.cells if c["recipe_label"] == label]
-    reads = _reads_tags(spec, label)
+    reads = spec.reads_tags(label)
     recipe = spec.recipe(label).recipe
     name = f"`{label}` ({recipe})"
     planned = spec.recipe_seeds(label)
