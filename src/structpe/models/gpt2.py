@@ -22,7 +22,7 @@ from torch import nn
 from transformers import GenerationMixin, GPT2Config, GPT2Model, PreTrainedModel
 
 from structpe.models.config import SiPEConfig
-from structpe.models.outputs import SiPEOutput, classification_output
+from structpe.models.outputs import SiPEOutput, classification_output, last_token_states
 from structpe.modules.prior import check_tag_ids
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 
@@ -180,11 +180,7 @@ class GPT2SiPEForSequenceClassification(GPT2SiPEForCausalLM):
         out = self.decode(input_ids, attention_mask, terminal_ids, nonterminal_ids,
                           output_attentions, output_hidden_states)
         h = out.last_hidden_state
-        if attention_mask is None:
-            last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
-        else:
-            last = attention_mask.to(h.device).long().sum(-1).clamp_min(1) - 1
-        pooled = self.dropout(h[torch.arange(h.shape[0], device=h.device), last])
+        pooled = self.dropout(last_token_states(h, attention_mask))
         return classification_output(
             self.config,
             self.score(pooled),

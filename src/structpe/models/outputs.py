@@ -36,6 +36,16 @@ class SiPEOutput(ModelOutput):
     cache: Any = None  # the decoder's key/value cache (a transformers Cache) after use_cache=True
 
 
+def last_token_states(h: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """A causal decoder's pooled state for classification: each row's last real token [B, D]
+    (padding on the right; the only position that has read the whole input)."""
+    if attention_mask is None:
+        last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
+    else:
+        last = attention_mask.to(h.device).long().sum(-1).clamp_min(1) - 1
+    return h[torch.arange(h.shape[0], device=h.device), last]
+
+
 def classification_output(
     config: PretrainedConfig,
     logits: torch.Tensor,

@@ -49,7 +49,7 @@ from transformers import Cache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
-from structpe.models.outputs import SiPEOutput, classification_output
+from structpe.models.outputs import SiPEOutput, classification_output, last_token_states
 from structpe.models.sipe_parts import hexatag_prior, prior_projection, tree_address
 from structpe.models.txl_cache import SiPECache
 from structpe.models.validate import check_inputs
@@ -703,11 +703,7 @@ class TransfoXLSiPEForSequenceClassification(TransfoXLSiPEForCausalLM):
             input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
             output_attentions, output_hidden_states,
         )
-        if attention_mask is None:
-            last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
-        else:
-            last = attention_mask.to(h.device).long().sum(-1).clamp_min(1) - 1
-        pooled = self.dropout(h[torch.arange(h.shape[0], device=h.device), last])  # (B, D)
+        pooled = self.dropout(last_token_states(h, attention_mask))  # (B, D)
         return classification_output(
             self.config,
             self.score(pooled),
