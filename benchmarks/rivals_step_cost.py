@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -25,6 +24,7 @@ import time
 import torch
 
 from structpe.models import SiPEConfig, build_model
+from structpe.provenance import hardware
 from structpe.study.spec import load_spec
 from structpe.train.collators import collator_for
 from structpe.train.prepare import load_prepared
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         "relative_to_none": {label: med[label] / med["none"] for label in RECIPES},
         "load_before": load_before,
         "load_after": os.getloadavg(),
-        "cpu": platform.processor() or platform.machine(),
+        "hardware": hardware(),
         "torch": torch.__version__,
     }, sys.stdout, indent=2)
     print()
