@@ -56,7 +56,8 @@ def row_sentences(
     """The complete, well-formed sentences of one row. A word runs from its first subword to the
     next word or special token (BOS / EOS / padding); a sentence ends at the word tagged ``eos``.
     A sentence cut by the row's edge (a long one packed over two rows) does not decode and is left
-    out, as is any whose tags are ill-formed."""
+    out, as is one whose tags encode several trees (the parser split the corpus sentence) or are
+    ill-formed: the rivals' losses need one tree."""
     out: list[Sentence] = []
     starts: list[int] = []
     terms: list[int] = []
