@@ -17,14 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import GenerationMixin, GPT2Config, GPT2Model, PreTrainedModel
 
 from structpe.models.config import SiPEConfig
-from structpe.models.outputs import SiPEOutput, classification_output, last_token_states
+from structpe.models.outputs import SiPEOutput, causal_lm_loss, classification_output, last_token_states
 from structpe.modules.prior import check_tag_ids
-from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
+from structpe.syntax.hexatags import N_NONTERMINALS, N_TERMINALS
 
 
 def gpt2_config(config: SiPEConfig) -> GPT2Config:
@@ -131,14 +130,7 @@ class GPT2SiPEForCausalLM(PreTrainedModel, GenerationMixin):
         out = self.decode(input_ids, attention_mask, terminal_ids, nonterminal_ids,
                           output_attentions, output_hidden_states, cache, use_cache)
         logits = self.lm_head(out.last_hidden_state)
-        lm_loss = None
-        if labels is not None:
-            wide = logits[:, :-1].float() if logits.element_size() < 4 else logits[:, :-1]
-            lm_loss = F.cross_entropy(
-                wide.reshape(-1, logits.shape[-1]),
-                labels[:, 1:].reshape(-1).to(logits.device),
-                ignore_index=IGNORE_INDEX,
-            )
+        lm_loss = causal_lm_loss(logits, labels) if labels is not None else None
         return SiPEOutput(
             loss=lm_loss,
             logits=logits,

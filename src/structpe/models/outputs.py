@@ -36,6 +36,16 @@ class SiPEOutput(ModelOutput):
     cache: Any = None  # the decoder's key/value cache (a transformers Cache) after use_cache=True
 
 
+def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of unshifted (HF-style) ``labels`` (-100: not scored); half-precision
+    logits go to float32 for the loss, float32 / float64 stay as they are."""
+    shifted = logits[:, :-1]
+    shifted = shifted.float() if shifted.element_size() < 4 else shifted
+    return F.cross_entropy(
+        shifted.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1).to(logits.device), ignore_index=-100
+    )
+
+
 def last_token_states(h: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     """A causal decoder's pooled state for classification: each row's last real token [B, D]
     (padding on the right; the only position that has read the whole input)."""

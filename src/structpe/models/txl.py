@@ -49,7 +49,7 @@ from transformers import Cache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
-from structpe.models.outputs import SiPEOutput, classification_output, last_token_states
+from structpe.models.outputs import SiPEOutput, causal_lm_loss, classification_output, last_token_states
 from structpe.models.sipe_parts import hexatag_prior, prior_projection, tree_address
 from structpe.models.txl_cache import SiPECache
 from structpe.models.validate import check_inputs
@@ -263,11 +263,6 @@ def _pair_onehot(pair_ids: torch.Tensor, n_heads: int, width: int, dtype: torch.
     """one-hot(pair_j) as extra key / value dims, [B, H, L, width] (an expanded view)."""
     onehot = F.one_hot(pair_ids, width).to(dtype)
     return onehot[:, None].expand(-1, n_heads, -1, -1)
-
-
-def _upcast(x: torch.Tensor) -> torch.Tensor:
-    """Half-precision logits go to float32 for the loss; float32 / float64 stay as they are."""
-    return x.float() if x.element_size() < 4 else x
 
 
 class FeedForward(nn.Module):
@@ -616,12 +611,7 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
 
         lm_loss = terminal_loss = nonterminal_loss = loss = None
         if labels is not None:
-            lm_loss = F.cross_entropy(
-                _upcast(logits[:, :-1]).reshape(-1, logits.shape[-1]),
-                labels[:, 1:].reshape(-1).to(logits.device),
-                ignore_index=IGNORE_INDEX,
-            )
-            loss = lm_loss
+            lm_loss = loss = causal_lm_loss(logits, labels)
         if self.tag_heads is not None and terminal_ids is not None and nonterminal_ids is not None:
             loss, terminal_loss, nonterminal_loss = add_causal_tag_loss(
                 loss, terminal_logits, nonterminal_logits, terminal_ids, nonterminal_ids,
