@@ -7,6 +7,9 @@ choices cannot drift from the code.
 
 from __future__ import annotations
 
+# the model families that are causal decoders (structpe.models.config.FAMILIES): the SiPE
+# Transformer-XL and transformers' GPT-2 from scratch (the SiPE paper's "GPT-2 (tokens)" row)
+CAUSAL_FAMILIES = ("txl", "gpt2")
 # causal scoring: p(x | T) with tags from a parser, p(x, T), the k-best bound on p(x), or the
 # particle estimate of p(x)
 LIKELIHOODS = ("conditional", "joint", "marginal", "smc")

@@ -12,7 +12,7 @@ import yaml
 
 import structpe
 from structpe.models import SiPEConfig, build_model, load
-from structpe.models.config import FAMILY_INJECTIONS
+from structpe.models.config import FAMILY_INJECTIONS, SYNTAX_LOSSES
 from structpe.models.txl import TagGate, TransfoXLSiPEModel, rel_shift, sinusoid
 from structpe.modules.prior import TagIdError
 from structpe.modules.rotary import apply_rotary
@@ -441,7 +441,8 @@ TRAIN_KEYS = {
 
 def test_every_variant_has_tiny_and_small_recipes():
     names = {p.stem for p in RECIPES}
-    assert names == {f"{v}-{profile}" for v in VARIANTS for profile in ("tiny", "small")}
+    rivals = SYNTAX_LOSSES[1:]  # the parser-free rivals: `none` + a training loss (txl/tpt, txl/treereg)
+    assert names == {f"{v}-{profile}" for v in (*VARIANTS, *rivals) for profile in ("tiny", "small")}
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
@@ -449,7 +450,8 @@ def test_recipe_builds_its_model(path):
     recipe = yaml.safe_load(path.read_text())
     assert set(recipe) <= {"description", "model", "train"} and set(recipe["train"]) <= TRAIN_KEYS
     cfg = SiPEConfig(vocab_size=100, **recipe["model"])
-    assert cfg.family == "txl" and cfg.injection == path.stem.rsplit("-", 1)[0]
+    name = path.stem.rsplit("-", 1)[0]
+    assert cfg.family == "txl" and name in (cfg.injection, cfg.syntax_loss)
     if path.stem.endswith("tiny"):
         assert cfg.d_model <= 192 and cfg.n_layers <= 4
         ids = torch.randint(0, 100, (2, 8))

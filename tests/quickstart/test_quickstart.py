@@ -114,11 +114,17 @@ def test_quickstart_is_the_study_profile_at_one_seed():
     profile = load_spec("sipe-txl", "quickstart")
     ours = study_spec(QuickstartConfig())
     assert profile.seeds == [1, 2, 3, 4, 5] and ours.seeds == [42]
-    assert [r.label for r in profile.recipes] == [r.label for r in ours.recipes] == ["none", "position"]
+    # the profile also plans the parser-free rivals (docs/studies/README.md, "Rivals"); the quickstart
+    # runs its own two
+    assert [r.label for r in profile.recipes] == ["none", "position", "gpt2", "tpt", "treereg"]
+    assert [r.label for r in ours.recipes] == ["none", "position"]
     assert profile.profile_overrides == ours.profile_overrides
     assert profile.dataset == ours.dataset
     assert dataclasses.asdict(profile.evaluations) == dataclasses.asdict(ours.evaluations)
-    assert {c.id for c in profile.claims} == {c.id for c in ours.claims} == {"pp-ppl", "pp-sg", "pp-blimp"}
+    assert {c.id for c in ours.claims} == {"pp-ppl", "pp-sg", "pp-blimp"}
+    rivals = {c.id for c in profile.claims} - {c.id for c in ours.claims}
+    assert rivals and all({c.recipe, c.against} & {"gpt2", "tpt", "treereg"} for c in profile.claims
+                          if c.id in rivals)
     # the other profiles are untouched by it: every recipe of the spec, with its own seeds
     cpu_mini = load_spec("sipe-txl", "cpu-mini")
     assert len(cpu_mini.recipes) > 2 and cpu_mini.seeds == [1, 2, 3]

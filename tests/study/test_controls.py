@@ -227,8 +227,9 @@ def test_per_recipe_seeds_of_the_shipped_spec(capsys: pytest.CaptureFixture[str]
     spec = load_spec("sipe-txl", "cpu-mini")
     five = {"none", "position", "input", "none_tagloss", "position_shuffled", "none_wide", "position_causal"}
     five |= {"lis_tree", "lis_tree2"}  # LIS tree addresses (docs/lis.md): 5 seeds against none and position
+    five |= {"gpt2", "tpt", "treereg"}  # the parser-free rivals of Table 2
     expect = {(r.label, s) for r in spec.recipes for s in ([1, 2, 3, 4, 5] if r.label in five else [1, 2, 3])}
-    assert set(cells(spec)) == expect and len(cells(spec)) == 9 * 5 + 3 * 3
+    assert set(cells(spec)) == expect and len(cells(spec)) == 12 * 5 + 3 * 3
     assert {r.label for r in spec.recipes} >= five | {"disentangled", "attn_bias", "position_k2"}
     assert main(["study", "run", "sipe-txl", "--profile", "cpu-mini", "--dry-run", "--seeds", "4", "5"]) == 0
     listed = {ln.split(":")[0] for ln in capsys.readouterr().out.splitlines()}

@@ -17,7 +17,7 @@ from transformers import PreTrainedConfig
 
 from structpe.errors import StructpeError, closest
 
-FAMILIES = ("roberta", "deberta", "modernbert", "txl")
+FAMILIES = ("roberta", "deberta", "modernbert", "txl", "gpt2")  # causal ones: choices.CAUSAL_FAMILIES
 INJECTIONS = (
     "none",
     "input",
@@ -36,7 +36,16 @@ FAMILY_INJECTIONS = {
     "roberta": ("none", "input", "lis_tree2"),
     "deberta": ("none", "input", "position"),
     "modernbert": ("none", "input", "position", "lis_tree2"),
+    "gpt2": ("none",),
 }
+# parser-free rivals of SiPE (its Table 2): an auxiliary training loss on a tag-free decoder, so the
+# model reads no tags at inference (docs/studies/README.md, "Rivals"). ``tpt``: Tree-Planted
+# Transformers (Yoshida, Someya & Oseki 2024), a KL loss planting the dependency tree's syntactic
+# distances into chosen attention heads; ``treereg``: TreeReg (Nandi, Manning & Murty 2025), the
+# span-independence (SCIN) loss on chosen heads' outputs over the hexatag binary head tree's spans
+SYNTAX_LOSSES = ("none", "tpt", "treereg")
+FAMILY_SYNTAX_LOSSES = {"txl": SYNTAX_LOSSES, "roberta": ("none",), "deberta": ("none",),
+                        "modernbert": ("none",), "gpt2": ("none",)}
 FUSIONS = ("add", "concat", "alpha", "residual")
 # which tag embeddings form the prior: t = E_T[tau], nt = E_N[nu], dr = E_D[deprel] (SiPE table 12)
 PRIOR_PARTS = ("t_nt", "t_nt_dr", "dr_nt")
@@ -105,6 +114,12 @@ class SiPEConfig(PreTrainedConfig):
                          tag-supervised baseline without a prior, not the paper's). Off by
                          default, so ``none`` is the paper's plain baseline: no tag heads, LM loss
                          only (every family)
+      syntax_loss        a parser-free rival's training loss (SYNTAX_LOSSES; txl with injection
+                         ``none``): ``tpt`` or ``treereg``; tags feed the loss only, never the logits
+      syntax_loss_weight its weight in the total loss (0: exactly the ``none`` model and loss)
+      syntax_layer       the layer (1-based) whose heads carry it; 0 = the method's default
+                         (tpt: the last layer; treereg: layer ceil(2 n_layers / 3), an upper-middle one)
+      syntax_heads       how many heads of that layer (the first ones) carry it
       joint_tag_loss     causal (txl) only: position 0 (BOS / packed-row start) also predicts the
                          first word's tags, so the tag loss covers every word and is the tag part
                          of -log p(x, T) (structpe's choice, needed by the ``joint`` likelihood).
@@ -151,6 +166,10 @@ class SiPEConfig(PreTrainedConfig):
         tag_loss_weight: float = 1.0,
         multitask_baseline: bool = False,
         joint_tag_loss: bool = True,
+        syntax_loss: str = "none",
+        syntax_loss_weight: float = 1.0,
+        syntax_layer: int = 0,
+        syntax_heads: int = 1,
         # DeBERTa-v3
         position_buckets: int = 256,
         max_relative_positions: int = 512,
@@ -192,6 +211,10 @@ class SiPEConfig(PreTrainedConfig):
         self.tag_loss_weight = tag_loss_weight
         self.multitask_baseline = multitask_baseline
         self.joint_tag_loss = joint_tag_loss
+        self.syntax_loss = syntax_loss
+        self.syntax_loss_weight = syntax_loss_weight
+        self.syntax_layer = syntax_layer
+        self.syntax_heads = syntax_heads
         self.position_buckets = position_buckets
         self.max_relative_positions = max_relative_positions
         self.global_rope_theta = global_rope_theta
@@ -247,6 +270,15 @@ class SiPEConfig(PreTrainedConfig):
     def has_tag_heads(self) -> bool:
         """The auxiliary tag heads (and their loss) exist with a prior, or for the multitask baseline."""
         return self.uses_prior or self.multitask_baseline
+
+    @property
+    def syntax_layer_index(self) -> int:
+        """0-based layer of the syntax loss (``syntax_layer``, or the method's default when 0)."""
+        if self.syntax_layer:
+            return self.syntax_layer - 1
+        if self.syntax_loss == "treereg":
+            return -(-2 * self.n_layers // 3) - 1
+        return self.n_layers - 1
 
     def layer_gets_prior(self, layer_index: int) -> bool:
         """0-based ``layer_index``; the entry layer k is 1-based as in the paper."""
@@ -321,6 +353,27 @@ class SiPEConfig(PreTrainedConfig):
             need(self.global_attn_every_n_layers >= 1, "global_attn_every_n_layers must be >= 1")
             need(self.d_head % 2 == 0, f"rotary attention needs an even d_head, got {self.d_head}")
         need(self.tag_loss_weight >= 0, "tag_loss_weight must be >= 0")
+        losses = FAMILY_SYNTAX_LOSSES[self.family]
+        need(
+            self.syntax_loss in losses,
+            f"syntax_loss {self.syntax_loss!r} is not defined for family {self.family!r} "
+            f"(it supports {losses})",
+        )
+        need(
+            self.syntax_loss == "none" or (self.injection == "none" and not self.multitask_baseline),
+            f"syntax_loss={self.syntax_loss!r} is a parser-free rival of SiPE: it needs injection='none' "
+            f"and no multitask_baseline (got injection={self.injection!r})",
+        )
+        need(self.syntax_loss_weight >= 0, f"syntax_loss_weight must be >= 0, got {self.syntax_loss_weight}")
+        need(
+            0 <= self.syntax_layer <= self.n_layers,
+            f"syntax_layer must be in 0..n_layers={self.n_layers} (0: the method's default), "
+            f"got {self.syntax_layer}",
+        )
+        need(
+            1 <= self.syntax_heads <= self.n_heads,
+            f"syntax_heads must be in 1..n_heads={self.n_heads}, got {self.syntax_heads}",
+        )
         need(
             not self.multitask_baseline or self.injection == "none",
             f"multitask_baseline adds tag heads to injection='none'; injection={self.injection!r} "

@@ -14,7 +14,8 @@ from transformers.utils import ModelOutput
 
 @dataclass
 class SiPEOutput(ModelOutput):
-    """``loss`` = lm_loss + tag_loss_weight * (terminal_loss + nonterminal_loss), when labels are given.
+    """``loss`` = lm_loss + tag_loss_weight * (terminal_loss + nonterminal_loss), when labels are given
+    (+ syntax_loss_weight * syntax_loss in training for the rivals ``tpt`` / ``treereg``).
 
     ``terminal_logits`` / ``nonterminal_logits`` are the auxiliary tag heads ([B, L, 2] / [B, L, 5]);
     for causal models position p predicts the tags of the next tagged position, for masked models a
@@ -29,9 +30,30 @@ class SiPEOutput(ModelOutput):
     lm_loss: torch.FloatTensor | None = None
     terminal_loss: torch.FloatTensor | None = None
     nonterminal_loss: torch.FloatTensor | None = None
+    syntax_loss: torch.FloatTensor | None = None  # a parser-free rival's loss (SiPEConfig.syntax_loss)
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
     cache: Any = None  # the decoder's key/value cache (a transformers Cache) after use_cache=True
+
+
+def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of unshifted (HF-style) ``labels`` (-100: not scored); half-precision
+    logits go to float32 for the loss, float32 / float64 stay as they are."""
+    shifted = logits[:, :-1]
+    shifted = shifted.float() if shifted.element_size() < 4 else shifted
+    return F.cross_entropy(
+        shifted.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1).to(logits.device), ignore_index=-100
+    )
+
+
+def last_token_states(h: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """A causal decoder's pooled state for classification: each row's last real token [B, D]
+    (padding on the right; the only position that has read the whole input)."""
+    if attention_mask is None:
+        last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
+    else:
+        last = attention_mask.to(h.device).long().sum(-1).clamp_min(1) - 1
+    return h[torch.arange(h.shape[0], device=h.device), last]
 
 
 def classification_output(

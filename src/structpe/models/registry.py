@@ -22,6 +22,7 @@ _FAMILY_CLASSES = {
     "roberta": ("structpe.models.roberta", "RobertaSiPEForMaskedLM"),
     "deberta": ("structpe.models.deberta", "DebertaSiPEForMaskedLM"),
     "modernbert": ("structpe.models.modernbert", "ModernBertSiPEForMaskedLM"),
+    "gpt2": ("structpe.models.gpt2", "GPT2SiPEForCausalLM"),
 }
 
 
@@ -34,6 +35,7 @@ _CLASSIFICATION_CLASSES = {
     "roberta": ("structpe.models.roberta", "RobertaSiPEForSequenceClassification"),
     "deberta": ("structpe.models.deberta", "DebertaSiPEForSequenceClassification"),
     "modernbert": ("structpe.models.modernbert", "ModernBertSiPEForSequenceClassification"),
+    "gpt2": ("structpe.models.gpt2", "GPT2SiPEForSequenceClassification"),
 }
 # transformers model_type -> our encoder family
 _HF_MODEL_TYPES = {"roberta": "roberta", "deberta-v2": "deberta", "modernbert": "modernbert"}

@@ -51,7 +51,7 @@ from transformers import Cache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
-from structpe.models.outputs import SiPEOutput, classification_output
+from structpe.models.outputs import SiPEOutput, causal_lm_loss, classification_output, last_token_states
 from structpe.models.sipe_parts import hexatag_prior, prior_projection, tree_address
 from structpe.models.txl_cache import SiPECache
 from structpe.models.validate import check_inputs
@@ -59,6 +59,7 @@ from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.prior import TagHeads, add_causal_tag_loss, check_tag_ids, tagged_positions
 from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
 from structpe.modules.rotary import rotary_tables, rotate_with
+from structpe.modules.syntax_losses import row_sentences, tpt_loss, treereg_loss
 from structpe.modules.tree_address import joined_tree_paths, tree_paths
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
 
@@ -297,11 +298,6 @@ def _pair_onehot(pair_ids: torch.Tensor, n_heads: int, width: int, dtype: torch.
     return onehot[:, None].expand(-1, n_heads, -1, -1)
 
 
-def _upcast(x: torch.Tensor) -> torch.Tensor:
-    """Half-precision logits go to float32 for the loss; float32 / float64 stay as they are."""
-    return x.float() if x.element_size() < 4 else x
-
-
 class FeedForward(nn.Module):
     """TXL's position-wise ReLU MLP."""
 
@@ -522,9 +518,12 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         output_hidden_states: bool = False,
         cache: Cache | None = None,
         use_cache: bool | None = None,
+        probs_layer: int | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor], SiPECache | None]:
         """The decoder stack shared by every head: the final hidden states [B, L, D] (after ``ln_f``,
-        before the output dropout), the per-layer hidden states / attentions when asked, the cache."""
+        before the output dropout), the per-layer hidden states / attentions when asked, the cache.
+        ``probs_layer`` (0-based): that layer alone takes the explicit-softmax path and its
+        attention probabilities are the attentions returned (the ``tpt`` loss reads them)."""
         check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
                      past_length=cache.get_seq_length() if cache is not None else 0)
         bsz, length = input_ids.shape
@@ -580,8 +579,9 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         for idx, (layer, prior, address) in enumerate(zip(self.layers, priors, addresses, strict=True)):
             if output_hidden_states:
                 hidden_states.append(h)
-            h, probs = layer(h, r, allowed, prior, output_attentions, cache, idx, address)
-            if output_attentions:
+            want = output_attentions or idx == probs_layer
+            h, probs = layer(h, r, allowed, prior, want, cache, idx, address)
+            if want:
                 attentions.append(probs)
         if self.ln_f is not None:
             h = self.ln_f(h)
@@ -618,10 +618,34 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         passes (``position_ids`` ...) are ignored: positions are relative, counted from the cache.
         """
         cache = cache if cache is not None else past_key_values
-        h, hidden_states, attentions, cache = self.decode(
-            input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
-            output_attentions, output_hidden_states, cache, use_cache,
+        cfg = self.config
+        # a parser-free rival's loss (SiPEConfig.syntax_loss): training only, from the tags; it
+        # never touches the logits, and at weight 0 nothing of it runs (exactly `none`)
+        syntax = (
+            cfg.syntax_loss != "none" and cfg.syntax_loss_weight > 0 and self.training
+            and labels is not None and terminal_ids is not None and nonterminal_ids is not None
         )
+        layer = cfg.syntax_layer_index
+        probs_layer = layer if syntax and cfg.syntax_loss == "tpt" else None
+        captured: dict[str, torch.Tensor] = {}
+        hook = None
+        if syntax and cfg.syntax_loss == "treereg":  # the chosen heads' outputs, before W_O
+            hook = self.layers[layer].attn.o_net.register_forward_pre_hook(
+                lambda _module, args: captured.__setitem__("z", args[0])
+            )
+        try:
+            h, hidden_states, attentions, cache = self.decode(
+                input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+                output_attentions, output_hidden_states, cache, use_cache, probs_layer,
+            )
+        finally:
+            if hook is not None:
+                hook.remove()
+        syntax_loss = None
+        if syntax:
+            syntax_loss = self._syntax_loss(input_ids, terminal_ids, nonterminal_ids, attentions, captured)
+            if probs_layer is not None and not output_attentions:
+                attentions = []
         h = self.dropout(h)
         logits = self.lm_head(h) if cache is None else cache.output_logits(self.lm_head, h)
         heads = self.tag_heads(h) if self.tag_heads is not None else (None, None)
@@ -629,17 +653,14 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
 
         lm_loss = terminal_loss = nonterminal_loss = loss = None
         if labels is not None:
-            lm_loss = F.cross_entropy(
-                _upcast(logits[:, :-1]).reshape(-1, logits.shape[-1]),
-                labels[:, 1:].reshape(-1).to(logits.device),
-                ignore_index=IGNORE_INDEX,
-            )
-            loss = lm_loss
+            lm_loss = loss = causal_lm_loss(logits, labels)
         if self.tag_heads is not None and terminal_ids is not None and nonterminal_ids is not None:
             loss, terminal_loss, nonterminal_loss = add_causal_tag_loss(
                 loss, terminal_logits, nonterminal_logits, terminal_ids, nonterminal_ids,
                 self.config.tag_loss_weight, from_start=self.config.joint_tag_loss,
             )
+        if syntax_loss is not None:
+            loss = loss + cfg.syntax_loss_weight * syntax_loss
         return SiPEOutput(
             loss=loss,
             logits=logits,
@@ -648,10 +669,30 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
             lm_loss=lm_loss,
             terminal_loss=terminal_loss,
             nonterminal_loss=nonterminal_loss,
+            syntax_loss=syntax_loss,
             hidden_states=tuple(hidden_states) if output_hidden_states else None,
             attentions=tuple(attentions) if output_attentions else None,
             cache=cache,
         )
+
+    def _syntax_loss(
+        self,
+        input_ids: torch.Tensor,
+        terminal_ids: torch.Tensor,
+        nonterminal_ids: torch.Tensor,
+        attentions: list[torch.Tensor],
+        captured: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """The ``tpt`` / ``treereg`` loss of the first ``syntax_heads`` heads of ``syntax_layer``."""
+        cfg = self.config
+        specials = {i for i in (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) if i is not None}
+        ids, terms, nts = input_ids.tolist(), terminal_ids.tolist(), nonterminal_ids.tolist()
+        sentences = [row_sentences(i, t, n, specials) for i, t, n in zip(ids, terms, nts, strict=True)]
+        k = cfg.syntax_heads
+        if cfg.syntax_loss == "tpt":
+            probs = attentions[cfg.syntax_layer_index] if len(attentions) == cfg.n_layers else attentions[-1]
+            return tpt_loss(probs[:, :k], sentences)
+        return treereg_loss(captured["z"][..., : k * cfg.d_head], sentences)
 
 
 class TransfoXLSiPEForSequenceClassification(TransfoXLSiPEForCausalLM):
@@ -694,11 +735,7 @@ class TransfoXLSiPEForSequenceClassification(TransfoXLSiPEForCausalLM):
             input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
             output_attentions, output_hidden_states,
         )
-        if attention_mask is None:
-            last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
-        else:
-            last = attention_mask.to(h.device).long().sum(-1).clamp_min(1) - 1
-        pooled = self.dropout(h[torch.arange(h.shape[0], device=h.device), last])  # (B, D)
+        pooled = self.dropout(last_token_states(h, attention_mask))  # (B, D)
         return classification_output(
             self.config,
             self.score(pooled),

@@ -122,7 +122,8 @@ def settings(spec: dict[str, Any]) -> dict[str, Any]:
         out[f"recipes.{r['label']}"] = {k: r[k] for k in ("recipe", "overrides", "tags")}
     out.update(_overrides("", spec["profile_overrides"]))
     for label, overrides in spec["profile_recipe_overrides"].items():
-        out.update(_overrides(f"{label}: ", overrides))
+        if label in out["recipes"]:  # the profile may size recipes this spec does not run
+            out.update(_overrides(f"{label}: ", overrides))
     out.update(_flat("dataset", dataset))
     out.update(_flat("evaluations", spec["evaluations"]))
     return json.loads(json.dumps(out))  # tuples as lists, as spec.json holds them
@@ -130,6 +131,8 @@ def settings(spec: dict[str, Any]) -> dict[str, Any]:
 
 def mismatch(run_spec: dict[str, Any], ref_spec: dict[str, Any]) -> str | None:
     """The first setting in which the reference differs from this run, in words; None if none does."""
+    ran = [r["label"] for r in run_spec["recipes"]]  # the reference may also hold other recipes
+    ref_spec = {**ref_spec, "recipes": [r for r in ref_spec["recipes"] if r["label"] in ran]}
     mine, theirs = settings(run_spec), settings(ref_spec)
     missing = object()
     for key in [*mine, *(k for k in theirs if k not in mine)]:

@@ -1,4 +1,4 @@
-"""``structpe study run|report|scaling``: replication studies over recipes x seeds (thin CLI)."""
+"""``structpe study run|report|scaling|methods``: replication studies over recipes x seeds (thin CLI)."""
 
 from __future__ import annotations
 
@@ -94,8 +94,27 @@ def _scaling(args: argparse.Namespace) -> int:
     return 0
 
 
+METHODS_HELP = """Write the methods page: every method of one study side by side at each profile (one
+study folder per profile): honest SyntaxGym and BLiMP, exact or bounded word perplexity,
+parameters and training step cost relative to the baseline, each with its 95% interval over
+seeds, beside the published rows of Hu et al. (2020) and of the SiPE paper's Table 2.
+
+    structpe study methods docs/studies/sipe-txl-cpu-mini docs/studies/sipe-txl-quickstart \\
+        --output docs/studies/methods.md
+"""
+
+
+def _methods(args: argparse.Namespace) -> int:
+    from structpe.study.methods import write_methods
+
+    command = " ".join(shlex.quote(a) for a in ["structpe", "study", "methods", *args.folders,
+                                                 "--output", args.output])
+    write_methods(args.folders, args.output, command=command)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """``structpe study run SPEC``, ``structpe study report DIR``, ``structpe study scaling DIR DIR ...``."""
+    """``structpe study run SPEC``, ``report DIR``, ``scaling DIR DIR ...``, ``methods DIR ...``."""
     p = sub.add_parser("study", help="replication studies: recipes x seeds, resumable, with verdicts")
     area = p.add_subparsers(dest="study_command", metavar="ACTION", required=True)
     r = area.add_parser(
@@ -141,3 +160,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="order of scales: given (as listed) or quality (the baseline's, worst first)",
     )
     sc.set_defaults(func=_scaling)
+    me = area.add_parser(
+        "methods",
+        help="every method of a study side by side at each profile, beside published rows",
+        description=METHODS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    me.add_argument("folders", nargs="+", metavar="DIR", help="study folders of one study, one per profile")
+    me.add_argument("--output", "-o", required=True, help="the page (FILE.md)")
+    me.set_defaults(func=_methods)

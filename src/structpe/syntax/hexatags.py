@@ -147,6 +147,31 @@ def encode(heads: Sequence[int]) -> tuple[list[int], list[int]]:
     return terms, nts
 
 
+def bht_splits(heads: Sequence[int]) -> list[tuple[int, int, int]]:
+    """The binary head tree's internal nodes as (lo, hi, k): words lo..hi, left child lo..k (1-based).
+
+    The BHT of the module docstring: head h first takes its left dependents, nearest first (the
+    node's left child is the dependent's subtree, split after its last word), then its right ones,
+    nearest first (split before the dependent's first word). Node k is the one written right after
+    word k, so the n - 1 splits are 1..n-1, each once. Needs a projective tree (as ``encode``).
+    """
+    children, lo, hi, projective = subtree_extents(heads)
+    if not projective:
+        _nonprojective(heads)
+    nodes = []
+    for h in range(1, len(heads) + 1):
+        left = [c for c in children[h] if c < h][::-1]  # nearest first
+        right = [c for c in children[h] if c > h]
+        start, end = h, h
+        for c in left:
+            nodes.append((lo[c], end, hi[c]))
+            start = lo[c]
+        for c in right:
+            nodes.append((start, hi[c], lo[c] - 1))
+            end = hi[c]
+    return sorted(nodes, key=operator.itemgetter(2))
+
+
 def decode(terminals: Sequence[int | str], nonterminals: Sequence[int | str]) -> list[int]:
     """Rebuild the heads (1-based, 0 = root) from a well-formed per-word tag sequence. O(n).
 

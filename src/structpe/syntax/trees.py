@@ -23,6 +23,7 @@ __all__ = [
     "is_projective",
     "projectivize",
     "projectivize_with_count",
+    "tree_distances",
 ]
 
 
@@ -73,6 +74,33 @@ def children_order(heads: Sequence[int]) -> tuple[list[list[int]], list[int]]:
         cyc = [d for d in range(1, n + 1) if d not in seen]
         raise InvalidTreeError(f"cycle: words {cyc} are not reachable from the root", cyc[0])
     return children, order
+
+
+def tree_distances(heads: Sequence[int]) -> list[list[int]]:
+    """Arcs between every two words on the tree path (0 on the diagonal), [n][n], 0-based words.
+
+    Through the depth of each word and of the pair's lowest common ancestor: d(i, j) = depth(i) +
+    depth(j) - 2 depth(lca); O(n^2 + n * depth), fine for sentences.
+    """
+    _, order = children_order(heads)
+    n = len(heads)
+    depth = [0] * (n + 1)
+    for w in order[1:]:
+        depth[w] = depth[heads[w - 1]] + 1
+    ancestors = []
+    for w in range(1, n + 1):  # each word's ancestors (itself first), up to the root word
+        chain, x = [], w
+        while x:
+            chain.append(x)
+            x = heads[x - 1]
+        ancestors.append(chain)
+    out = [[0] * n for _ in range(n)]
+    for i in range(n):
+        up = set(ancestors[i])
+        for j in range(i + 1, n):
+            lca = next(a for a in ancestors[j] if a in up)
+            out[i][j] = out[j][i] = depth[i + 1] + depth[j + 1] - 2 * depth[lca]
+    return out
 
 
 def check_tree(heads: Sequence[int]) -> None:

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
+from structpe.choices import CAUSAL_FAMILIES
 from structpe.errors import PreparedDataError, RecipeError, StructpeError
 from structpe.hardware import cpu_threads
 from structpe.io import atomic_open, atomic_write_text, read_json
@@ -59,8 +60,6 @@ from structpe.train.trainer import (
     plot_losses,
 )
 from structpe.yamlio import load_yaml
-
-CAUSAL_FAMILIES = ("txl",)
 
 
 def _truncate_metrics(csv_path: Path, step: int) -> float:

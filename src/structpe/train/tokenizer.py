@@ -28,6 +28,7 @@ from typing import Any
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from structpe.choices import CAUSAL_FAMILIES
 from structpe.errors import StructpeError, reading
 from structpe.io import atomic_files
 from structpe.train.corpus import TEXT_FORMS, iter_tokenizer_text, text_form_record
@@ -37,13 +38,12 @@ BPE_SPECIALS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "
                 "mask_token": "<mask>"}
 WORDPIECE_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[CLS]", "eos_token": "[SEP]",
                       "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
-DECODER_FAMILIES = ("txl",)
 TEXT_FORM_KEY = "structpe_text_form"  # tokenizer_config.json key: the text form it was trained on
 
 
 def default_kind(family: str | None) -> str:
     """Byte-level BPE for decoders, WordPiece for encoders (docs/design.md §3)."""
-    return "bpe" if family in (None, *DECODER_FAMILIES) else "wordpiece"
+    return "bpe" if family in (None, *CAUSAL_FAMILIES) else "wordpiece"
 
 
 def train_tokenizer(

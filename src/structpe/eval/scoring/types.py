@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import torch
 
+from structpe.choices import CAUSAL_FAMILIES
+
 LN2 = math.log(2.0)
 
 
@@ -92,7 +94,7 @@ def model_kind(model: Any) -> str:
     cfg = getattr(model, "config", None)
     family = getattr(cfg, "family", None)
     if family is not None:  # "hf": a Hugging Face causal LM with a SiPE adapter (structpe.adapters)
-        return "causal" if family in ("txl", "hf") else "masked"
+        return "causal" if family in (*CAUSAL_FAMILIES, "hf") else "masked"
     name = type(model).__name__
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
