@@ -104,19 +104,19 @@ def test_holm_by_hand() -> None:
         ([-1.0, -1.1, -0.9, -1.05], None, "contradicts"),
         ([1.0, -1.0, 0.5, -0.2], None, "not shown"),
         ([3.0], None, "not shown"),  # one seed: no test
-        ([1.0, 1.1, 0.9, 1.05], "lower", "replicates"),  # a bound that already beats the comparison
-        ([-1.0, -1.1, -0.9, -1.05], "lower", "not shown"),  # a bound never contradicts
-        ([1.0, 1.1, 0.9, 1.05], "upper", "not shown"),
-        ([-1.0, -1.1, -0.9, -1.05], "upper", "contradicts"),
-        ([1.0, 1.1, 0.9, 1.05], "both", "not shown"),
-        ([-1.0, -1.1, -0.9, -1.05], "both", "not shown"),
+        # a perplexity bound is shown, never counted, whichever way it points
+        ([1.0, 1.1, 0.9, 1.05], "lower", "not counted (bound)"),
+        ([-1.0, -1.1, -0.9, -1.05], "lower", "not counted (bound)"),
+        ([1.0, 1.1, 0.9, 1.05], "upper", "not counted (bound)"),
+        ([-1.0, -1.1, -0.9, -1.05], "upper", "not counted (bound)"),
+        ([1.0, 1.1, 0.9, 1.05], "both", "not counted (bound)"),
     ],
 )
 def test_verdict_rule(signed: list[float], bound: str | None, expect: str) -> None:
     rows = [paired_rows(signed, bound)]
     family = adjust(rows)
     assert rows[0]["verdict"] == expect
-    assert family["paper_direction"] == (0 if bound in ("upper", "both") or len(signed) < 2 else 1)
+    assert family["paper_direction"] == (0 if bound or len(signed) < 2 else 1)
 
 
 def test_holm_decides_over_the_family() -> None:
@@ -238,7 +238,9 @@ def test_aggregate_pairs_by_seed(tiny_spec: Path, tmp_path: Path) -> None:
     row = claim["metrics"][0]
     # t = 2.5 / 0.5 = 5 on 1 df: p = 1/2 - atan(5)/pi (the Cauchy tail)
     assert row["p"] == pytest.approx(0.5 - math.atan(5) / math.pi)
-    assert row["verdict"] == "not shown" and claim["verdict"] == "not shown"
+    # joint PPL of a tagged recipe is a bound: shown with its p, never decided
+    assert row["verdict"] == "not counted (bound)" and claim["verdict"] == "no verdict (bounds only)"
+    assert math.isnan(row["p_adj"]) and agg["holm_family"]["paper_direction"] == 0
     assert claim["paper"]["recipe"] == 16.95
     assert claim["show"][0]["metric"] == "ppl.conditional.word_ppl" and "verdict" not in claim["show"][0]
     share = agg["recipes"]["position"]["surviving_share"]
@@ -252,7 +254,7 @@ def test_report_files(tiny_spec: Path, tmp_path: Path) -> None:
     _synthetic(tmp_path)
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")
     md = (tmp_path / "study.md").read_text()
-    assert "| **ppl** |" in md and "**not shown** / honest **not run**" in md
+    assert "| **ppl** |" in md and "**no verdict (bounds only)** / honest **not run**" in md
     assert "conditioned on one fixed parse" in md and "structpe study run tiny-study" in md
     assert "Holm-Bonferroni" in md and "0.125 with 3 seeds" not in md and "0.25 with 2 seeds" in md
     assert "word PPL [joint p(x, T): upper bound if tagged; n = 12 sentences]" in md

@@ -26,6 +26,7 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     claims:      [{id, claim, recipe, against, metrics, honest, show, better, paper: {...}}]
                  ``metrics`` decide the replication verdict (the paper's protocol), ``honest`` a
                  second verdict on leak-free likelihoods, ``show`` are reported beside them;
+                 ``cost: true`` makes the claim a cost check (shown, never decided);
                  ``against`` (default: the baseline) may be any recipe; ``paper`` is optional
                  (for GLUE also ``tasks: {task: [comparison, recipe]}``, the paper's per-task
                  scores the report prints); a claim whose every metric comes from evaluations a
@@ -190,6 +191,9 @@ class Claim:
     show: list[str] = field(default_factory=list)
     paper: dict[str, Any] = field(default_factory=dict)
     honest: list[str] = field(default_factory=list)
+    # a cost check (the paper's small BLiMP drop): reported with the largest cost its interval
+    # allows, never a verdict, never in the Holm family (structpe.study.aggregate)
+    cost: bool = False
 
 
 @dataclass
@@ -269,7 +273,7 @@ PROFILE_KEYS = (
     "seeds",
 )
 RECIPE_KEYS = ("recipe", "overrides", "tags", "seeds")
-CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper")
+CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper", "cost")
 EVAL_SPECS: dict[str, type] = {
     "ppl": PplSpec,
     "leakage": LeakageSpec,
@@ -432,7 +436,10 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
             show=list(c.get("show") or []),
             paper=dict(c.get("paper") or {}),
             honest=list(c.get("honest") or []),
+            cost=c.get("cost", False),
         )
+        if not isinstance(claim.cost, bool):
+            raise StudySpecError(f"{cw} ({claim.id}): cost must be true or false, got {claim.cost!r}")
         _check_paper_tasks(claim.paper.get("tasks"), f"{cw} ({claim.id}): paper.tasks")
         if _all_switched_off([*claim.metrics, *claim.honest, *claim.show], evals):
             continue  # a claim on evaluations this profile does not run (e.g. GLUE switched off)
@@ -589,9 +596,25 @@ def folder_spec(out: str | Path) -> StudySpec:
     if not spec_file.is_file():
         raise StudySpecError(f"{spec_file} not found (not a study folder)")
     saved = read_json(spec_file)
-    source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
     selections = [(r["recipes"], r["seeds"]) for r in saved_runs(saved)]
-    return select_union(load_spec(source, saved["profile"]), selections)
+    return select_union(_saved_profile(saved), selections)
+
+
+def _saved_profile(saved: dict[str, Any]) -> StudySpec:
+    """The whole profile a ``spec.json`` names: its spec file, or for a folder copied from another
+    machine where that path is gone, the shipped spec by name."""
+    source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
+    return load_spec(source, saved["profile"])
+
+
+def folder_plan(out: str | Path) -> list[tuple[str, int]] | None:
+    """Every (recipe, seed) cell the folder's profile plans, whatever its runs selected (None for a
+    folder without ``spec.json``): "cells finished" counts against the profile, not the slices run."""
+    spec_file = Path(out) / "spec.json"
+    if not spec_file.is_file():
+        return None
+    spec = _saved_profile(read_json(spec_file))
+    return [(r.label, s) for r in spec.recipes for s in spec.recipe_seeds(r.label)]
 
 
 def folder_commands(out: str | Path) -> list[str]:
