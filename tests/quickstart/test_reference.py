@@ -54,11 +54,15 @@ def _scores(label: str, i: int) -> dict[str, float]:
     return _filed_under_all(scores) if label == "none" else scores
 
 
-def make_reference(root: Path, profile: str = PROFILE) -> Path:
+def make_reference(root: Path, profile: str = PROFILE, own_evaluations: bool = True) -> Path:
     """A study folder as ``structpe study run sipe-txl --profile <profile>`` leaves it, its spec.json
-    written by the runner's own record of the real spec, and finished cells for none / position."""
+    written by the runner's own record of the real spec, and finished cells for none / position.
+    ``own_evaluations``: the quickstart profile evaluated on the quickstart's own sample (as the
+    committed reference ran), else on the study's protocol (the profile as it stands)."""
     folder = root / f"ref-{profile}"
     spec = load_spec(STUDY, profile)
+    if profile == PROFILE and own_evaluations:  # as the committed reference ran: the quickstart's sample
+        spec.evaluations = study_spec(QuickstartConfig()).evaluations
     command = f"structpe study run {STUDY} --profile {profile} --output {folder}"
     write_json_atomic(folder / "spec.json", spec_record(spec, command, "fingerprint"))
     for label in ("none", "position"):
@@ -207,6 +211,20 @@ def test_a_score_is_compared_where_its_own_settings_agree(reference: Path) -> No
     # which modes run changes which numbers exist, not their values
     one_mode = replace(QuickstartConfig(), likelihoods=("conditional",))
     assert _section(reference, one_mode)["status"] == "compared"
+
+
+def test_a_reference_on_the_studys_protocol_compares_what_the_quickstart_shares(tmp_path: Path) -> None:
+    # the profile scores 67 x 100 BLiMP pairs, the 31 suites and k = 10; the quickstart its own
+    # smaller sample at k = 2: the model, loss and conditional / joint PPL compare, BLiMP and
+    # SyntaxGym and every marginal score name the setting that differs
+    section = _section(make_reference(tmp_path, own_evaluations=False))
+    assert section["status"] == "compared"
+    differ = {r["metric"]: r["other_settings"] for r in section["scores"] if r.get("other_settings")}
+    same = {r["metric"] for r in section["scores"] if not r.get("other_settings")}
+    assert {"val_lm_loss", PPL, "ppl.joint.word_ppl"} <= same
+    assert differ["blimp.conditional.overall"].startswith("`evaluations.blimp.paradigms` is [")
+    assert differ[SG] == '`evaluations.syntaxgym.suites` is "all" in this run and "paper31" in the reference'
+    assert differ["ppl.marginal.word_ppl"] == "`evaluations.ppl.k` is 2 in this run and 100 in the reference"
 
 
 def test_a_field_added_after_the_reference_ran_is_no_difference(tmp_path: Path) -> None:

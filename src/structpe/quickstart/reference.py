@@ -17,7 +17,6 @@ ranks), 1 in 3 with five seeds.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from structpe.errors import StructpeError
 from structpe.io import read_json
 from structpe.quickstart.config import PROFILE, REFERENCE_DIR, STUDY
 from structpe.study.aggregate import by_seed, load_cell_metrics, machines_text, mean_sd
-from structpe.study.spec import EVAL_SPECS, DatasetSpec
+from structpe.study.spec import DatasetSpec, score_settings, with_defaults
 from structpe.study.wording import md_table, pm, portable
 
 MAKE_REFERENCE = f"structpe study run {STUDY} --profile {PROFILE} --output DIR"
@@ -110,18 +109,11 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
     return {prefix: value}
 
 
-def _with_defaults(cls: type, saved: dict[str, Any]) -> dict[str, Any]:
-    """A ``spec.json`` section with the fields it lacks at their defaults: a field added after a
-    folder ran defaults to the behaviour from before it existed (e.g. BLiMP's ``marginal_limit``:
-    None = ``limit``), so its absence is no difference."""
-    return {**dataclasses.asdict(cls()), **saved}
-
-
 def settings(spec: dict[str, Any], labels: list[str] | None = None) -> dict[str, Any]:
     """What a spec (``StudySpec.to_dict()``) fixes about the trained models of ``labels`` (default:
     its recipes), by name: recipe profile, recipes, overrides and data; not its seeds, its file's
-    path, its claims, how the data stage runs or its evaluations (:func:`eval_settings`)."""
-    dataset = _with_defaults(DatasetSpec, spec["dataset"])
+    path, its claims, how the data stage runs or its evaluations (``score_settings``)."""
+    dataset = with_defaults(DatasetSpec, spec["dataset"])
     dataset = {k: v for k, v in dataset.items() if k not in RUN_ONLY_DATASET}
     recipes = {r["label"]: r for r in spec["recipes"]}
     out: dict[str, Any] = {
@@ -136,24 +128,6 @@ def settings(spec: dict[str, Any], labels: list[str] | None = None) -> dict[str,
     out.update(_overrides("", spec["profile_overrides"]))
     out.update(_flat("dataset", dataset))
     return json.loads(json.dumps(out))  # tuples as lists, as spec.json holds them
-
-
-def eval_settings(spec: dict[str, Any], metric: str) -> dict[str, Any]:
-    """The evaluation settings that shape ``metric``'s number (``bench.mode.score``): the bench's
-    fields, less the list of modes run (it changes which numbers exist, not their values) and,
-    outside the marginal mode, its beam width and BLiMP's ``marginal_limit`` (as the study's
-    evaluation cache keys, ``structpe.study.runner.eval_keys``); empty for a training score."""
-    bench, _, rest = metric.partition(".")
-    saved = (spec.get("evaluations") or {}).get(bench) if bench in ("ppl", "blimp", "syntaxgym") else None
-    if saved is None:
-        return {}
-    sub = _with_defaults(EVAL_SPECS[bench], saved)
-    mode = rest.split(".")[0]
-    if bench == "blimp":  # the pairs this mode scores
-        sub["limit"] = EVAL_SPECS[bench](**sub).limit_for(mode)
-    drop = {"likelihoods", "marginal_limit", *(() if mode == "marginal" else ("k",))}
-    kept = {k: v for k, v in sub.items() if k not in drop}
-    return json.loads(json.dumps(_flat(f"evaluations.{bench}", kept)))
 
 
 def _first_difference(mine: dict[str, Any], theirs: dict[str, Any]) -> str | None:
@@ -176,7 +150,7 @@ def mismatch(run_spec: dict[str, Any], ref_spec: dict[str, Any]) -> str | None:
 
 def metric_mismatch(metric: str, run_spec: dict[str, Any], ref_spec: dict[str, Any]) -> str | None:
     """The first evaluation setting of ``metric`` in which the reference differs; None if none does."""
-    return _first_difference(eval_settings(run_spec, metric), eval_settings(ref_spec, metric))
+    return _first_difference(score_settings(run_spec, metric), score_settings(ref_spec, metric))
 
 
 def headline_metrics(modes: list[str] | tuple[str, ...]) -> list[str]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -605,6 +606,32 @@ def _saved_profile(saved: dict[str, Any]) -> StudySpec:
     machine where that path is gone, the shipped spec by name."""
     source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
     return load_spec(source, saved["profile"])
+
+
+def with_defaults(cls: type, saved: dict[str, Any]) -> dict[str, Any]:
+    """A ``spec.json`` section with the fields it lacks at their defaults: a field added after a
+    folder ran defaults to the behaviour from before it existed (e.g. BLiMP's ``marginal_limit``:
+    None = ``limit``), so its absence is no difference."""
+    return {**dataclasses.asdict(cls()), **saved}
+
+
+def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The evaluation settings that shape ``metric``'s number (``bench.mode.score``) in a spec as
+    ``spec.json`` records it (``StudySpec.to_dict()``): the bench's fields by name, less the list
+    of modes run (it changes which numbers exist, not their values) and, outside the marginal
+    mode, its beam width and BLiMP's ``marginal_limit`` (as the evaluation cache keys of
+    ``structpe.study.runner.eval_keys``); BLiMP's ``limit`` is the pairs this mode scores. Empty
+    for a score no evaluation setting shapes (``val_lm_loss``) or a bench the spec does not run."""
+    bench, _, rest = metric.partition(".")
+    if bench not in ("ppl", "blimp", "syntaxgym") or not (saved.get("evaluations") or {}).get(bench):
+        return {}
+    sub = with_defaults(EVAL_SPECS[bench], saved["evaluations"][bench])
+    mode = rest.split(".")[0]
+    if bench == "blimp":
+        sub["limit"] = BlimpSpec(**sub).limit_for(mode)
+    drop = {"likelihoods", "marginal_limit", *(() if mode == "marginal" else ("k",))}
+    kept = {f"evaluations.{bench}.{k}": v for k, v in sub.items() if k not in drop}
+    return json.loads(json.dumps(kept))  # tuples as lists, as spec.json holds them
 
 
 def folder_plan(out: str | Path) -> list[tuple[str, int]] | None:
