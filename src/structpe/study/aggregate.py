@@ -328,6 +328,8 @@ def decide(row: dict[str, Any]) -> str:
     else what keeps it from deciding."""
     if not row["ran"]:
         return "not run"
+    if not row["n"]:
+        return "no pairs"  # both recipes ran, never one seed on one machine (``missing`` says why)
     standing = row.get("standing", "decides")
     if standing == "bound":
         return "not counted (bound)"
@@ -365,6 +367,8 @@ def claim_verdict(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return "-"
     deciding = [r["verdict"] for r in rows if r.get("standing", "decides") == "decides" and r["ran"]]
+    if deciding and all(v == "no pairs" for v in deciding):
+        return "no pairs"
     if deciding:
         return combine(deciding)
     ran = [r for r in rows if r["ran"]]
@@ -479,19 +483,21 @@ def aggregate(
         for c, r in tested
         if r["standing"] != "decides" and r["ran"]
     ]
-    for c in claims:
-        c["machines"] = [recipes[c["recipe"]]["machines"], recipes[c["against"]]["machines"]]
-        seen: dict[tuple[int, str], None] = {}
-        for r in (*c["metrics"], *c["honest"]):
-            seen.update({(m["seed"], m["why"]): None for m in r["missing"]})
-        c["missing_pairs"] = [{"seed": s, "why": why} for s, why in seen]
-        c["verdict"] = claim_verdict(c["metrics"])
-        c["honest_verdict"] = claim_verdict(c["honest"])
     plan = (
         list(planned)
         if planned is not None
         else [(r.label, s) for r in spec.recipes for s in spec.recipe_seeds(r.label)]
     )
+    for c in claims:
+        c["machines"] = [recipes[c["recipe"]]["machines"], recipes[c["against"]]["machines"]]
+        # a missing pair is a seed both recipes plan (a seed one of them never runs is no loss)
+        both = {s for lab, s in plan if lab == c["recipe"]} & {s for lab, s in plan if lab == c["against"]}
+        seen: dict[tuple[int, str], None] = {}
+        for r in (*c["metrics"], *c["honest"]):
+            seen.update({(m["seed"], m["why"]): None for m in r["missing"] if m["seed"] in both})
+        c["missing_pairs"] = [{"seed": s, "why": why} for s, why in seen]
+        c["verdict"] = claim_verdict(c["metrics"])
+        c["honest_verdict"] = claim_verdict(c["honest"])
     have = {(c["recipe_label"], int(c["seed"])) for c in cells}
     return {
         "study": spec.name,
