@@ -326,7 +326,9 @@ def test_claims_pair_cells_of_one_cpu_type_and_precision_only(tiny_spec: Path, t
     m = json.loads(f.read_text())
     m["precision"] = "fp32"
     write_json_atomic(f, m)
-    assert aggregate(load_cell_metrics(tmp_path), spec)["claims"][0]["metrics"][0]["seeds"] == []
+    none_paired = aggregate(load_cell_metrics(tmp_path), spec)["claims"][0]
+    assert none_paired["metrics"][0]["seeds"] == [] and none_paired["metrics"][0]["verdict"] == "no pairs"
+    assert none_paired["verdict"] == "no pairs"
     m["precision"] = "bf16"
     write_json_atomic(f, m)
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")

@@ -366,12 +366,12 @@ def claim_verdict(rows: Sequence[dict[str, Any]]) -> str:
     what keeps the others from deciding (a cost check, an unconverged estimator, a bound)."""
     if not rows:
         return "-"
-    deciding = [r["verdict"] for r in rows if r.get("standing", "decides") == "decides" and r["ran"]]
-    if deciding and all(v == "no pairs" for v in deciding):
+    ran = [r for r in rows if r["ran"]]
+    if ran and not any(r["n"] for r in ran):
         return "no pairs"
+    deciding = [r["verdict"] for r in ran if r.get("standing", "decides") == "decides" and r["n"]]
     if deciding:
         return combine(deciding)
-    ran = [r for r in rows if r["ran"]]
     for standing in ("cost", "not converged", "unchecked"):
         hit = [r for r in ran if r["standing"] == standing]
         if hit:
