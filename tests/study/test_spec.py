@@ -66,15 +66,20 @@ def test_paper_profile_is_the_papers_depth() -> None:
     assert spec.evaluations.blimp.limit is None  # every BLiMP pair
 
 
-def test_cpu_small_is_the_sweeps_size_with_the_marginal_on_a_blimp_sample() -> None:
-    """cpu-small: the size sweep's 4 x 256 (docs/pretraining.md), the scale issue's four recipes,
-    every BLiMP pair but the leak-free marginal's 100 per paradigm, GLUE as cpu-mini's (bf16 where
+def test_cpu_small_is_the_sweeps_size_on_the_studys_protocol() -> None:
+    """cpu-small: the size sweep's 4 x 256 (docs/pretraining.md), the scale issue's four recipes and
+    the widened baseline, the study's one evaluation protocol (the same BLiMP pairs in every mode,
+    the same suites and beam widths as cpu-mini and quickstart), GLUE as cpu-mini's (bf16 where
     it is native)."""
     spec = load_spec("sipe-txl", "cpu-small")
-    assert [r.label for r in spec.recipes] == ["none", "input", "position", "position_shuffled"]
+    assert [r.label for r in spec.recipes] == ["none", "input", "position", "none_wide", "position_shuffled"]
     assert {"model.n_layers=4", "model.d_model=256", "train.max_steps=1200"} <= set(spec.profile_overrides)
     blimp = spec.evaluations.blimp
-    assert blimp.limit is None and [blimp.limit_for(m) for m in blimp.likelihoods] == [None, None, 100]
+    assert blimp.paradigms == "all" and [blimp.limit_for(m) for m in blimp.likelihoods] == [100, 100, 100]
+    for profile in ("cpu-mini", "quickstart"):
+        other = load_spec("sipe-txl", profile).evaluations
+        for bench in ("ppl", "blimp", "syntaxgym"):
+            assert getattr(spec.evaluations, bench) == getattr(other, bench), (profile, bench)
     glue, mini = spec.evaluations.glue, load_spec("sipe-txl", "cpu-mini").evaluations.glue
     assert glue == mini and glue.bf16 == "auto"
     assert {c.recipe for c in spec.claims} == {"input", "position"}
