@@ -58,7 +58,18 @@ from structpe.study.cell_scores import surviving_share
 from structpe.study.spec import StudySpec
 
 ALPHA = 0.05
-VERDICTS = ("replicates", "contradicts", "not shown", "not run")
+# a claim's verdict words: decided, or why not (and "estimator not converged at N = <n>")
+VERDICTS = (
+    "replicates",
+    "contradicts",
+    "not shown",
+    "not run",
+    "no pairs",
+    "no verdict (bounds only)",
+    "lower bound, no convergence check",
+    "estimate, no convergence check",
+    "cost check",
+)
 # likelihood modes whose perplexity is an upper bound for a model that reads tags (docs/likelihoods.md)
 BOUND_MODES = ("joint", "marginal")
 # modes whose honest scores come from a k-best lower bound on p(x): never converged, never decide
