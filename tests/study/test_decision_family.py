@@ -21,19 +21,12 @@ SG_GAIN = {1: 0.10, 2: 0.12, 3: 0.09, 4: 0.11, 5: 0.10}
 
 
 def _cell(label: str, seed: int, scores: dict[str, float]) -> dict:
-    return {
-        "study": "tiny-study",
-        "recipe_label": label,
-        "recipe": f"txl/{label}-tiny",
-        "seed": seed,
-        "config_hash": f"{label}{seed}".ljust(64, "0"),
-        "data_fingerprint": "x",
-        "train": {"steps": 6, "resumed_from": None, "bf16": False},
-        "precision": "fp32",
-        "wall_s": {"train": 10.0, "total": 12.0},
-        "scores": scores,
-        "provenance": {"hardware": {"cpu": "CPU A", "cpu_count": 2}},
-    }
+    """A finished cell's metrics.json on one machine (CPU A, float32): every seed pairs."""
+    hardware = {"cpu": "CPU A", "cpu_count": 2}
+    return dict(study="tiny-study", recipe_label=label, recipe=f"txl/{label}-tiny", seed=seed,
+                config_hash=f"{label}{seed}".ljust(64, "0"), data_fingerprint="x", precision="fp32",
+                train={"steps": 6, "bf16": False}, wall_s={"total": 12.0}, scores=scores,
+                provenance={"hardware": hardware})  # fmt: skip
 
 
 def _write(out: Path, flip: dict[tuple[str, int], float | None] | None = None) -> None:
