@@ -58,6 +58,8 @@ def test_study_runs_resumes_and_skips(
     assert s["ppl.joint.word_ppl"] > 1.0 and s["ppl.conditional.word_ppl"] > 1.0 and "val_lm_loss" in s
     assert {"train", "ppl-conditional", "ppl-joint", "total"} <= set(m["wall_s"])
     prov = m["provenance"]  # reporting only: no hash covers it
+    # the precision this machine trained in, recorded beside the CPU (claims pair only cells that share both)
+    assert m["precision"] == ("bf16" if summary["bf16"] else "fp32") and "cpu" in prov["hardware"]
     final = cell_dir(out, "position", 2) / "run" / "final"
     assert prov["seed"] == 2 and prov["model"]["weights_sha256"] == sha256_file(final / "model.safetensors")
     assert prov["data"][0]["path"].endswith("structpe_prepare.json") and prov["wall_s"] > 0

@@ -113,21 +113,19 @@ def precision_of(cell: dict[str, Any]) -> str | None:
     return None if bf16 is None else ("bf16" if bf16 else "fp32")
 
 
-def pair_key(cell: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
-    """What two cells of one seed must share to be paired: the CPU model, torch's SIMD level and
-    the training precision (numerics alone move a seed's SyntaxGym by the size of the control
-    effects). A field that neither cell records matches (``auto`` precision resolves by the CPU)."""
+def pair_key(cell: dict[str, Any]) -> tuple[str | None, ...]:
+    """What two cells of one seed must share to be paired: the CPU model, torch's SIMD level, the
+    GPU where one trained it, and the training precision (numerics alone move a seed's SyntaxGym by
+    the size of the control effects). A field that neither cell records matches (``auto``
+    precision resolves by the hardware)."""
     hw = (cell.get("provenance") or {}).get("hardware") or {}
-    return hw.get("cpu"), hw.get("cpu_capability"), precision_of(cell)
+    return hw.get("cpu"), hw.get("cpu_capability"), hw.get("gpu"), precision_of(cell)
 
 
-def _key_text(key: tuple[str | None, str | None, str | None]) -> str:
-    cpu, cap, precision = key
-    return (
-        f"{cpu or 'CPU not recorded'}"
-        + (f" ({cap})" if cap else "")
-        + f", {precision or 'precision not recorded'}"
-    )
+def _key_text(key: tuple[str | None, ...]) -> str:
+    cpu, cap, gpu, precision = key
+    where = (cpu or "CPU not recorded") + (f" ({cap})" if cap else "") + (f", {gpu}" if gpu else "")
+    return f"{where}, {precision or 'precision not recorded'}"
 
 
 def machines_text(cells: Sequence[dict[str, Any]]) -> str:
