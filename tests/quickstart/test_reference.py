@@ -344,6 +344,8 @@ def test_report_places_the_section_after_the_table(tmp_path: Path, reference: Pa
     md = (tmp_path / "report.md").read_text()
     assert md.index("| chance | random region surprisals |") < md.index(SECTION_TITLE)
     assert "| `position` - `none` | `syntaxgym.conditional.sg_score` | +0.010 ± 0.028 |" in md
+    # no absolute machine path: neither this report's folder nor the reference's
+    assert str(tmp_path) not in md and str(reference.parent) not in md
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["reference"]["status"] == "compared"
     assert _row(saved["reference"]["scores"], "none", SG)["inside"] is False
