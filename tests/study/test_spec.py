@@ -67,7 +67,7 @@ def test_paper_profile_is_the_papers_depth() -> None:
 
 
 def test_cpu_small_is_the_sweeps_size_on_the_studys_protocol() -> None:
-    """cpu-small: the size sweep's 4 x 256 (docs/pretraining.md), the scale issue's four recipes and
+    """cpu-small: the size sweep's 4 x 256 (docs/pretraining.md), its four recipes and
     the widened baseline, the study's one evaluation protocol (the same BLiMP pairs in every mode,
     the same suites and beam widths as cpu-mini and quickstart), GLUE as cpu-mini's (bf16 where
     it is native)."""

@@ -17,8 +17,8 @@ shown (the bound already beats the baseline's exact p(x)) but never contradicted
 test is not made (and is not in the family). With both sides bounds nothing can be decided.
 
 The decision family: only tests that can reach a verdict enter Holm. A perplexity computed from a
-bound (above) is shown with its one-sided p, never counted: the issue's k = 100 marginal of a
-tagged model sat 2.6x above the baseline's exact perplexity, so such a test can only ever say
+bound (above) is shown with its one-sided p, never counted: at cpu-small the k = 100 marginal of
+a tagged model sat 2.6x above the baseline's exact perplexity, so such a test can only ever say
 "not shown", and counting it would move the other claims' adjusted p when unrelated recipes are
 added. An ``honest`` metric from an *estimator* of p(x) (the particle estimator, mode ``smc``)
 decides only where it has converged: every involved cell's ``<bench>.smc.flip_share`` (the share of
