@@ -77,8 +77,6 @@ LOWER_BOUND_MODES = ("marginal",)
 # the particle estimator of p(x): decides where its N vs 4N decisions agree (docs/studies/README.md)
 ESTIMATOR_MODES = ("smc",)
 CONVERGED_SHARE = 0.02
-# how a tested row stands (``row["standing"]``): only "decides" enters the Holm family
-STANDINGS = ("decides", "bound", "unchecked", "not converged", "cost")
 
 
 def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
@@ -292,7 +290,8 @@ def paired(
 def standing_of(
     row: dict[str, Any], cells: Sequence[dict[str, Any]], sides: dict[str, bool], cost: bool = False
 ) -> None:
-    """Set ``row["standing"]`` (module docstring: only ``decides`` enters the Holm family) and, for
+    """Set ``row["standing"]``: ``decides`` (the only one in the Holm family), ``bound``,
+    ``unchecked``, ``not converged`` or ``cost`` (module docstring); and, for
     an estimator's metric, ``row["convergence"]``: the largest ``flip_share`` and the particle
     counts of the paired cells that read tags (``sides``: label -> reads tags)."""
     parts = row["metric"].split(".")
