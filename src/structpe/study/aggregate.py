@@ -487,7 +487,7 @@ def aggregate(
     family = adjust([r for _, r in tested])
     family["tests"] = [f"{c['id']}: {r['metric']}" for c, r in tested if not math.isnan(r["p_adj"])]
     family["not_counted"] = [
-        f"{c['id']}: {r['metric']} ({r['verdict']})"
+        {"test": f"{c['id']}: {r['metric']}", "why": r["verdict"]}
         for c, r in tested
         if r["standing"] != "decides" and r["ran"]
     ]

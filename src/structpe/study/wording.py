@@ -191,7 +191,7 @@ def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:
         "- **The family** (the tests Holm counts): "
         + ("; ".join(f"`{t}`" for t in tests) or "none")
         + ". **Shown, not counted**: "
-        + ("; ".join(f"`{t.split(' (')[0]}` ({t.split(' (', 1)[1]}" for t in others) or "none")
+        + ("; ".join(f"`{t['test']}` ({t['why']})" for t in others) or "none")
         + ". A test outside the family never moves another claim's adjusted p.",
         "- **Bounds are shown, not counted.** For a recipe that reads tags, the `joint` p(x, T) and the "
         "k-best `marginal` are *lower* bounds on p(x), so the perplexity from them is an *upper* "
