@@ -181,3 +181,23 @@ def test_cells_finished_counts_the_profiles_plan(tiny_spec: Path, tmp_path: Path
     # no absolute machine path on the page: the command's paths are shortened
     assert str(tmp_path) not in md and str(tiny_spec.parent) not in md
     assert f"--output {tmp_path.name} --seeds 1 2" in md
+
+
+def test_pairs_need_the_same_hardware_and_precision() -> None:
+    from structpe.study.aggregate import pair_key, paired
+
+    def cell(label: str, seed: int, **hw: str) -> dict:
+        c = _cell(label, seed, {"m": 1.0 if label == "r" else 0.0})
+        c["provenance"]["hardware"].update(hw)
+        return c
+
+    cells = [
+        cell("a", 1), cell("r", 1),  # same CPU, same precision: a pair
+        cell("a", 2, gpu="GPU X"), cell("r", 2, gpu="GPU Y"),  # trained on other GPUs
+        cell("a", 3, cpu_capability="AVX2"), cell("r", 3, cpu_capability="AVX512"),  # other SIMD level
+        cell("a", 4), {**cell("r", 4), "precision": "bf16"},  # other precision
+    ]  # fmt: skip
+    row = paired(cells, "r", "a", "m", "higher")
+    assert row["seeds"] == [1] and [m["seed"] for m in row["missing"]] == [2, 3, 4]
+    assert row["missing"][0]["why"] == "`r` CPU A, GPU Y, fp32; `a` CPU A, GPU X, fp32"
+    assert pair_key(cells[0]) == ("CPU A", None, None, "fp32")
