@@ -105,11 +105,11 @@ def test_holm_by_hand() -> None:
         ([1.0, -1.0, 0.5, -0.2], None, "not shown"),
         ([3.0], None, "not shown"),  # one seed: no test
         # a perplexity bound is shown, never counted, whichever way it points
-        ([1.0, 1.1, 0.9, 1.05], "lower", "not counted (bound)"),
-        ([-1.0, -1.1, -0.9, -1.05], "lower", "not counted (bound)"),
-        ([1.0, 1.1, 0.9, 1.05], "upper", "not counted (bound)"),
-        ([-1.0, -1.1, -0.9, -1.05], "upper", "not counted (bound)"),
-        ([1.0, 1.1, 0.9, 1.05], "both", "not counted (bound)"),
+        ([1.0, 1.1, 0.9, 1.05], "lower", "bound, not counted"),
+        ([-1.0, -1.1, -0.9, -1.05], "lower", "bound, not counted"),
+        ([1.0, 1.1, 0.9, 1.05], "upper", "bound, not counted"),
+        ([-1.0, -1.1, -0.9, -1.05], "upper", "bound, not counted"),
+        ([1.0, 1.1, 0.9, 1.05], "both", "bound, not counted"),
     ],
 )
 def test_verdict_rule(signed: list[float], bound: str | None, expect: str) -> None:
@@ -239,7 +239,7 @@ def test_aggregate_pairs_by_seed(tiny_spec: Path, tmp_path: Path) -> None:
     # t = 2.5 / 0.5 = 5 on 1 df: p = 1/2 - atan(5)/pi (the Cauchy tail)
     assert row["p"] == pytest.approx(0.5 - math.atan(5) / math.pi)
     # joint PPL of a tagged recipe is a bound: shown with its p, never decided
-    assert row["verdict"] == "not counted (bound)" and claim["verdict"] == "no verdict (bounds only)"
+    assert row["verdict"] == "bound, not counted" and claim["verdict"] == "no verdict (bounds only)"
     assert math.isnan(row["p_adj"]) and agg["holm_family"]["paper_direction"] == 0
     assert claim["paper"]["recipe"] == 16.95
     assert claim["show"][0]["metric"] == "ppl.conditional.word_ppl" and "verdict" not in claim["show"][0]

@@ -99,7 +99,7 @@ def test_bound_only_tests_do_not_move_another_claims_adjusted_p(spec, tmp_path: 
     assert agg["holm_family"]["paper_direction"] == 2
     assert agg["holm_family"]["tests"] == ["sg: syntaxgym.conditional.sg_score", "sg: syntaxgym.smc.sg_score"]
     ppl = _claims(agg)["ppl"]
-    assert [r["verdict"] for r in ppl["metrics"]] == ["not counted (bound)"] * 2
+    assert [r["verdict"] for r in ppl["metrics"]] == ["bound, not counted"] * 2
     assert all(math.isnan(r["p_adj"]) and not math.isnan(r["p"]) for r in ppl["metrics"])  # shown with its p
     assert ppl["verdict"] == "no verdict (bounds only)"
     assert ppl["honest_verdict"] == "lower bound, no convergence check"

@@ -340,7 +340,7 @@ def decide(row: dict[str, Any]) -> str:
         return "no pairs"  # both recipes ran, never one seed on one machine (``missing`` says why)
     standing = row.get("standing", "decides")
     if standing == "bound":
-        return "not counted (bound)"
+        return "bound, not counted"
     if standing == "unchecked":  # a k-best marginal, or an estimator's result without its N vs 4N check
         lower = row["metric"].split(".")[1].split("_k")[0] in LOWER_BOUND_MODES
         return f"{'lower bound' if lower else 'estimate'}, no convergence check"
