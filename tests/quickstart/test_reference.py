@@ -26,6 +26,7 @@ from structpe.quickstart.reference import (
 )
 from structpe.study.runner import spec_record
 from structpe.study.spec import load_spec
+from structpe.study.wording import portable
 
 MODES = ("conditional", "joint", "marginal")
 METRICS = {"none": headline_metrics(("conditional",)), "position": headline_metrics(MODES)}
@@ -53,11 +54,15 @@ def _scores(label: str, i: int) -> dict[str, float]:
     return _filed_under_all(scores) if label == "none" else scores
 
 
-def make_reference(root: Path, profile: str = PROFILE) -> Path:
+def make_reference(root: Path, profile: str = PROFILE, own_evaluations: bool = True) -> Path:
     """A study folder as ``structpe study run sipe-txl --profile <profile>`` leaves it, its spec.json
-    written by the runner's own record of the real spec, and finished cells for none / position."""
+    written by the runner's own record of the real spec, and finished cells for none / position.
+    ``own_evaluations``: the quickstart profile evaluated on the quickstart's own sample (as the
+    committed reference ran), else on the study's protocol (the profile as it stands)."""
     folder = root / f"ref-{profile}"
     spec = load_spec(STUDY, profile)
+    if profile == PROFILE and own_evaluations:  # as the committed reference ran: the quickstart's sample
+        spec.evaluations = study_spec(QuickstartConfig()).evaluations
     command = f"structpe study run {STUDY} --profile {profile} --output {folder}"
     write_json_atomic(folder / "spec.json", spec_record(spec, command, "fingerprint"))
     for label in ("none", "position"):
@@ -139,7 +144,8 @@ def test_paired_difference_by_hand(reference: Path) -> None:
 def test_section_renders(reference: Path) -> None:
     md = "\n".join(render(_section(reference)))
     assert md.startswith(SECTION_TITLE)
-    assert f"`{reference}`, seeds 5 of `none` (1, 2, 3, 4, 5), 5 of `position` (1, 2, 3, 4, 5)" in md
+    assert f"`{reference.name}`, seeds 5 of `none` (1, 2, 3, 4, 5), 5 of `position` (1, 2, 3, 4, 5)" in md
+    assert str(reference.parent) not in md  # no absolute machine path: the folder and command shortened
     assert "on Test CPU (2 CPUs)" in md and "--profile quickstart --output" in md
     assert "2 / (n + 1) (0.33 with 5 seeds)" in md
     assert (
@@ -168,21 +174,82 @@ def test_a_reference_seed_is_no_new_draw(reference: Path) -> None:
     [
         ({"max_steps": 100}, '`train.max_steps` is "100" in this run and "2000" in the reference'),
         ({"vocab_size": 600}, "`dataset.vocab_size` is 600 in this run and 4096 in the reference"),
-        ({"blimp_limit": 3}, "`evaluations.blimp.limit` is 3 in this run and 200 in the reference"),
         (
             {"extra_overrides": ["train.warmup=5"]},
             '`train.warmup` is "5" in this run and not set in the reference',
         ),
-        ({"likelihoods": ("conditional",)}, "`evaluations.ppl.likelihoods` is"),
+        ({"variants": ("none", "input")}, "`recipes.input` is"),
     ],
 )
-def test_other_settings_show_no_numbers(reference: Path, change: dict, named: str) -> None:
+def test_other_models_show_no_numbers(reference: Path, change: dict, named: str) -> None:
     section = _section(reference, replace(QuickstartConfig(), **change))
     assert section["status"] == "other settings"
-    assert named in section["note"] and str(reference) in section["note"]
+    assert named in section["note"] and f"`{reference.name}`" in section["note"]
+    assert str(reference.parent) not in section["note"]
     lines = render(section)
     assert lines == [SECTION_TITLE, "", section["note"]]  # one line, no table, no scores
     assert "scores" not in section and "paired" not in section
+
+
+def test_a_score_is_compared_where_its_own_settings_agree(reference: Path) -> None:
+    # other BLiMP pairs: the BLiMP rows name the setting and show no spread; every other score is
+    # placed in the spread (the settings of one evaluation do not block the others)
+    section = _section(reference, replace(QuickstartConfig(), blimp_limit=3))
+    assert section["status"] == "compared"
+    blimp = _row(section["scores"], "position", "blimp.joint.overall")
+    assert blimp["other_settings"] == "`evaluations.blimp.limit` is 3 in this run and 200 in the reference"
+    assert blimp["n"] == 0 and blimp["run"] == pytest.approx(1.02)
+    assert "other_settings" not in _row(section["scores"], "none", SG)
+    assert _row(section["scores"], "none", SG)["n"] == 5
+    md = "\n".join(render(section))
+    assert "| `position` | `blimp.joint.overall` | not compared: `evaluations.blimp.limit` is 3" in md
+    # the beam width shapes the marginal mode's numbers only
+    section = _section(reference, replace(QuickstartConfig(), marginal_k=5))
+    differ = {r["metric"] for r in section["scores"] if r.get("other_settings")}
+    assert differ == {f"{b}.marginal.{m}" for b, m in (("ppl", "token_ppl"), ("ppl", "word_ppl"),
+                                                       ("blimp", "overall"), ("syntaxgym", "sg_score"))}
+    # which modes run changes which numbers exist, not their values
+    one_mode = replace(QuickstartConfig(), likelihoods=("conditional",))
+    assert _section(reference, one_mode)["status"] == "compared"
+
+
+def test_a_reference_on_the_studys_protocol_compares_what_the_quickstart_shares(tmp_path: Path) -> None:
+    # the profile scores 67 x 100 BLiMP pairs, the 31 suites and k = 10; the quickstart its own
+    # smaller sample at k = 2: the model, loss and conditional / joint PPL compare, BLiMP and
+    # SyntaxGym and every marginal score name the setting that differs
+    section = _section(make_reference(tmp_path, own_evaluations=False))
+    assert section["status"] == "compared"
+    differ = {r["metric"]: r["other_settings"] for r in section["scores"] if r.get("other_settings")}
+    same = {r["metric"] for r in section["scores"] if not r.get("other_settings")}
+    assert {"val_lm_loss", PPL, "ppl.joint.word_ppl"} <= same
+    assert differ["blimp.conditional.overall"].startswith("`evaluations.blimp.paradigms` is [")
+    assert differ[SG] == '`evaluations.syntaxgym.suites` is "all" in this run and "paper31" in the reference'
+    assert differ["ppl.marginal.word_ppl"] == "`evaluations.ppl.k` is 2 in this run and 100 in the reference"
+
+
+def test_a_field_added_after_the_reference_ran_is_no_difference(tmp_path: Path) -> None:
+    # a reference whose spec.json predates BLiMP's marginal_limit (None = limit: the old behaviour)
+    folder = make_reference(tmp_path)
+    saved = json.loads((folder / "spec.json").read_text())
+    del saved["spec"]["evaluations"]["blimp"]["marginal_limit"]
+    del saved["spec"]["dataset"]["max_sentence_words"]
+    write_json_atomic(folder / "spec.json", saved)
+    section = _section(folder)
+    assert section["status"] == "compared"
+    assert not any(r.get("other_settings") for r in section["scores"])
+
+
+def test_the_committed_reference_places_the_default_run() -> None:
+    from structpe.quickstart.config import REFERENCE_DIR
+
+    if not REFERENCE_DIR.is_dir():
+        pytest.skip("an installed package without the repository's docs/")
+    ref = read_reference(REFERENCE_DIR)
+    run = {"none": ref.cells[0]["scores"], "position": ref.cells[-1]["scores"]}
+    section = reference_section(ref, study_spec(QuickstartConfig()).to_dict(), run, METRICS, CHANCE, 42)
+    assert section["status"] == "compared"
+    assert not any(r.get("other_settings") for r in section["scores"])
+    assert str(REFERENCE_DIR) not in "\n".join(render(section))
 
 
 def test_another_profile_is_not_comparable(tmp_path: Path) -> None:
@@ -204,7 +271,7 @@ def test_missing_default_is_a_note(tmp_path: Path, reference: Path) -> None:
     assert isinstance(note, str) and str(absent) in note
     assert "`structpe study run sipe-txl --profile quickstart --output DIR`" in note
     section = reference_section(note, {}, RUN, METRICS, CHANCE, 42)
-    assert render(section) == [SECTION_TITLE, "", note]
+    assert render(section) == [SECTION_TITLE, "", portable(note)] and str(tmp_path) not in portable(note)
     broken = tmp_path / "broken"
     broken.mkdir()
     assert "no spec.json" in find_reference(None, default=broken)  # present but unreadable: a note too
@@ -277,6 +344,8 @@ def test_report_places_the_section_after_the_table(tmp_path: Path, reference: Pa
     md = (tmp_path / "report.md").read_text()
     assert md.index("| chance | random region surprisals |") < md.index(SECTION_TITLE)
     assert "| `position` - `none` | `syntaxgym.conditional.sg_score` | +0.010 ± 0.028 |" in md
+    # no absolute machine path: neither this report's folder nor the reference's
+    assert str(tmp_path) not in md and str(reference.parent) not in md
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["reference"]["status"] == "compared"
     assert _row(saved["reference"]["scores"], "none", SG)["inside"] is False
@@ -290,5 +359,6 @@ def test_report_without_a_reference_says_how_to_make_one(tmp_path: Path) -> None
     write_report_files(tmp_path, QuickstartConfig(bf16=False), results)
     md = (tmp_path / "report.md").read_text()
     absent = tmp_path / "absent"
-    assert f"{SECTION_TITLE}\n\nNo reference distribution is available: `{absent}` does not exist" in md
+    assert f"{SECTION_TITLE}\n\nNo reference distribution is available: `{absent.name}` does not exist" in md
+    assert str(tmp_path) not in md
     assert "structpe study run sipe-txl --profile quickstart --output DIR" in md

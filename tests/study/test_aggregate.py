@@ -104,19 +104,19 @@ def test_holm_by_hand() -> None:
         ([-1.0, -1.1, -0.9, -1.05], None, "contradicts"),
         ([1.0, -1.0, 0.5, -0.2], None, "not shown"),
         ([3.0], None, "not shown"),  # one seed: no test
-        ([1.0, 1.1, 0.9, 1.05], "lower", "replicates"),  # a bound that already beats the comparison
-        ([-1.0, -1.1, -0.9, -1.05], "lower", "not shown"),  # a bound never contradicts
-        ([1.0, 1.1, 0.9, 1.05], "upper", "not shown"),
-        ([-1.0, -1.1, -0.9, -1.05], "upper", "contradicts"),
-        ([1.0, 1.1, 0.9, 1.05], "both", "not shown"),
-        ([-1.0, -1.1, -0.9, -1.05], "both", "not shown"),
+        # a perplexity bound is shown, never counted, whichever way it points
+        ([1.0, 1.1, 0.9, 1.05], "lower", "bound, not counted"),
+        ([-1.0, -1.1, -0.9, -1.05], "lower", "bound, not counted"),
+        ([1.0, 1.1, 0.9, 1.05], "upper", "bound, not counted"),
+        ([-1.0, -1.1, -0.9, -1.05], "upper", "bound, not counted"),
+        ([1.0, 1.1, 0.9, 1.05], "both", "bound, not counted"),
     ],
 )
 def test_verdict_rule(signed: list[float], bound: str | None, expect: str) -> None:
     rows = [paired_rows(signed, bound)]
     family = adjust(rows)
     assert rows[0]["verdict"] == expect
-    assert family["paper_direction"] == (0 if bound in ("upper", "both") or len(signed) < 2 else 1)
+    assert family["paper_direction"] == (0 if bound or len(signed) < 2 else 1)
 
 
 def test_holm_decides_over_the_family() -> None:
@@ -238,7 +238,9 @@ def test_aggregate_pairs_by_seed(tiny_spec: Path, tmp_path: Path) -> None:
     row = claim["metrics"][0]
     # t = 2.5 / 0.5 = 5 on 1 df: p = 1/2 - atan(5)/pi (the Cauchy tail)
     assert row["p"] == pytest.approx(0.5 - math.atan(5) / math.pi)
-    assert row["verdict"] == "not shown" and claim["verdict"] == "not shown"
+    # joint PPL of a tagged recipe is a bound: shown with its p, never decided
+    assert row["verdict"] == "bound, not counted" and claim["verdict"] == "no verdict (bounds only)"
+    assert math.isnan(row["p_adj"]) and agg["holm_family"]["paper_direction"] == 0
     assert claim["paper"]["recipe"] == 16.95
     assert claim["show"][0]["metric"] == "ppl.conditional.word_ppl" and "verdict" not in claim["show"][0]
     share = agg["recipes"]["position"]["surviving_share"]
@@ -252,7 +254,7 @@ def test_report_files(tiny_spec: Path, tmp_path: Path) -> None:
     _synthetic(tmp_path)
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")
     md = (tmp_path / "study.md").read_text()
-    assert "| **ppl** |" in md and "**not shown** / honest **not run**" in md
+    assert "| **ppl** |" in md and "**no verdict (bounds only)** / honest **not run**" in md
     assert "conditioned on one fixed parse" in md and "structpe study run tiny-study" in md
     assert "Holm-Bonferroni" in md and "0.125 with 3 seeds" not in md and "0.25 with 2 seeds" in md
     assert "word PPL [joint p(x, T): upper bound if tagged; n = 12 sentences]" in md
@@ -291,35 +293,49 @@ def test_report_reads_scores_against_chance(tiny_spec: Path, tmp_path: Path, sha
     assert "*0.123*" in (tmp_path / "study.md").read_text()
 
 
-def test_claims_across_machines_say_so(tiny_spec: Path, tmp_path: Path) -> None:
-    # the baseline ran on one CPU in bf16, position on another in fp32: the claim's paired
-    # difference includes the machines' own, and the page says so next to the verdict
+def test_claims_pair_cells_of_one_cpu_type_and_precision_only(tiny_spec: Path, tmp_path: Path) -> None:
+    # seed 1: the baseline ran on CPU A in bf16, position on CPU B in fp32 -> no pair (the difference
+    # would include the machines' own); seed 2: both on CPU A in bf16 -> paired; the page says which
+    # pairs are missing and why
     spec = load_spec(tiny_spec, "test")
     spec.seeds = [1, 2, 3]
     _synthetic(tmp_path)
-    for label, cpu, cap, bf16 in (("none", "CPU A", None, True), ("position", "CPU B", "AVX2", False)):
-        for f in (tmp_path / "cells" / label).glob("seed-*/metrics.json"):
-            m = json.loads(f.read_text())
-            hw = {"cpu": cpu, "cpu_count": 2, **({"cpu_capability": cap} if cap else {})}
-            m["provenance"] = {"hardware": hw}
-            m["train"]["bf16"] = bf16
-            write_json_atomic(f, m)
+    for label, seed, cpu, cap, bf16 in (
+        ("none", 1, "CPU A", None, True),
+        ("position", 1, "CPU B", "AVX2", False),
+        ("none", 2, "CPU A", None, True),
+        ("position", 2, "CPU A", None, True),
+    ):
+        f = tmp_path / "cells" / label / f"seed-{seed}" / "metrics.json"
+        m = json.loads(f.read_text())
+        hw = {"cpu": cpu, "cpu_count": 2, **({"cpu_capability": cap} if cap else {})}
+        m["provenance"] = {"hardware": hw}
+        m["train"]["bf16"] = bf16
+        write_json_atomic(f, m)
     agg = aggregate(load_cell_metrics(tmp_path), spec)
     assert agg["recipes"]["none"]["machines"] == ["CPU A (2 CPUs), bf16"]
-    assert agg["recipes"]["position"]["machines"] == ["CPU B (2 CPUs, AVX2), fp32"]
-    assert agg["claims"][0]["machines_differ"]
+    assert agg["recipes"]["position"]["machines"] == ["CPU A (2 CPUs), bf16", "CPU B (2 CPUs, AVX2), fp32"]
+    row = agg["claims"][0]["metrics"][0]
+    assert row["seeds"] == [2] and row["signed"] == [3.0]
+    assert row["missing"] == [
+        {"seed": 1, "why": "`position` CPU B (AVX2), fp32; `none` CPU A, bf16"},
+        {"seed": 3, "why": "no `none` value"},
+    ]
+    # the precision field of newer cells is read before train.bf16 (same CPU, other precision)
+    f = tmp_path / "cells" / "position" / "seed-2" / "metrics.json"
+    m = json.loads(f.read_text())
+    m["precision"] = "fp32"
+    write_json_atomic(f, m)
+    none_paired = aggregate(load_cell_metrics(tmp_path), spec)["claims"][0]
+    assert none_paired["metrics"][0]["seeds"] == [] and none_paired["metrics"][0]["verdict"] == "no pairs"
+    assert none_paired["verdict"] == "no pairs"
+    m["precision"] = "bf16"
+    write_json_atomic(f, m)
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")
     md = (tmp_path / "study.md").read_text()
-    assert "ran on different machines (`position`: CPU B (2 CPUs, AVX2), fp32; `none`: CPU A" in md
+    why = "seed 1: `position` CPU B (AVX2), fp32; `none` CPU A, bf16; seed 3: no `none` value."
+    assert f"Missing pairs: {why}" in md
     assert "| position | 1 | 6 | 10 | 2 | 12 | no | CPU B (2 CPUs, AVX2), fp32 |" in md
-    # same machine everywhere: no such sentence
-    for f in (tmp_path / "cells").glob("*/seed-*/metrics.json"):
-        m = json.loads(f.read_text())
-        m["provenance"] = {"hardware": {"cpu": "CPU A", "cpu_count": 2}}
-        m["train"].pop("bf16")
-        write_json_atomic(f, m)
-    write_study_report(tmp_path, spec, command="structpe study run tiny-study")
-    assert "different machines" not in (tmp_path / "study.md").read_text()
 
 
 def test_a_contradiction_shows_the_opposite_tests_adjusted_p(tiny_spec: Path, tmp_path: Path) -> None:

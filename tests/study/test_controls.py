@@ -204,7 +204,7 @@ def test_the_shuffled_control_changes_the_tags_and_nothing_else(
     long.check(canonical=True)
 
 
-@pytest.mark.parametrize("profile", ["cpu-mini", "smoke", "paper"])  # cpu-small runs no none_wide
+@pytest.mark.parametrize("profile", ["cpu-mini", "quickstart", "cpu-small", "smoke", "paper"])
 def test_none_wide_matches_position_parameters_within_2_percent(profile: str) -> None:
     """The widened baseline's d_ff (profiles.*.recipe_overrides) against the real counts."""
     from structpe.train.recipe import load_recipe

@@ -14,7 +14,7 @@ from scipy import stats
 from structpe.study.cells import StudyError
 from structpe.study.methods import write_methods
 
-SG, BLIMP, PPL = "syntaxgym.marginal.sg_score", "blimp.marginal.overall", "ppl.marginal.word_ppl"
+SG, BLIMP, PPL = "syntaxgym.smc.sg_score", "blimp.smc.overall", "ppl.smc.word_ppl"
 
 
 def _folder(root: Path, profile: str, values: dict[str, list[tuple[float, float, float, float]]]) -> Path:
@@ -58,7 +58,7 @@ def test_methods_page_on_two_synthetic_profiles(tmp_path: Path) -> None:
     # position reads tags: its PPL is a bound; its SG against none is the paired difference
     d_m, d_lo, d_hi = _interval([10.0, 4.0, 11.0])
     pos = next(ln for ln in mini_part.splitlines() if ln.startswith("| `position`"))
-    assert "| yes |" in pos and f"{d_m:+.1f} [{d_lo:+.1f}, {d_hi:+.1f}] (3)" in pos and "| <= 2100 [" in pos
+    assert "| yes |" in pos and f"{d_m:+.1f} [{d_lo:+.1f}, {d_hi:+.1f}] (3)" in pos and "| ~ 2100 [" in pos
     # step cost: seconds per step over the same seed's `none` (2, 1.5, 2) and gpt2's (0.5 each: no spread)
     c_m, c_lo, c_hi = _interval([2.0, 1.5, 2.0])
     assert f"{c_m:.2f} [{c_lo:.2f}, {c_hi:.2f}] (3)" in pos

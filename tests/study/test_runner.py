@@ -58,6 +58,8 @@ def test_study_runs_resumes_and_skips(
     assert s["ppl.joint.word_ppl"] > 1.0 and s["ppl.conditional.word_ppl"] > 1.0 and "val_lm_loss" in s
     assert {"train", "ppl-conditional", "ppl-joint", "total"} <= set(m["wall_s"])
     prov = m["provenance"]  # reporting only: no hash covers it
+    # the precision this machine trained in, recorded beside the CPU (claims pair only cells that share both)
+    assert m["precision"] == ("bf16" if summary["bf16"] else "fp32") and "cpu" in prov["hardware"]
     final = cell_dir(out, "position", 2) / "run" / "final"
     assert prov["seed"] == 2 and prov["model"]["weights_sha256"] == sha256_file(final / "model.safetensors")
     assert prov["data"][0]["path"].endswith("structpe_prepare.json") and prov["wall_s"] > 0
@@ -391,9 +393,11 @@ def test_a_study_run_in_slices_plans_and_reports_every_slice(tmp_path: Path) -> 
     }
     write_study_report(out, planned)
     study = json.loads((out / "study.json").read_text())
-    assert study["cells_planned"] == 16 and study["commands"] == folder_commands(out)
+    # "cells finished" counts the profile's cells, not the slices run so far: cpu-small plans five
+    # seeds of none, input, position, position_shuffled and none_wide
+    assert study["cells_planned"] == 25 and study["commands"] == folder_commands(out)
     md = (out / "study.md").read_text()
-    assert "Cells finished: 0 of 16" in md and all(c in md for c in commands)
+    assert "Cells finished: 0 of the 25 the profile plans" in md and all(c in md for c in commands)
 
 
 def test_a_folder_written_before_runs_keeps_its_one_selection(tmp_path: Path) -> None:

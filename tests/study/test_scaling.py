@@ -12,7 +12,8 @@ import pytest
 
 from structpe.cli import main
 from structpe.io import write_json_atomic
-from structpe.study.scaling import NOT_DISTINGUISHABLE, change, write_scaling
+from structpe.study.scaling import NOT_DISTINGUISHABLE, PROTOCOLS_DIFFER, change, write_scaling
+from structpe.study.spec import load_spec
 
 T975_2 = 4.302652729911275  # t_{0.975} on 2 degrees of freedom: three paired seeds
 
@@ -123,7 +124,7 @@ def make_study(root: Path, profile: str, name: str = "scale-study", chance: bool
             "recipes": None,
             "seeds": None,
             "command": f"structpe study run {name} --profile {profile} --output {out}",
-            "spec": {"name": name},
+            "spec": load_spec(spec_file, profile).to_dict(),  # the settings its cells ran under
         },
     )
     labels = ["none", "position", "input"] if profile == "small" else ["none", "position"]
@@ -359,3 +360,29 @@ def test_plot_panels_show_every_interval(scales: dict[str, Path], monkeypatch: p
                 if a and a.get("n", 0) >= 2:
                     assert lo <= a["ci95"][0] and a["ci95"][1] <= hi, (c["id"], ax.get_ylim(), a)
         assert ax.get_xlim()[0] < min(xs) and max(xs) < ax.get_xlim()[1]
+
+
+def test_rows_of_scales_with_other_protocols_are_marked(scales: dict[str, Path], tmp_path: Path) -> None:
+    # the large scale scored BLiMP on 200 pairs per paradigm, the small one on the spec's default:
+    # every BLiMP row says the protocols differ (naming the setting) and gets no change word; the
+    # SyntaxGym and PPL rows, scored alike, keep theirs
+    import shutil
+
+    large = shutil.copytree(scales["large"], tmp_path / "scale-study-large")
+    saved = json.loads((large / "spec.json").read_text())
+    saved["spec"]["evaluations"]["blimp"]["limit"] = 200
+    write_json_atomic(large / "spec.json", saved)
+    paths = write_scaling([scales["small"], large], tmp_path / "page" / "scaling.md")
+    rows = _rows(json.loads(paths["json"].read_text()))
+    step = rows[("c-flips", "replication", "blimp.conditional.overall")]["changes"][0]
+    assert step["change"] == PROTOCOLS_DIFFER
+    assert step["protocol"] == "`evaluations.blimp.limit` null at `small`, 200 at `large`"
+    assert rows[("c-noise", "replication", "blimp.joint.overall")]["changes"][0]["change"] == PROTOCOLS_DIFFER
+    assert (
+        rows[("c-grows", "replication", "syntaxgym.conditional.sg_score")]["changes"][0]["change"] == "grows"
+    )
+    md = paths["markdown"].read_text()
+    assert "protocols differ (`evaluations.blimp.limit` null at `small`, 200 at `large`)" in md
+    # no absolute machine path on the page: folders and commands are shortened
+    assert str(tmp_path) not in md and str(scales["root"]) not in md
+    assert "| `small` | `scale-study-small` |" in md

@@ -6,6 +6,7 @@ committed cells' hashes, which a spec without GLUE leaves as they were."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -241,7 +242,10 @@ def test_a_spec_without_glue_hashes_as_before(profile: str) -> None:
     adding it re-trains nothing. A cell that has since run GLUE (cpu-small's `none`, `position` and
     `input`) has the hash with the GLUE keys over the same training hash; the others the one without."""
     root = Path(__file__).parents[2] / "docs" / "studies" / f"sipe-txl-{profile}"
-    spec = load_spec("sipe-txl", profile)
+    current = load_spec("sipe-txl", profile)
+    spec = copy.deepcopy(current)  # the settings the committed cells were evaluated under
+    if profile == "cpu-small":  # before the study's one protocol: every BLiMP pair in the plain modes
+        spec.evaluations.blimp = dataclasses.replace(spec.evaluations.blimp, limit=None, marginal_limit=100)
     assert spec.evaluations.glue is not None
     plain = copy.deepcopy(spec)
     plain.evaluations.glue = None
@@ -272,6 +276,9 @@ def test_a_spec_without_glue_hashes_as_before(profile: str) -> None:
         assert {k: v for k, v in keys.items() if not k.startswith("glue-")} == before
         glue = spec.evaluations.glue
         assert set(keys) - set(before) == {f"glue-{t}-ft{s}" for t in glue.tasks for s in glue.seeds}
+        # the protocol re-keys BLiMP's evaluations alone (re-evaluated, never re-trained)
+        now = eval_keys(current, label, seed, data)
+        assert {k for k in keys if now[k] != keys[k]} <= {k for k in keys if k.startswith("blimp-")}
 
 
 def test_the_committed_encoder_cells_are_the_specs_cells() -> None:

@@ -27,7 +27,8 @@ from structpe.errors import StructpeError
 from structpe.io import read_json
 from structpe.quickstart.config import PROFILE, REFERENCE_DIR, STUDY
 from structpe.study.aggregate import by_seed, load_cell_metrics, machines_text, mean_sd
-from structpe.study.wording import md_table, pm
+from structpe.study.spec import DatasetSpec, score_settings, with_defaults
+from structpe.study.wording import md_table, pm, portable
 
 MAKE_REFERENCE = f"structpe study run {STUDY} --profile {PROFILE} --output DIR"
 # how the data stage runs, not what it builds (structpe.study.spec.DatasetSpec): never a mismatch
@@ -108,40 +109,48 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
     return {prefix: value}
 
 
-def settings(spec: dict[str, Any]) -> dict[str, Any]:
-    """What a spec (``StudySpec.to_dict()``) fixes about its cells' models and scores, by name; not
-    its seeds, its file's path, its claims or how the data stage runs."""
-    dataset = {k: v for k, v in spec["dataset"].items() if k not in RUN_ONLY_DATASET}
+def settings(spec: dict[str, Any], labels: list[str] | None = None) -> dict[str, Any]:
+    """What a spec (``StudySpec.to_dict()``) fixes about the trained models of ``labels`` (default:
+    its recipes), by name: recipe profile, recipes, overrides and data; not its seeds, its file's
+    path, its claims, how the data stage runs or its evaluations (``score_settings``)."""
+    dataset = with_defaults(DatasetSpec, spec["dataset"])
+    dataset = {k: v for k, v in dataset.items() if k not in RUN_ONLY_DATASET}
+    recipes = {r["label"]: r for r in spec["recipes"]}
     out: dict[str, Any] = {
         "study": spec["name"],
         "profile": spec["profile"],
         "recipe profile": spec["recipe_profile"],
-        "recipes": [r["label"] for r in spec["recipes"]],
     }
-    for r in spec["recipes"]:
-        out[f"recipes.{r['label']}"] = {k: r[k] for k in ("recipe", "overrides", "tags")}
+    for label in labels or list(recipes):
+        r = recipes.get(label)
+        out[f"recipes.{label}"] = {k: r[k] for k in ("recipe", "overrides", "tags")} if r else None
+        out.update(_overrides(f"{label}: ", spec["profile_recipe_overrides"].get(label, [])))
     out.update(_overrides("", spec["profile_overrides"]))
-    for label, overrides in spec["profile_recipe_overrides"].items():
-        if label in out["recipes"]:  # the profile may size recipes this spec does not run
-            out.update(_overrides(f"{label}: ", overrides))
     out.update(_flat("dataset", dataset))
-    out.update(_flat("evaluations", spec["evaluations"]))
     return json.loads(json.dumps(out))  # tuples as lists, as spec.json holds them
 
 
-def mismatch(run_spec: dict[str, Any], ref_spec: dict[str, Any]) -> str | None:
-    """The first setting in which the reference differs from this run, in words; None if none does."""
-    ran = [r["label"] for r in run_spec["recipes"]]  # the reference may also hold other recipes
-    ref_spec = {**ref_spec, "recipes": [r for r in ref_spec["recipes"] if r["label"] in ran]}
-    mine, theirs = settings(run_spec), settings(ref_spec)
+def _first_difference(mine: dict[str, Any], theirs: dict[str, Any]) -> str | None:
     missing = object()
     for key in [*mine, *(k for k in theirs if k not in mine)]:
         a, b = mine.get(key, missing), theirs.get(key, missing)
         if a != b:
-            here = "not set" if a is missing else json.dumps(a)
-            there = "not set" if b is missing else json.dumps(b)
+            here = "not set" if a is missing or a is None else json.dumps(a)
+            there = "not set" if b is missing or b is None else json.dumps(b)
             return f"`{key}` is {here} in this run and {there} in the reference"
     return None
+
+
+def mismatch(run_spec: dict[str, Any], ref_spec: dict[str, Any]) -> str | None:
+    """The first setting of this run's trained models in which the reference differs, in words;
+    None if none does (the reference may run more recipes than this run)."""
+    labels = [r["label"] for r in run_spec["recipes"]]
+    return _first_difference(settings(run_spec, labels), settings(ref_spec, labels))
+
+
+def metric_mismatch(metric: str, run_spec: dict[str, Any], ref_spec: dict[str, Any]) -> str | None:
+    """The first evaluation setting of ``metric`` in which the reference differs; None if none does."""
+    return _first_difference(score_settings(run_spec, metric), score_settings(ref_spec, metric))
 
 
 def headline_metrics(modes: list[str] | tuple[str, ...]) -> list[str]:
@@ -169,22 +178,31 @@ def compare(
     cells: list[dict[str, Any]],
     metrics: dict[str, list[str]],
     baseline: str,
+    differs: dict[str, str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """This run's scores (recipe -> ``metrics.json`` scores) against the reference ``cells``: per
     recipe and metric of ``metrics``, and the paired difference recipe - ``baseline`` per metric
-    (the reference's per seed, this run's from its own two cells)."""
+    (the reference's per seed, this run's from its own two cells). A metric in ``differs`` (metric
+    -> the setting that differs, :func:`metric_mismatch`) keeps this run's value and no spread."""
+    differs = differs or {}
+
+    def row(values: dict[int, float], m: str, here: float | None) -> dict[str, Any]:
+        if m in differs:
+            return {**_row({}, here), "other_settings": differs[m]}
+        return _row(values, here)
+
     scores, paired = [], []
     for label, names in metrics.items():
         mine = run.get(label, {})
         for m in names:
-            scores.append({"recipe": label, "metric": m, **_row(by_seed(cells, label, m), mine.get(m))})
+            scores.append({"recipe": label, "metric": m, **row(by_seed(cells, label, m), m, mine.get(m))})
         if label == baseline or baseline not in run:
             continue
         for m in names:
             a, b = by_seed(cells, label, m), by_seed(cells, baseline, m)
             diffs = {s: a[s] - b[s] for s in sorted(set(a) & set(b))}
             here = mine[m] - run[baseline][m] if m in mine and m in run[baseline] else None
-            paired.append({"recipe": label, "against": baseline, "metric": m, **_row(diffs, here)})
+            paired.append({"recipe": label, "against": baseline, "metric": m, **row(diffs, m, here)})
     return {"scores": scores, "paired": paired}
 
 
@@ -196,26 +214,29 @@ def reference_section(
     chance: dict[str, Any] | None,
     seed: int,
 ) -> dict[str, Any]:
-    """The section's content (report.json's ``reference``): ``status`` ``compared``, ``other
-    settings`` (``note`` names the first differing one, no numbers) or ``none`` (``note`` says why)."""
+    """The section's content (report.json's ``reference``): ``status`` ``compared`` (a score whose
+    own evaluation settings differ is shown without a spread, naming the setting), ``other
+    settings`` (the trained models differ: ``note`` names the first differing setting, no numbers)
+    or ``none`` (``note`` says why). Paths are shown without the machine's layout."""
     if isinstance(reference, str):
-        return {"status": "none", "note": reference}
-    base = {"folder": str(reference.folder), "command": reference.command, "seed": seed}
+        return {"status": "none", "note": portable(reference)}
+    folder = portable(str(reference.folder))
+    command = portable(reference.command) if reference.command else None
+    base = {"folder": folder, "command": command, "seed": seed}
     why = mismatch(run_spec, reference.spec)
     if why is not None:
-        note = (
-            f"Not comparable: the reference `{reference.folder}` ran other settings ({why}); "
-            "no numbers shown."
-        )
+        note = f"Not comparable: the reference `{folder}` trained other models ({why}); no numbers shown."
         return {**base, "status": "other settings", "note": note}
     baseline = run_spec["baseline"]
+    names = {m for ms in metrics.values() for m in ms}
+    differs = {m: why for m in sorted(names) if (why := metric_mismatch(m, run_spec, reference.spec))}
     return {
         **base,
         "status": "compared",
         "hardware": machines_text(reference.cells),
         "seeds": {label: sorted({int(c["seed"]) for c in reference.cells if c["recipe_label"] == label})
                   for label in metrics},
-        **compare(run, reference.cells, metrics, baseline),
+        **compare(run, reference.cells, metrics, baseline, differs),
         "chance": {k: chance[k] for k in ("blimp", "syntaxgym")} if chance else None,
     }
 
@@ -228,6 +249,8 @@ def _val(x: float | None, signed: bool = False) -> str:
 
 
 def _cells(r: dict[str, Any], signed: bool) -> list[str]:
+    if r.get("other_settings"):
+        return [f"not compared: {r['other_settings']}", "-", "-", _val(r["run"], signed), "-"]
     if not r["n"]:
         return ["not in the reference", "-", "0", _val(r["run"], signed), "-"]
     spread = {"mean": r["mean"], "sd": math.nan if r["sd"] is None else r["sd"], "n": r["n"]}
@@ -253,7 +276,8 @@ def render(section: dict[str, Any]) -> list[str]:
     lines += [
         f"- Reference: `{section['folder']}`, seeds {counts}, on {section['hardware']}"
         + (f" (`{section['command']}`)" if section["command"] else "")
-        + f"; the same settings as this run (seed {seed}).",
+        + f"; the same models, data and budget as this run (seed {seed}); a score whose own "
+        "evaluation settings differ is not compared (its row names the setting).",
         f"- A range is a description, not a test: a new seed of the same settings falls outside the "
         f"min-max of n earlier seeds with probability 2 / (n + 1) ({odds}).",
     ]

@@ -16,9 +16,26 @@ bounds the true difference from one side only: "X lowers perplexity" judged on X
 shown (the bound already beats the baseline's exact p(x)) but never contradicted; the opposite
 test is not made (and is not in the family). With both sides bounds nothing can be decided.
 
-A claim with several decision metrics of one kind (the replication ``metrics`` or the ``honest``
+The decision family: only tests that can reach a verdict enter Holm. A perplexity computed from a
+bound (above) is shown with its one-sided p, never counted: at cpu-small the k = 100 marginal of
+a tagged model sat 2.6x above the baseline's exact perplexity, so such a test can only ever say
+"not shown", and counting it would move the other claims' adjusted p when unrelated recipes are
+added. An ``honest`` metric from an *estimator* of p(x) (the particle estimator, mode ``smc``)
+decides only where it has converged: every involved cell's ``<bench>.smc.flip_share`` (the share of
+item / pair decisions that differ between N and 4N particles) is at most ``CONVERGED_SHARE``; else
+the test is shown as "estimator not converged at N". An honest metric from a k-best marginal (or
+an estimator result without a ``flip_share``) is a lower bound with no convergence check: shown,
+never decided. A model that reads no tags has its exact p(x) in every mode and needs no check.
+A claim marked ``cost`` (the paper's small BLiMP drop) is a cost check, not a discovery: its tests
+are shown with the largest cost their 95% interval allows, outside the family.
+
+A claim with several deciding metrics of one kind (the replication ``metrics`` or the ``honest``
 ones) replicates when at least one of them replicates and none contradicts (the family-wise
 correction covers every metric), contradicts in the mirror case, and is not shown otherwise.
+
+Pairs: a seed's two cells are paired only when they ran on the same CPU type (model and torch's
+SIMD level) in the same training precision (:func:`pair_key`); the others are listed as missing
+pairs with the reason.
 
 Robustness figure beside each test: the exact sign-flip permutation p of the mean (all 2^n sign
 patterns of n paired seeds enumerated); its smallest possible value is 2^-n (0.125 with 3 seeds).
@@ -41,9 +58,25 @@ from structpe.study.cell_scores import surviving_share
 from structpe.study.spec import StudySpec
 
 ALPHA = 0.05
-VERDICTS = ("replicates", "contradicts", "not shown", "not run")
+# a claim's verdict words: decided, or why not (and "estimator not converged at N = <n>")
+VERDICTS = (
+    "replicates",
+    "contradicts",
+    "not shown",
+    "not run",
+    "no pairs",
+    "no verdict (bounds only)",
+    "lower bound, no convergence check",
+    "estimate, no convergence check",
+    "cost check",
+)
 # likelihood modes whose perplexity is an upper bound for a model that reads tags (docs/likelihoods.md)
 BOUND_MODES = ("joint", "marginal")
+# modes whose honest scores come from a k-best lower bound on p(x): never converged, never decide
+LOWER_BOUND_MODES = ("marginal",)
+# the particle estimator of p(x): decides where its N vs 4N decisions agree (docs/studies/README.md)
+ESTIMATOR_MODES = ("smc",)
+CONVERGED_SHARE = 0.02
 
 
 def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
@@ -65,8 +98,32 @@ def machine_of(cell: dict[str, Any]) -> str | None:
     if hw.get("cpu_capability"):
         extra.append(hw["cpu_capability"])
     name = f"{hw['cpu']} ({', '.join(extra)})"
+    precision = precision_of(cell)
+    return name if precision is None else f"{name}, {precision}"
+
+
+def precision_of(cell: dict[str, Any]) -> str | None:
+    """The cell's training precision: ``metrics.json``'s ``precision``, else (cells written before
+    it) its ``train.bf16``; None when neither is recorded."""
+    if cell.get("precision"):
+        return str(cell["precision"])
     bf16 = (cell.get("train") or {}).get("bf16")
-    return name if bf16 is None else f"{name}, {'bf16' if bf16 else 'fp32'}"
+    return None if bf16 is None else ("bf16" if bf16 else "fp32")
+
+
+def pair_key(cell: dict[str, Any]) -> tuple[str | None, ...]:
+    """What two cells of one seed must share to be paired: the CPU model, torch's SIMD level, the
+    GPU where one trained it, and the training precision (numerics alone move a seed's SyntaxGym by
+    the size of the control effects). A field that neither cell records matches (``auto``
+    precision resolves by the hardware)."""
+    hw = (cell.get("provenance") or {}).get("hardware") or {}
+    return hw.get("cpu"), hw.get("cpu_capability"), hw.get("gpu"), precision_of(cell)
+
+
+def _key_text(key: tuple[str | None, ...]) -> str:
+    cpu, cap, gpu, precision = key
+    where = (cpu or "CPU not recorded") + (f" ({cap})" if cap else "") + (f", {gpu}" if gpu else "")
+    return f"{where}, {precision or 'precision not recorded'}"
 
 
 def machines_text(cells: Sequence[dict[str, Any]]) -> str:
@@ -185,6 +242,10 @@ def by_seed(cells: Sequence[dict[str, Any]], label: str, metric: str) -> dict[in
     }
 
 
+def cells_by_seed(cells: Sequence[dict[str, Any]], label: str) -> dict[int, dict[str, Any]]:
+    return {int(c["seed"]): c for c in cells if c["recipe_label"] == label}
+
+
 def paired(
     cells: Sequence[dict[str, Any]],
     label: str,
@@ -195,9 +256,19 @@ def paired(
 ) -> dict[str, Any]:
     """``label`` against ``against`` on ``metric``, paired by seed: raw differences (recipe -
     comparison), the same signed to ``better`` (> 0 = better / the paper's way) and their tests.
-    ``bound``: :func:`diff_bound` of the comparison."""
+    ``bound``: :func:`diff_bound` of the comparison. A seed whose two cells differ in
+    :func:`pair_key` is no pair: it is listed in ``missing`` with the reason, as is a seed that
+    only one side has a value for."""
     a, b = by_seed(cells, label, metric), by_seed(cells, against, metric)
-    seeds = sorted(set(a) & set(b))
+    mine, theirs = cells_by_seed(cells, label), cells_by_seed(cells, against)
+    seeds, missing = [], []
+    for s in sorted(set(a) | set(b)):
+        if s not in a or s not in b:
+            missing.append({"seed": s, "why": f"no `{label if s not in a else against}` value"})
+        elif (ka := pair_key(mine[s])) != (kb := pair_key(theirs[s])):
+            missing.append({"seed": s, "why": f"`{label}` {_key_text(ka)}; `{against}` {_key_text(kb)}"})
+        else:
+            seeds.append(s)
     diffs = [a[s] - b[s] for s in seeds]
     sign = 1.0 if better == "higher" else -1.0
     signed = [sign * d for d in diffs]
@@ -206,6 +277,7 @@ def paired(
         "better": better,
         "bound": bound,
         "seeds": seeds,
+        "missing": missing,
         "diffs": diffs,
         "signed": signed,
         "recipe": mean_sd([a[s] for s in seeds]),
@@ -215,10 +287,67 @@ def paired(
     }
 
 
+def standing_of(
+    row: dict[str, Any], cells: Sequence[dict[str, Any]], sides: dict[str, bool], cost: bool = False
+) -> None:
+    """Set ``row["standing"]``: ``decides`` (the only one in the Holm family), ``bound``,
+    ``unchecked``, ``not converged`` or ``cost`` (module docstring); and, for
+    an estimator's metric, ``row["convergence"]``: the largest ``flip_share`` and the particle
+    counts of the paired cells that read tags (``sides``: label -> reads tags)."""
+    parts = row["metric"].split(".")
+    mode = parts[1].split("_k")[0] if len(parts) >= 3 else ""
+    tagged = [label for label, reads in sides.items() if reads]
+    if cost:
+        row["standing"] = "cost"
+    elif row["bound"]:
+        row["standing"] = "bound"
+    elif mode in LOWER_BOUND_MODES and tagged:
+        row["standing"] = "unchecked"
+    elif mode in ESTIMATOR_MODES and tagged:
+        by = {label: cells_by_seed(cells, label) for label in tagged}
+        involved = [by[label][s]["scores"] for label in tagged for s in row["seeds"]]
+        shares = [sc.get(f"{parts[0]}.{mode}.flip_share") for sc in involved]
+        particles = sorted(
+            {int(n) for sc in involved if (n := sc.get(f"{parts[0]}.{mode}.particles")) is not None}
+        )
+        known = [float(x) for x in shares if x is not None]
+        row["convergence"] = {
+            "max_flip_share": max(known) if known else None,
+            "particles": particles,
+            "checked": len(known) == len(shares),
+        }
+        if len(known) < len(shares):
+            row["standing"] = "unchecked"
+        elif known and max(known) > CONVERGED_SHARE:
+            row["standing"] = "not converged"
+        else:
+            row["standing"] = "decides"
+    else:
+        row["standing"] = "decides"
+
+
+def _particles(row: dict[str, Any]) -> str:
+    ns = (row.get("convergence") or {}).get("particles") or []
+    return "-".join(str(n) for n in sorted({ns[0], ns[-1]})) if ns else "?"
+
+
 def decide(row: dict[str, Any]) -> str:
-    """One decision metric's verdict from its adjusted p-values (module docstring)."""
+    """One tested row's verdict: from its adjusted p-values where it decides (module docstring),
+    else what keeps it from deciding."""
     if not row["ran"]:
         return "not run"
+    if not row["n"]:
+        return "no pairs"  # both recipes ran, never one seed on one machine (``missing`` says why)
+    standing = row.get("standing", "decides")
+    if standing == "bound":
+        return "bound, not counted"
+    if standing == "unchecked":  # a k-best marginal, or an estimator's result without its N vs 4N check
+        lower = row["metric"].split(".")[1].split("_k")[0] in LOWER_BOUND_MODES
+        return f"{'lower bound' if lower else 'estimate'}, no convergence check"
+    if standing == "not converged":
+        return f"estimator not converged at N = {_particles(row)}"
+    if standing == "cost":
+        return "cost check"
     if row.get("p_adj", math.nan) < ALPHA:
         return "replicates"
     if row.get("p_against_adj", math.nan) < ALPHA:
@@ -227,7 +356,7 @@ def decide(row: dict[str, Any]) -> str:
 
 
 def combine(verdicts: Sequence[str]) -> str:
-    """A claim's verdict from its decision metrics' verdicts (module docstring)."""
+    """A claim's verdict from its deciding metrics' verdicts (module docstring)."""
     if not verdicts:
         return "-"
     if all(v == "not run" for v in verdicts):
@@ -240,14 +369,35 @@ def combine(verdicts: Sequence[str]) -> str:
     return "not shown"
 
 
+def claim_verdict(rows: Sequence[dict[str, Any]]) -> str:
+    """A claim's verdict over one role's rows: its deciding rows' (:func:`combine`); where none ran,
+    what keeps the others from deciding (a cost check, an unconverged estimator, a bound)."""
+    if not rows:
+        return "-"
+    ran = [r for r in rows if r["ran"]]
+    if ran and not any(r["n"] for r in ran):
+        return "no pairs"
+    deciding = [r["verdict"] for r in ran if r.get("standing", "decides") == "decides" and r["n"]]
+    if deciding:
+        return combine(deciding)
+    for standing in ("cost", "not converged", "unchecked"):
+        hit = [r for r in ran if r["standing"] == standing]
+        if hit:
+            return str(hit[0]["verdict"])
+    return "no verdict (bounds only)" if ran else "not run"
+
+
 def adjust(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Holm over the family of decision ``rows`` (in place): ``p_adj`` over the tests in the
-    paper's direction, ``p_against_adj`` over the opposite ones; a test a bound cannot make is
-    left out of its family (nan); then each row's ``verdict``. Returns the two family sizes."""
-    can_rep = [r["bound"] not in ("upper", "both") for r in rows]
-    can_con = [r["bound"] not in ("lower", "both") for r in rows]
-    p = holm([r["p"] if ok else math.nan for r, ok in zip(rows, can_rep, strict=True)])
-    q = holm([r["p_against"] if ok else math.nan for r, ok in zip(rows, can_con, strict=True)])
+    """Holm over the rows that decide (in place): ``p_adj`` over the tests in the paper's
+    direction, ``p_against_adj`` over the opposite ones; a row that does not decide (a bound, an
+    unconverged or unchecked estimate, a cost check: ``standing``; a row without one is a bound
+    when it has a ``bound``) stays out of both families (nan). Then each row's ``verdict``.
+    Returns the two family sizes."""
+    for r in rows:
+        r.setdefault("standing", "bound" if r["bound"] else "decides")
+    counted = [r["standing"] == "decides" for r in rows]
+    p = holm([r["p"] if ok else math.nan for r, ok in zip(rows, counted, strict=True)])
+    q = holm([r["p_against"] if ok else math.nan for r, ok in zip(rows, counted, strict=True)])
     for r, pa, qa in zip(rows, p, q, strict=True):
         r["p_adj"], r["p_against_adj"] = pa, qa
         r["verdict"] = decide(r)
@@ -275,8 +425,12 @@ def better_of(metric: str) -> str:
     return "lower" if any(t in last for t in low) else "higher"
 
 
-def aggregate(cells: Sequence[dict[str, Any]], spec: StudySpec) -> dict[str, Any]:
-    """study.json's content: per-recipe summaries, paired differences to the baseline, claims."""
+def aggregate(
+    cells: Sequence[dict[str, Any]], spec: StudySpec, planned: Sequence[tuple[str, int]] | None = None
+) -> dict[str, Any]:
+    """study.json's content: per-recipe summaries, paired differences to the baseline, claims.
+    ``planned``: the (recipe, seed) cells the profile plans (default: ``spec``'s), which "cells
+    finished" counts against: a study run in slices has not finished what it has not run."""
     labels = [r.label for r in spec.recipes]
     tagged = {label: spec.reads_tags(label) for label in labels}
     metrics = sorted({k for c in cells for k in c["scores"]})
@@ -319,26 +473,49 @@ def aggregate(cells: Sequence[dict[str, Any]], spec: StudySpec) -> dict[str, Any
                 "against": c.against,
                 "better": c.better,
                 "paper": c.paper,
+                "cost": c.cost,
                 "metrics": [compare(c.recipe, c.against, m, c.better) for m in c.metrics],
                 "honest": [compare(c.recipe, c.against, m, c.better) for m in c.honest],
                 "show": [compare(c.recipe, c.against, m, c.better) for m in c.show],
             }
         )
-    family = adjust([r for c in claims for r in (*c["metrics"], *c["honest"])])
+    tested = [(c, r) for c in claims for r in (*c["metrics"], *c["honest"])]
+    for c, r in tested:
+        standing_of(
+            r, cells, {c["recipe"]: tagged[c["recipe"]], c["against"]: tagged[c["against"]]}, c["cost"]
+        )
+    family = adjust([r for _, r in tested])
+    family["tests"] = [f"{c['id']}: {r['metric']}" for c, r in tested if not math.isnan(r["p_adj"])]
+    family["not_counted"] = [
+        {"test": f"{c['id']}: {r['metric']}", "why": r["verdict"]}
+        for c, r in tested
+        if r["standing"] != "decides" and r["ran"]
+    ]
+    plan = (
+        list(planned)
+        if planned is not None
+        else [(r.label, s) for r in spec.recipes for s in spec.recipe_seeds(r.label)]
+    )
     for c in claims:
-        mine, theirs = recipes[c["recipe"]]["machines"], recipes[c["against"]]["machines"]
-        c["machines"] = [mine, theirs]
-        c["machines_differ"] = bool(mine and theirs and mine != theirs)
-        c["verdict"] = combine([r["verdict"] for r in c["metrics"]])
-        c["honest_verdict"] = combine([r["verdict"] for r in c["honest"]])
+        c["machines"] = [recipes[c["recipe"]]["machines"], recipes[c["against"]]["machines"]]
+        # a missing pair is a seed both recipes plan (a seed one of them never runs is no loss)
+        both = {s for lab, s in plan if lab == c["recipe"]} & {s for lab, s in plan if lab == c["against"]}
+        seen: dict[tuple[int, str], None] = {}
+        for r in (*c["metrics"], *c["honest"]):
+            seen.update({(m["seed"], m["why"]): None for m in r["missing"] if m["seed"] in both})
+        c["missing_pairs"] = [{"seed": s, "why": why} for s, why in seen]
+        c["verdict"] = claim_verdict(c["metrics"])
+        c["honest_verdict"] = claim_verdict(c["honest"])
+    have = {(c["recipe_label"], int(c["seed"])) for c in cells}
     return {
         "study": spec.name,
         "profile": spec.profile,
         "baseline": spec.baseline,
         "alpha": ALPHA,
         "holm_family": family,
-        "cells_finished": len(cells),
-        "cells_planned": sum(len(spec.recipe_seeds(r.label)) for r in spec.recipes),
+        "cells_finished": sum(cell in have for cell in plan),
+        "cells_planned": len(plan),
+        "cells_missing": [f"{label}/seed-{s}" for label, s in plan if (label, s) not in have],
         "recipes": recipes,
         "vs_baseline": vs_baseline,
         "claims": claims,

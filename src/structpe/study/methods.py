@@ -3,7 +3,8 @@ profile, beside published rows measured on other data.
 
 One table per study folder (one folder per profile): for every recipe the profile plans, the
 honest SyntaxGym and BLiMP scores, the word perplexity (exact p(x) for a model that reads no tags,
-an upper bound for one that does: the leak-free prefix marginal's k-best bound), the parameters,
+the particle estimate ``smc`` for one that does: its log p(x) is biased low by O(1/N), so the
+perplexity errs high, docs/likelihoods.md), the parameters,
 the training step cost relative to the baseline, and the seeds. Every number is the mean over the
 finished seeds with its 95% t interval (``structpe.study.aggregate.paired_test`` on the values:
 the one-sample interval of their mean), and SyntaxGym also as the paired per-seed difference to the
@@ -29,11 +30,11 @@ from structpe.study.cells import StudyError
 from structpe.study.spec import StudySpec, folder_commands, folder_spec, load_spec
 from structpe.study.wording import md_table
 
-# the honest (leak-free) metric of each column: the prefix marginal (docs/likelihoods.md)
+# the honest (leak-free) metric of each column: the particle estimate of p(x), smc (docs/likelihoods.md)
 HONEST = {
-    "SyntaxGym": "syntaxgym.marginal.sg_score",
-    "BLiMP": "blimp.marginal.overall",
-    "word PPL": "ppl.marginal.word_ppl",
+    "SyntaxGym": "syntaxgym.smc.sg_score",
+    "BLiMP": "blimp.smc.overall",
+    "word PPL": "ppl.smc.word_ppl",
 }
 
 # Published rows, measured on other data with other code: Hu et al. (2020), "A Systematic Assessment
@@ -165,7 +166,7 @@ def method_row(p: Profile, label: str) -> list[str]:
         _interval(sg, 100),
         delta,
         _interval(blimp, 100),
-        _interval(ppl, prec=0, prefix="<= " if reads else ""),
+        _interval(ppl, prec=0, prefix="~ " if reads else ""),
         ", ".join(f"{n:,}" for n in params) or "not recorded",
         "(baseline)" if label == spec.baseline else (_interval(cost, prec=2) if cost else "not recorded"),
         f"{len(mine)} of {len(planned)}",
@@ -186,9 +187,10 @@ def render(profiles: Sequence[Profile], command: str | None = None) -> str:
         "profile); the verdicts are each study report's. Each number is the mean over seeds with its "
         "95% t interval and the number of seeds; SyntaxGym / BLiMP in percent. Honest metrics: "
         + ", ".join(f"{k} `{v}`" for k, v in HONEST.items())
-        + " (the leak-free prefix marginal, docs/likelihoods.md). A model that reads no tags scores "
-        "its exact p(x) in every mode; for one that reads tags the marginal word PPL is an upper bound "
-        "(`<=`) and its SyntaxGym / BLiMP come from the k-best bound on p(x). `SG vs baseline`: the "
+        + " (the particle estimate of p(x), docs/likelihoods.md). A model that reads no tags scores "
+        "its exact p(x) in every mode; for one that reads tags the word PPL is the particle estimate "
+        "(`~`; it errs high by O(1/N)) and its SyntaxGym / BLiMP come from it; whether it converged is "
+        "each study report's convergence check. `SG vs baseline`: the "
         "paired per-seed difference to the baseline (points). `step cost`: training wall seconds per "
         "step over the same seed's baseline cell's (a rough figure: the cells shared machines with "
         "other work). Rows with no finished cell say so; their parameters come from the recipe.",

@@ -10,7 +10,7 @@ from structpe.eval.glue.tasks import TASKS
 from structpe.eval.syntaxgym.evaluate import suite_names
 from structpe.io import atomic_write_text, read_json, write_json_atomic
 from structpe.study.aggregate import aggregate, load_cell_metrics, machine_of
-from structpe.study.spec import LIKELIHOODS, GlueSpec, StudySpec, folder_commands
+from structpe.study.spec import LIKELIHOODS, GlueSpec, StudySpec, folder_commands, folder_plan
 from structpe.study.wording import (
     COLUMNS,
     _across,
@@ -24,6 +24,7 @@ from structpe.study.wording import (
     md_table,
     mode_note,
     pm,
+    portable,
     rule_text,
 )
 
@@ -374,10 +375,14 @@ def render(
     lines = [f"# Study `{spec.name}` at profile `{spec.profile}`", ""]
     if spec.description:
         lines += [spec.description.strip(), ""]
+    missing = agg.get("cells_missing") or []
+    where = f"--profile {spec.profile} --output <folder>"
     lines += [
-        f"- Cells finished: {agg['cells_finished']} of {agg['cells_planned']} "
-        f"({', '.join(f'{r.label} x {len(spec.recipe_seeds(r.label))}' for r in spec.recipes)} "
-        f"seeds); baseline `{spec.baseline}`.",
+        f"- Cells finished: {agg['cells_finished']} of the {agg['cells_planned']} the profile plans"
+        + (f" (not yet run: {', '.join(missing)})" if missing else "")
+        + "; recipes on this page: "
+        + ", ".join(f"{r.label} x {len(spec.recipe_seeds(r.label))}" for r in spec.recipes)
+        + f" seeds; baseline `{spec.baseline}`.",
         f"- Profile `{spec.profile}`: {spec.profile_description or '-'}",
         f"- Recipes at profile `{spec.profile}` (recipe profile `{spec.recipe_profile}`, overrides "
         f"`{' '.join(spec.profile_overrides) or '-'}`); data: {spec.dataset.corpus}, parser "
@@ -385,7 +390,7 @@ def render(
         "- Commands (resumable; `report` rebuilds this page from the cells' `metrics.json`):",
         "",
         "```bash",
-        *(commands or [f"structpe study run {spec.name} --profile {spec.profile} --output <folder>"]),
+        *([portable(c) for c in commands or []] or [f"structpe study run {spec.name} {where}"]),
         "structpe study report <folder>",
         "```",
         "",
@@ -407,7 +412,8 @@ def render(
         "replication verdict (the paper's protocol), `honest` the second verdict on leak-free "
         "likelihoods, `shown` is reported beside them and not tested (no verdict, not in the family). "
         "Holm p: the adjusted p of the test in the paper's direction (< 0.05: replicates) / of the "
-        "opposite test (< 0.05: contradicts; - where a bound cannot contradict).",
+        "opposite test (< 0.05: contradicts); - for a test outside the family (a bound, an estimate "
+        "without a passed convergence check, a cost check: its verdict column says which).",
         "",
     ]
     rows = []
@@ -431,7 +437,9 @@ def render(
                         (r["verdict"] if tested else "-") if r["ran"] else "not run",
                     ]
                 )
-        verdicts = f"**{c['verdict']}**" + (f" / honest **{c['honest_verdict']}**" if c["honest"] else "")
+        verdicts = ("**cost check**" if c.get("cost") else f"**{c['verdict']}**") + (
+            f" / honest **{c['honest_verdict']}**" if c["honest"] else ""
+        )
         rows.append([f"**{c['id']}**", "", "", "", "", "", "", "", "", "", "", verdicts])
     lines += md_table(
         rows,
@@ -624,7 +632,7 @@ def write_study_report(
     the chance row reads, default ``$STRUCTPE_DATA``)."""
     out = Path(out)
     cells = load_cell_metrics(out)
-    agg = aggregate(cells, spec)
+    agg = aggregate(cells, spec, folder_plan(out))
     chance = chance_row(out, spec, data_dir) if cells else None
     plots = _plots(out, agg, cells, spec, chance) if cells else []
     commands = folder_commands(out) or ([command] if command else [])

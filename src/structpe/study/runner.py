@@ -401,6 +401,9 @@ def run_cell(
         "train_hash": train_hash,
         "data_fingerprint": data.fingerprint,
         "train": {k: summary.get(k) for k in ("steps", "parameters", "resumed_from", "train_wall_s", "bf16")},
+        # the training precision this machine resolved (``auto``: bf16 where native); with the CPU in
+        # ``provenance.hardware`` it decides which cells a claim may pair (structpe.study.aggregate)
+        "precision": None if summary.get("bf16") is None else ("bf16" if summary["bf16"] else "fp32"),
         "wall_s": {k: round(v, 1) for k, v in wall.items()},
         "scores": scores,
         # reporting only: neither hash covers it (training and evaluation keys are computed above)

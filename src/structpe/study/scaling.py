@@ -11,10 +11,13 @@ module adds is the comparison between two scales, a description and not a test (
   scale's mean (the signed effect moves towards / away from the paper's direction);
 - **stays within noise**: both intervals contain zero;
 - **not distinguishable at these seed counts**: anything else, or fewer than two paired seeds;
-- **not run**: the claim's recipe or metric has no cells at one of the two scales.
+- **not run**: the claim's recipe or metric has no cells at one of the two scales;
+- **protocols differ**: the two scales scored the metric under other evaluation settings (the
+  pairs, suites or beam width that ``spec.json`` records, :func:`structpe.study.spec.score_settings`):
+  their effects are not the same measurement, so no change word is given.
 
-The rules are checked in this order. "Later" is the page's order of scales (the order given, or
-the baseline's quality, worst first).
+The rules are checked in this order, "protocols differ" first. "Later" is the page's order of
+scales (the order given, or the baseline's quality, worst first).
 """
 
 from __future__ import annotations
@@ -28,11 +31,20 @@ from typing import Any
 from structpe.io import atomic_write_text, read_json, save_figure, write_json_atomic
 from structpe.study.aggregate import aggregate, better_of, load_cell_metrics, machines_text
 from structpe.study.cells import StudyError
-from structpe.study.spec import StudySpec, folder_commands, folder_spec
-from structpe.study.wording import COLUMNS, _num, count_of, md_table, mode_note, pm
+from structpe.study.spec import StudySpec, folder_commands, folder_plan, folder_spec, score_settings
+from structpe.study.wording import COLUMNS, _num, count_of, md_table, mode_note, pm, portable
 
 NOT_DISTINGUISHABLE = "not distinguishable at these seed counts"
-CHANGES = ("flips sign", "grows", "shrinks", "stays within noise", NOT_DISTINGUISHABLE, "not run")
+PROTOCOLS_DIFFER = "protocols differ"
+CHANGES = (
+    "flips sign",
+    "grows",
+    "shrinks",
+    "stays within noise",
+    NOT_DISTINGUISHABLE,
+    "not run",
+    PROTOCOLS_DIFFER,
+)
 KINDS = ("val LM loss", "word PPL", "BLiMP", "SG")  # the baseline's scores per scale, COLUMNS' names
 X_CHOICES = {"syntaxgym": "SG", "val_lm_loss": "val LM loss"}  # --x: the plot's baseline quality
 ORDERS = ("given", "quality")
@@ -48,6 +60,7 @@ class Scale:
     agg: dict[str, Any]
     chance: dict[str, Any] | None
     commands: list[str]  # the folder's runs, in order (a study run in slices has several)
+    saved: dict[str, Any]  # spec.json's `spec`: the settings its cells were evaluated under
 
     @property
     def profile(self) -> str:
@@ -69,7 +82,28 @@ def load_scale(folder: str | Path) -> Scale:
     if not cells:
         raise StudyError(f"{folder}: no finished cells (no cells/<recipe>/seed-<s>/metrics.json)")
     chance = read_json(folder / "chance.json") if (folder / "chance.json").is_file() else None
-    return Scale(folder, spec, cells, aggregate(cells, spec), chance, folder_commands(folder))
+    saved = read_json(folder / "spec.json").get("spec") or {}
+    agg = aggregate(cells, spec, folder_plan(folder))
+    return Scale(folder, spec, cells, agg, chance, folder_commands(folder), saved)
+
+
+def protocol_difference(a: Scale, b: Scale, metric: str) -> str | None:
+    """The evaluation settings of ``metric`` in which scale ``b`` differs from ``a`` (as their
+    ``spec.json`` record them), in words; None when they scored it alike."""
+    sa, sb = score_settings(a.saved, metric), score_settings(b.saved, metric)
+    unset = "not recorded"
+    keys = [k for k in dict.fromkeys([*sa, *sb]) if sa.get(k, unset) != sb.get(k, unset)]
+    said = [
+        f"`{k}` {_setting(sa.get(k, unset))} at `{a.profile}`, {_setting(sb.get(k, unset))} at `{b.profile}`"
+        for k in keys
+    ]
+    return "; ".join(said) or None
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, list) and len(value) > 4:
+        return f"{len(value)} named ({', '.join(map(str, value[:2]))}, ...)"
+    return "null" if value is None else str(value)
 
 
 def check_scales(scales: Sequence[Scale]) -> None:
@@ -170,10 +204,12 @@ def claims_across(scales: Sequence[Scale]) -> list[dict[str, Any]]:
                 p: next((r for r in c[group] if r["metric"] == metric), None) if c else None
                 for p, c in per.items()
             }
-            steps = [
-                {"from": a.profile, "to": b.profile, "change": change(at[a.profile], at[b.profile])}
-                for a, b in zip(scales, scales[1:], strict=False)
-            ]
+            steps = []
+            for a, b in zip(scales, scales[1:], strict=False):
+                differs = protocol_difference(a, b, metric)
+                word = PROTOCOLS_DIFFER if differs else change(at[a.profile], at[b.profile])
+                step = {"from": a.profile, "to": b.profile, "change": word}
+                steps.append({**step, "protocol": differs} if differs else step)
             rows.append({"role": role, "metric": metric, "at": at, "changes": steps})
         out.append(
             {
@@ -203,7 +239,10 @@ def rule_text() -> str:
         "moves towards / away from the paper's direction; the earlier scale's own spread is not "
         f"used); **stays within noise** = both intervals contain zero; **{NOT_DISTINGUISHABLE}** = "
         "anything else, or fewer than two paired seeds at a scale; **not run** = no cells for the "
-        "claim's recipe or metric at a scale. Checked in this order."
+        f"claim's recipe or metric at a scale; **{PROTOCOLS_DIFFER}** = the two scales scored the "
+        "metric under other evaluation settings (pairs, suites, beam width; each folder's "
+        "`spec.json`), so their effects are no one measurement and get no change word. Checked in "
+        f"this order, {PROTOCOLS_DIFFER} first."
     )
 
 
@@ -214,10 +253,14 @@ def _effect(r: dict[str, Any] | None) -> str:
     return f"{_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}] (n {r['n']}{bound})"
 
 
+def _change_text(step: dict[str, Any]) -> str:
+    return step["change"] + (f" ({step['protocol']})" if step.get("protocol") else "")
+
+
 def _changes(steps: list[dict[str, Any]], many: bool) -> str:
     if not many:
-        return steps[0]["change"]
-    return "; ".join(f"{s['from']} -> {s['to']}: {s['change']}" for s in steps)
+        return _change_text(steps[0])
+    return "; ".join(f"{s['from']} -> {s['to']}: {_change_text(s)}" for s in steps)
 
 
 def _seed_counts(s: Scale) -> str:
@@ -269,7 +312,9 @@ def render(
         f"same scale: a claim about a model near chance says little about a trained one.",
         "",
         "```bash",
-        command or f"structpe study scaling {' '.join(str(s.folder) for s in scales)} --output <page>.md",
+        portable(
+            command or f"structpe study scaling {' '.join(str(s.folder) for s in scales)} --output <page>.md"
+        ),
         "```",
         "",
         "## Studies",
@@ -279,8 +324,8 @@ def render(
         [
             [
                 f"`{s.profile}`",
-                f"`{s.folder}`",
-                "<br>".join(f"`{c}`" for c in s.commands) or "-",
+                f"`{portable(str(s.folder))}`",
+                "<br>".join(f"`{portable(c)}`" for c in s.commands) or "-",
                 f"{s.agg['cells_finished']} of {s.agg['cells_planned']}",
                 _seed_counts(s),
                 machines_text(s.cells),
@@ -399,7 +444,7 @@ def _sentence(c: dict[str, Any], scales: Sequence[Scale]) -> str:
     for r in c["rows"]:
         chain = f"{_effect(r['at'][scales[0].profile])} at `{scales[0].profile}`"
         for s, step in zip(scales[1:], r["changes"], strict=True):
-            chain += f" -> {_effect(r['at'][s.profile])} at `{s.profile}`: **{step['change']}**"
+            chain += f" -> {_effect(r['at'][s.profile])} at `{s.profile}`: **{_change_text(step)}**"
         parts.append(f"{r['role']} `{r['metric']}`: {chain}")
     return (
         f"- **{c['id']}** ({c['claim']}; `{c['recipe']}` vs `{c['against']}`): "
@@ -502,7 +547,7 @@ def write_scaling(
         "scales": [
             {
                 "profile": s.profile,
-                "folder": str(s.folder),
+                "folder": portable(str(s.folder)),
                 "command": s.commands[-1] if s.commands else None,
                 "commands": s.commands,
                 "cells_finished": s.agg["cells_finished"],

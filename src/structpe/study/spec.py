@@ -26,6 +26,7 @@ A study spec is a YAML file (``configs/studies/<name>.yaml``, or any path) with 
     claims:      [{id, claim, recipe, against, metrics, honest, show, better, paper: {...}}]
                  ``metrics`` decide the replication verdict (the paper's protocol), ``honest`` a
                  second verdict on leak-free likelihoods, ``show`` are reported beside them;
+                 ``cost: true`` makes the claim a cost check (shown, never decided);
                  ``against`` (default: the baseline) may be any recipe; ``paper`` is optional
                  (for GLUE also ``tasks: {task: [comparison, recipe]}``, the paper's per-task
                  scores the report prints); a claim whose every metric comes from evaluations a
@@ -39,11 +40,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.choices import DEFAULT_PARTICLES
+from structpe.choices import DEFAULT_PARTICLES, LIKELIHOODS
 from structpe.errors import RecipeError, closest
 from structpe.eval.glue.tasks import FINETUNE_TASKS, task_spec
 from structpe.io import read_json
@@ -64,7 +66,6 @@ from structpe.train.recipe import CONFIG_ROOT, load_recipe
 from structpe.yamlio import load_yaml
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
-LIKELIHOODS = ("conditional", "joint", "marginal", "smc")
 LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
 FULL_PARSES = ("test", "text")
 BETTER = ("higher", "lower")
@@ -196,6 +197,9 @@ class Claim:
     show: list[str] = field(default_factory=list)
     paper: dict[str, Any] = field(default_factory=dict)
     honest: list[str] = field(default_factory=list)
+    # a cost check (the paper's small BLiMP drop): reported with the largest cost its interval
+    # allows, never a verdict, never in the Holm family (structpe.study.aggregate)
+    cost: bool = False
 
 
 @dataclass
@@ -275,7 +279,7 @@ PROFILE_KEYS = (
     "seeds",
 )
 RECIPE_KEYS = ("recipe", "overrides", "tags", "seeds")
-CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper")
+CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper", "cost")
 EVAL_SPECS: dict[str, type] = {
     "ppl": PplSpec,
     "leakage": LeakageSpec,
@@ -441,7 +445,10 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
             show=list(c.get("show") or []),
             paper=dict(c.get("paper") or {}),
             honest=list(c.get("honest") or []),
+            cost=c.get("cost", False),
         )
+        if not isinstance(claim.cost, bool):
+            raise StudySpecError(f"{cw} ({claim.id}): cost must be true or false, got {claim.cost!r}")
         _check_paper_tasks(claim.paper.get("tasks"), f"{cw} ({claim.id}): paper.tasks")
         if _all_switched_off([*claim.metrics, *claim.honest, *claim.show], evals):
             continue  # a claim on evaluations this profile does not run (e.g. GLUE switched off)
@@ -598,9 +605,57 @@ def folder_spec(out: str | Path) -> StudySpec:
     if not spec_file.is_file():
         raise StudySpecError(f"{spec_file} not found (not a study folder)")
     saved = read_json(spec_file)
-    source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
     selections = [(r["recipes"], r["seeds"]) for r in saved_runs(saved)]
-    return select_union(load_spec(source, saved["profile"]), selections)
+    return select_union(_saved_profile(saved), selections)
+
+
+def _saved_profile(saved: dict[str, Any]) -> StudySpec:
+    """The whole profile a ``spec.json`` names: its spec file, or for a folder copied from another
+    machine where that path is gone, the shipped spec by name."""
+    source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
+    return load_spec(source, saved["profile"])
+
+
+def with_defaults(cls: type, saved: dict[str, Any]) -> dict[str, Any]:
+    """A ``spec.json`` section with the fields it lacks at their defaults: a field added after a
+    folder ran defaults to the behaviour from before it existed (e.g. BLiMP's ``marginal_limit``:
+    None = ``limit``), so its absence is no difference."""
+    return {**dataclasses.asdict(cls()), **saved}
+
+
+def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The evaluation settings that shape ``metric``'s number (``bench.mode.score``) in a spec as
+    ``spec.json`` records it (``StudySpec.to_dict()``): the bench's fields by name, less the list
+    of modes run (it changes which numbers exist, not their values), outside the marginal mode
+    its beam width, outside ``smc`` its particles, and BLiMP's ``marginal_limit`` (as the
+    evaluation cache keys of ``structpe.study.runner.eval_keys``); BLiMP's ``limit`` is the pairs
+    this mode scores. Empty for a score no evaluation setting shapes (``val_lm_loss``) or a bench
+    the spec does not run."""
+    bench, _, rest = metric.partition(".")
+    if bench not in ("ppl", "blimp", "syntaxgym") or not (saved.get("evaluations") or {}).get(bench):
+        return {}
+    sub = with_defaults(EVAL_SPECS[bench], saved["evaluations"][bench])
+    mode = rest.split(".")[0]
+    if bench == "blimp":
+        sub["limit"] = BlimpSpec(**sub).limit_for(mode)
+    drop = {
+        "likelihoods",
+        "marginal_limit",
+        *(() if mode == "marginal" else ("k",)),
+        *(() if mode == "smc" else ("particles",)),
+    }
+    kept = {f"evaluations.{bench}.{k}": v for k, v in sub.items() if k not in drop}
+    return json.loads(json.dumps(kept))  # tuples as lists, as spec.json holds them
+
+
+def folder_plan(out: str | Path) -> list[tuple[str, int]] | None:
+    """Every (recipe, seed) cell the folder's profile plans, whatever its runs selected (None for a
+    folder without ``spec.json``): "cells finished" counts against the profile, not the slices run."""
+    spec_file = Path(out) / "spec.json"
+    if not spec_file.is_file():
+        return None
+    spec = _saved_profile(read_json(spec_file))
+    return [(r.label, s) for r in spec.recipes for s in spec.recipe_seeds(r.label)]
 
 
 def folder_commands(out: str | Path) -> list[str]:

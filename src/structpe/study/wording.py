@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
-from structpe.study.aggregate import ALPHA, bound_of
+from structpe.study.aggregate import ALPHA, CONVERGED_SHARE, bound_of
 
 # what each likelihood mode is, per benchmark (docs/likelihoods.md); "*" marks the leaking ones
 MODE_NOTE = {
@@ -39,6 +40,25 @@ COLUMNS = (  # the recipes table: (short name, metric); a column appears when a 
     ("SG", "syntaxgym.marginal.sg_score"),
     ("GLUE macro", "glue.macro"),
 )
+
+
+# an absolute POSIX path inside a command line or a folder name (not the "//" of a URL)
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+-]+/)*[\w.+-]+")
+
+
+def portable(text: str) -> str:
+    """``text`` with every absolute path made machine-free: relative to the working directory when
+    under it, else its last component (a page must not print where it was made: the folder names
+    say what ran, the machine's layout does not)."""
+
+    def short(m: re.Match[str]) -> str:
+        path = Path(m.group(0))
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return path.name
+
+    return ABSOLUTE_PATH.sub(short, text)
 
 
 def mode_of(metric: str) -> str | None:
@@ -149,28 +169,40 @@ def _p(x: float | None) -> str:
     return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
 
 
-def rule_text(n_seeds: list[int], family: dict[str, int]) -> list[str]:
-    """The verdict rule, stated in study.md (the numbers come from :mod:`structpe.study.aggregate`)."""
+def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:
+    """The verdict rule and this page's Holm family, stated in study.md (the numbers come from
+    :mod:`structpe.study.aggregate`)."""
     mins = ", ".join(f"{2.0**-n:.3g} with {n} seeds" for n in sorted(set(n_seeds)) if n) or "-"
+    tests = family.get("tests") or []
+    others = family.get("not_counted") or []
     return [
         f"- **Verdict rule.** Per claim metric: the paired per-seed differences d = recipe - comparison "
-        f"(same seed), **signed so that d > 0 is the paper's direction** (every difference in this "
-        f"report is signed that way). The decision test is the one-sided paired t-test of mean d > 0 "
-        f"(scipy `ttest_1samp`); its p-values over every decision metric of the study (the "
-        f"replication `metrics` and the `honest` metrics of all claims) are Holm-Bonferroni adjusted "
-        f"as one family (here m = {family['paper_direction']} tests; the opposite tests: "
-        f"m = {family['against']}). **replicates** = adjusted p < {ALPHA}; **contradicts** = the "
-        f"adjusted p of the opposite one-sided test (mean d < 0, Holm over the opposite tests) < "
-        f"{ALPHA}; **not shown** "
-        f"= neither (also with fewer than 2 paired seeds); **not run** = the cells have no value. "
-        f"A claim with several decision metrics of one kind replicates when one replicates and none "
-        f"contradicts (and vice versa), else not shown. The 95% interval is the paired t interval.",
-        "- **Bounds are called bounds.** For a recipe that reads tags, the `joint` p(x, T) and the "
+        f"(same seed; a seed is paired only when both cells ran on the same CPU type in the same "
+        f"training precision), **signed so that d > 0 is the paper's direction** (every difference in "
+        f"this report is signed that way). The decision test is the one-sided paired t-test of mean "
+        f"d > 0 (scipy `ttest_1samp`); the p-values of the tests that can reach a verdict are "
+        f"Holm-Bonferroni adjusted as one family (here m = {family['paper_direction']} tests; the "
+        f"opposite tests: m = {family['against']}). **replicates** = adjusted p < {ALPHA}; "
+        f"**contradicts** = the adjusted p of the opposite one-sided test (mean d < 0, Holm over the "
+        f"opposite tests) < {ALPHA}; **not shown** = neither (also with fewer than 2 paired seeds); "
+        f"**not run** = the cells have no value. A claim with several deciding metrics of one kind "
+        f"replicates when one replicates and none contradicts (and vice versa), else not shown. The "
+        f"95% interval is the paired t interval.",
+        "- **The family** (the tests Holm counts): "
+        + ("; ".join(f"`{t}`" for t in tests) or "none")
+        + ". **Shown, not counted**: "
+        + ("; ".join(f"`{t['test']}` ({t['why']})" for t in others) or "none")
+        + ". A test outside the family never moves another claim's adjusted p.",
+        "- **Bounds are shown, not counted.** For a recipe that reads tags, the `joint` p(x, T) and the "
         "k-best `marginal` are *lower* bounds on p(x), so the perplexity from them is an *upper* "
-        "bound on its perplexity. A difference with one bounded side bounds the true difference "
-        'from one side: "X lowers perplexity" judged on X\'s bound can be shown (the bound already '
-        "beats the comparison's exact p(x)) but never contradicted (its opposite test is not made "
-        "and not in the family); with both sides bounds nothing is decided.",
+        "bound on its perplexity: a test on it is shown with its one-sided p and never decides. An "
+        "`honest` accuracy from the k-best marginal is a lower bound with **no convergence check**: "
+        "shown, no honest verdict. An honest score from the particle estimator (`smc`) decides only "
+        f"where every involved cell's N vs 4N decisions differ on at most {CONVERGED_SHARE:.0%} of "
+        "items (`flip_share`); otherwise the page says **estimator not converged at N**. A model "
+        "that reads no tags has its exact p(x) in every mode.",
+        "- **Cost checks** (`cost` claims, e.g. the paper's small BLiMP drop) are not discoveries: "
+        "shown with the largest cost their 95% interval allows, never in the family.",
         f"- **Robustness figure**: the exact sign-flip permutation p of the mean (all 2^n sign "
         f"patterns of n paired seeds, one-sided in the paper's direction). Its smallest possible "
         f"value is 2^-n ({mins}): with 4 seeds or fewer it cannot fall below 0.05, whatever the data.",
@@ -184,8 +216,10 @@ def _seeds_way(r: dict[str, Any]) -> str:
 def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     """One generated paragraph per claim: its verdicts and the numbers that make them."""
     head = (
-        f"- **{c['id']}** ({c['claim']}; `{c['recipe']}` vs `{c['against']}`): replication "
-        f"**{c['verdict']}**" + (f"; honest **{c['honest_verdict']}**" if c["honest"] else "") + "."
+        f"- **{c['id']}** ({c['claim']}; `{c['recipe']}` vs `{c['against']}`): "
+        + ("**cost check**" if c.get("cost") else f"replication **{c['verdict']}**")
+        + (f"; honest **{c['honest_verdict']}**" if c["honest"] else "")
+        + "."
     )
     parts = []
     for role, rows in (("replication", c["metrics"]), ("honest", c["honest"])):
@@ -194,22 +228,37 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
                 parts.append(f"{role} {describe(r['metric'], cells)}: not run")
                 continue
             bound = {
-                "lower": " (a bound: can show, cannot contradict)",
-                "upper": " (a bound: can contradict, cannot show)",
-                "both": " (both sides bounds: no verdict)",
+                "lower": " (a bound: shown, not counted)",
+                "upper": " (a bound: shown, not counted)",
+                "both": " (both sides bounds: shown, not counted)",
             }.get(r["bound"] or "", "")
+            head_p = (
+                f"Holm p {_p(r['p_adj'])} (opposite direction: {_p(r['p_against_adj'])}), "
+                if r.get("standing", "decides") == "decides"
+                else "not in the family, "
+            )
+            conv = r.get("convergence") or {}
+            share = conv.get("max_flip_share")
+            conv_text = (
+                f", largest N vs 4N flip share {share:.3f}"
+                if share is not None and conv.get("checked")
+                else ""
+            )
+            cost = (
+                f", the largest cost its interval allows {_num(r['ci95'][1])}"
+                if r.get("standing") == "cost"
+                else ""
+            )
             parts.append(
                 f"{role} {describe(r['metric'], cells)}{bound}: the paper's way on {_seeds_way(r)} "
-                f"seeds, mean {_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}], "
-                f"one-sided p {_p(r['p'])}, Holm p {_p(r['p_adj'])} (opposite direction: "
-                f"{_p(r['p_against_adj'])}), sign-flip p {_p(r['p_perm'])} "
-                f"(smallest possible {_p(r['p_perm_min'])}) -> {r['verdict']}"
+                f"seeds, mean {_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]{cost}, "
+                f"one-sided p {_p(r['p'])}, {head_p}sign-flip p {_p(r['p_perm'])} "
+                f"(smallest possible {_p(r['p_perm_min'])}){conv_text} -> {r['verdict']}"
             )
     text = head + (" " + "; ".join(parts) + "." if parts else "")
-    if c.get("machines_differ"):
+    if c.get("missing_pairs"):
         text += (
-            f" Its cells ran on different machines (`{c['recipe']}`: {'; '.join(c['machines'][0])}; "
-            f"`{c['against']}`: {'; '.join(c['machines'][1])}): the difference includes the machines' own."
+            " Missing pairs: " + "; ".join(f"seed {m['seed']}: {m['why']}" for m in c["missing_pairs"]) + "."
         )
     return text
 
