@@ -13,6 +13,8 @@ import gzip
 import hashlib
 import os
 import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,8 +48,6 @@ def open_text(path: str | os.PathLike, what: str = "file") -> IO[str]:
 def read_stdin_text() -> str:
     """All of stdin decoded like a file (``TEXT_ENCODING``, strict). ``sys.stdin`` itself would
     smuggle undecodable bytes through as surrogates under Python's UTF-8 mode."""
-    import sys
-
     data = sys.stdin.buffer.read()
     try:
         return data.decode(TEXT_ENCODING)
@@ -79,14 +79,65 @@ def _check_parent(path: Path) -> None:
         raise StructpeError(f"{path}: parent {parent} is not a directory")
 
 
+def is_special_file(path: Path) -> bool:
+    """True when ``path`` (links followed) exists and is neither a regular file nor a folder: a
+    device (``/dev/null``, ``/dev/full``, a terminal), a FIFO, a socket, or ``/proc/self/fd/1``
+    naming a pipe. Such a file is written in place: renaming a temporary file over it would
+    replace the device or pipe with a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def write_target(path: str | os.PathLike) -> Path:
+    """The file a write to ``path`` must replace: ``path`` itself, or, through any symbolic links,
+    their final target (also a dangling link's), so the link stays a link and its target gets the
+    new content. ``/proc/self/fd/N`` links are special files (:func:`is_special_file`), never
+    resolved here."""
+    p = Path(path)
+    if not p.is_symlink():
+        return p
+    try:
+        return Path(os.path.realpath(p, strict=False))
+    except OSError as err:  # a link loop
+        raise StructpeError(f"{p}: cannot follow the symbolic link ({_reason(err)})") from None
+
+
+@contextlib.contextmanager
+def _write_in_place(path: Path, mode: str, encoding: str | None) -> Iterator[IO[Any]]:
+    """A special file opened and written as it is (see :func:`is_special_file`); a full device
+    (``/dev/full``) or a failed write is one line. A closed pipe stays a ``BrokenPipeError``: the
+    command line ends quietly on it."""
+    try:
+        with open(path, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        if err.filename is not None and err.filename != str(path):
+            raise
+        raise StructpeError(f"{path}: cannot write ({_reason(err)})") from None
+
+
 @contextlib.contextmanager
 def atomic_open(
     path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"
 ) -> Iterator[IO[Any]]:
-    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path``."""
+    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path``.
+
+    The one place every structpe writer goes through: a special file (device, FIFO, a link to
+    ``/proc/self/fd/1``) is written in place; a symbolic link is written through, atomically, to
+    its target (the temporary file beside the target, then renamed over it), so the link is kept."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open writes whole files: mode 'w' or 'wb', not {mode!r}")
-    path = Path(path)
+    if is_special_file(Path(path)):
+        with _write_in_place(Path(path), mode, encoding) as fh:
+            yield fh
+        return
+    path = write_target(path)
     _check_parent(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,6 +157,19 @@ def atomic_open(
         if is_write_failure(err):
             raise StructpeError(f"{path}: cannot write ({_reason(err)}); earlier files are kept") from err
         raise
+
+
+@contextlib.contextmanager
+def open_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO[Any]]:
+    """A command's output file: ``-`` is stdout (not closed afterwards), anything else goes
+    through :func:`atomic_open`. Every ``-o``/``--output`` that names one file uses this."""
+    if str(path) == "-":
+        out = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield out
+        out.flush()
+        return
+    with atomic_open(path, mode) as fh:
+        yield fh
 
 
 def read_json(path: str | os.PathLike, *, finite: bool = False) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 from structpe.choices import STRATEGIES
 from structpe.errors import StructpeError, check_device
-from structpe.io import atomic_write_text
+from structpe.io import open_output
 from structpe.parser.tag_commands import CONLLU_SUFFIXES, OUTPUT_FORMATS, sentence_writer
 
 
@@ -201,7 +201,5 @@ def tree_svg(sent: Any) -> str:
 
 def _write(path: str, text: str) -> None:
     """stdout, or atomically (a temporary file in the same folder, then a rename)."""
-    if path == "-":
-        sys.stdout.write(text)
-        return
-    atomic_write_text(path, text)
+    with open_output(path) as fh:
+        fh.write(text)

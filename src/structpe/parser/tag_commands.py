@@ -8,7 +8,6 @@ sentence in input order, and print a summary of the non-projectivity policy on s
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import json
 import multiprocessing
@@ -22,7 +21,7 @@ from typing import Any
 
 from structpe import text_formats
 from structpe.errors import StructpeError, check_positive, reading
-from structpe.io import atomic_open, read_stdin_text, refuse_overwrite_input, split_lines
+from structpe.io import open_output, read_stdin_text, refuse_overwrite_input, split_lines
 from structpe.parser.base import (
     QUANTIZE_HELP,
     QUANTIZE_MODES,
@@ -297,7 +296,7 @@ def _run_tag(args: argparse.Namespace) -> int:
     chunks = _chunks(items, args.batch_size)
     stats = ParseStats()
     # a file output is written to a temporary sibling and renamed into place only on success
-    sink = contextlib.nullcontext(sys.stdout) if args.output == "-" else atomic_open(args.output)
+    sink = open_output(args.output)
     single = args.workers == 1 or len(chunks) <= 1
     t_load = time.perf_counter()
     if single:
