@@ -261,6 +261,36 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def replace_folder(staged: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Move the finished folder ``staged`` (built beside ``out``, on its file system) to ``out``.
+
+    An earlier ``out`` is renamed aside first and removed only after the new folder is in place,
+    so a signal at any moment leaves a loadable folder: the earlier one (at ``out``, or, between
+    the two renames, at ``.<name>.old-*`` beside it) or the new one. Removing a large folder takes
+    seconds; renames take microseconds."""
+    staged, out = Path(staged), Path(out)
+    old = None
+    if out.exists() or out.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old / out.name)
+    os.replace(staged, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def output_folder(path: str | os.PathLike, option: str) -> Path:
+    """An output folder a command rebuilds: a symbolic link to a folder is followed (the link stays,
+    its target is rebuilt); ``-`` (stdout) or an existing file is refused in one line."""
+    if str(path) == "-":
+        raise StructpeError(f"{option} -: this output is a folder, not a stream; name a folder")
+    p = Path(path)
+    if p.is_symlink():
+        p = write_target(p)
+    if p.exists() and not p.is_dir():
+        raise StructpeError(f"{option} {path}: exists and is not a folder")
+    return p
+
+
 MODEL_CONFIG_NAME = "config.json"
 MODEL_WEIGHTS_NAME = "model.safetensors"
 

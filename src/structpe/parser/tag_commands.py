@@ -8,13 +8,15 @@ sentence in input order, and print a summary of the non-projectivity policy on s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -123,6 +125,11 @@ def _init_worker(name: str, kwargs: dict[str, Any]) -> None:
     the parent says it once, in one line (an initializer that raises breaks the pool and each
     process prints its own traceback)."""
     global _PARSER, _INIT_ERROR
+    if multiprocessing.parent_process() is not None:
+        # Ctrl-C reaches the whole process group: only the parent answers it (it stops the
+        # workers); SIGTERM kills a worker at once (a forked worker inherits the CLI's handler)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         _PARSER = get_parser(name, **kwargs)
     except Exception as err:
@@ -272,6 +279,36 @@ def run_tag(args: argparse.Namespace) -> int:
     return _run_tag(args)
 
 
+def worker_count(asked: int, chunks: int) -> int:
+    """``--workers`` capped by the work (one chunk per process at most) and by the cores this
+    process may run on: more parser processes than either only cost memory and start-up time."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        cores = os.cpu_count() or 1
+    return max(1, min(asked, chunks, cores))
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int, initializer: Any, initargs: tuple) -> Iterator[ProcessPoolExecutor]:
+    """A process pool that is stopped at once when the parent is interrupted (Ctrl-C, SIGTERM) or
+    fails: queued chunks are cancelled and the workers terminated, so nothing outlives the command.
+    ``ProcessPoolExecutor.__exit__`` would wait for every running chunk; it has no public way to
+    stop its processes before Python 3.14 (``terminate_workers``), hence ``_processes``."""
+    pool = ProcessPoolExecutor(workers, initializer=initializer, initargs=initargs)
+    try:
+        yield pool
+    except BaseException:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            proc.terminate()
+        for proc in processes:
+            proc.join(5)
+        raise
+    pool.shutdown(wait=True)
+
+
 def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
@@ -294,10 +331,11 @@ def _run_tag(args: argparse.Namespace) -> int:
         )
     kwargs = _parser_kwargs(args, parser_name)
     chunks = _chunks(items, args.batch_size)
+    workers = worker_count(args.workers, len(chunks))
     stats = ParseStats()
     # a file output is written to a temporary sibling and renamed into place only on success
     sink = open_output(args.output)
-    single = args.workers == 1 or len(chunks) <= 1
+    single = workers == 1
     t_load = time.perf_counter()
     if single:
         _init_worker(parser_name, kwargs)  # load the model before the progress bar starts
@@ -312,8 +350,7 @@ def _run_tag(args: argparse.Namespace) -> int:
                 results = (_run_chunk(fmt, c) for c in chunks)
                 written = _write(results, chunks, out, bar, stats, args.output_format)
             else:
-                with ProcessPoolExecutor(args.workers, initializer=_init_worker,
-                                         initargs=(parser_name, kwargs)) as pool:
+                with worker_pool(workers, _init_worker, (parser_name, kwargs)) as pool:
                     results = pool.map(_run_chunk, [fmt] * len(chunks), chunks)
                     written = _write(results, chunks, out, bar, stats, args.output_format)
             out.flush()

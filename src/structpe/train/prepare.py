@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import PreparedDataError
-from structpe.io import read_json
+from structpe.io import output_folder, read_json, replace_folder
 from structpe.parser.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
 from structpe.train.corpus import guess_format, iter_units, text_form_record
 from structpe.train.prepare_deprels import WORD_COLUMNS, attach_deprel_ids, inventory_metadata
@@ -252,7 +252,7 @@ def prepare(
     if bos_id is None or eos_id is None:
         raise ValueError(f"tokenizer {tok_dir} needs BOS/EOS (or CLS/SEP) tokens for packing")
     fp = fingerprint(paths, tok_dir, settings)
-    out = Path(output_dir) if output_dir is not None else default_cache_dir() / fp[:20]
+    out = output_folder(output_dir, "--output") if output_dir is not None else default_cache_dir() / fp[:20]
     meta_file = out / METADATA_FILE
     if out.exists() and any(out.iterdir()):
         if not meta_file.is_file():
@@ -303,9 +303,7 @@ def prepare(
             "seconds": round(time.time() - t0, 1),
         }
         (staged / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staged, out)  # atomic on one filesystem: a killed run never leaves half a dataset
+        replace_folder(staged, out)  # a signal at any moment leaves the earlier dataset or this one
     shutil.rmtree(shard_dir, ignore_errors=True)
     counts = ", ".join(f"{k}: {v['sequences']} sequences" for k, v in stats.items())
     print(f"prepare: wrote {out} ({counts})")
