@@ -193,6 +193,15 @@ def read_json(path: str | os.PathLike, *, finite: bool = False) -> Any:
                             "truncated or edited?)") from None
 
 
+def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
+    """:func:`read_json` of a file that must hold one JSON object (a ``config.json``, a metadata file);
+    a list or a number there is an error naming the file, not an ``AttributeError`` later."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise StructpeError(f"{path}: expected a JSON object, got a {type(data).__name__}")
+    return data
+
+
 def _reason(err: BaseException) -> str:
     return (err.strerror if isinstance(err, OSError) and err.strerror else None) or " ".join(str(err).split())
 

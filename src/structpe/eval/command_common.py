@@ -9,7 +9,6 @@ handler stays a thin wrapper over the library (see cli.py).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
 from structpe.choices import PLL_METRICS
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
-from structpe.io import split_lines
+from structpe.io import read_json_object, split_lines
 
 if TYPE_CHECKING:  # torch-heavy: imported where a command runs, so `structpe --help` stays fast
     from structpe.eval.scoring.scorer import ScoringSpec
@@ -59,10 +58,15 @@ def load_model_and_tokenizer(
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
-    try:
-        cfg = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError as err:
-        raise StructpeError(f"{cfg_file}: not valid JSON ({err})") from None
+    from structpe.models.validate import check_loading_info, check_weights
+
+    cfg = read_json_object(cfg_file)
+    archs = cfg.get("architectures") or []
+    if any("ForSequenceClassification" in str(a) for a in archs):
+        raise StructpeError(
+            f"{path}: a sequence classifier ({archs[0]}, e.g. from `finetune glue`), not a language "
+            "model; give the pre-trained model it was fine-tuned from"
+        )
     if cfg.get("model_type") == "structpe-sipe":
         from structpe.models import load
 
@@ -74,14 +78,12 @@ def load_model_and_tokenizer(
     else:
         from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-        archs = cfg.get("architectures") or []
         if kind is None:
-            kind = "masked" if any("MaskedLM" in a for a in archs) else "causal"
+            kind = "masked" if any("MaskedLM" in str(a) for a in archs) else "causal"
         cls = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
         kw = {"attn_implementation": "eager"} if eager_attention else {}
-        model = cls.from_pretrained(path, **kw)
-    from structpe.models.validate import check_weights
-
+        model, info = cls.from_pretrained(path, output_loading_info=True, **kw)
+        check_loading_info(model, info, path)
     check_weights(model, path)
     tok_dir = find_tokenizer_dir(path, tokenizer)
     from structpe.train.tokenizer import auto_tokenizer

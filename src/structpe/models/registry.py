@@ -106,7 +106,7 @@ def load(path: str | Path, **kwargs):
         )
     from safetensors import SafetensorError
 
-    from structpe.models.validate import check_weight_dtypes, check_weights
+    from structpe.models.validate import check_loading_info, check_weight_dtypes, check_weights
 
     if (path / "model.safetensors").is_file():
         check_weight_dtypes(path / "model.safetensors")
@@ -118,11 +118,7 @@ def load(path: str | Path, **kwargs):
         msg = " ".join(str(err).split())[:400]
         raise StructpeError(f"{path}: the weights do not load ({type(err).__name__}: {msg})") from err
     check_weights(model, path)
-    problems = {k: sorted(info.get(k) or []) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    problems = {k: v for k, v in problems.items() if v}
-    if problems:
-        detail = "; ".join(f"{len(v)} {k.replace('_', ' ')} {v[:3]}" for k, v in problems.items())
-        raise StructpeError(f"{path}: the checkpoint does not match the model config.json builds ({detail})")
+    check_loading_info(model, info, path)
     return (model, info) if want_info else model
 
 

@@ -84,6 +84,49 @@ def check_inputs(
         )
 
 
+def check_loading_info(model: Any, info: dict[str, Any], where: str | Path) -> None:
+    """StructpeError naming ``where`` unless ``from_pretrained`` loaded every tensor of ``model``
+    from the checkpoint and used every tensor of the checkpoint (transformers only prints a load
+    report and initialises missing weights at random: a foreign or damaged checkpoint would give
+    results of a half-random model).
+
+    One exception, the intended use of a new head: a language model loaded as a sequence classifier
+    (or back: ``config.architectures`` names the other class) may lack the new head's tensors and
+    hold the old head's, as long as the body (``base_model_prefix``) is whole.
+    """
+    problems = {k: sorted(info.get(k) or []) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    archs = getattr(model.config, "architectures", None) or []
+    prefix = f"{model.base_model_prefix}."
+    body_prefixed = any(name.startswith(prefix) for name, _ in model.named_parameters())
+    name = type(model).__name__
+    if archs and name not in archs and any("ForSequenceClassification" in a for a in (name, *archs)):
+        problems["unexpected_keys"] = [k for k in problems["unexpected_keys"] if k.startswith(prefix)]
+        if body_prefixed:
+            problems["missing_keys"] = [k for k in problems["missing_keys"] if k.startswith(prefix)]
+        problems["mismatched_keys"] = [k for k in problems["mismatched_keys"]
+                                       if (k[0] if isinstance(k, tuple) else k).startswith(prefix)]
+    problems = {k: v for k, v in problems.items() if v}
+    if problems:
+        detail = "; ".join(f"{len(v)} {k.replace('_', ' ')} {v[:3]}" for k, v in problems.items())
+        raise StructpeError(
+            f"{where}: the checkpoint does not match the model its config.json builds ({detail}); "
+            "a damaged checkpoint or one of another model family"
+        )
+
+
+class StrictLoading:
+    """``from_pretrained`` that loads every tensor or refuses (:func:`check_loading_info`): the
+    first base of every structpe model class, so the Auto classes (``AutoModelForCausalLM``, ...)
+    load structpe folders as strictly as ``structpe.models.load``."""
+
+    @classmethod
+    def from_pretrained(cls, path: Any, *args: Any, **kwargs: Any) -> Any:
+        want_info = kwargs.pop("output_loading_info", False)
+        model, info = super().from_pretrained(path, *args, output_loading_info=True, **kwargs)  # type: ignore[misc]
+        check_loading_info(model, info, path)
+        return (model, info) if want_info else model
+
+
 def check_weights(model: torch.nn.Module, where: str | Path) -> None:
     """StructpeError naming ``where`` when a floating parameter or buffer holds NaN or inf."""
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
