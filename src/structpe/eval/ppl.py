@@ -26,6 +26,35 @@ from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_sco
 from structpe.syntax.alignment import get_field
 
 
+def position_limit(model: Any) -> int | None:
+    """The most tokens one sequence may have: the config's ``max_position_embeddings`` (GPT-2's
+    ``n_positions``), or None when it names none. Transformer-XL's relative positions would go on
+    past it, but the model never saw such distances, and its attention grows with the square."""
+    cfg = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_positions(model: Any, lengths: list[tuple[int, int]], sents: list[Any]) -> None:
+    """Refuse, before scoring, a sentence of more tokens (BOS and EOS included) than the model has
+    positions, naming it, the limit and the way out (``--max-length`` skips longer sentences)."""
+    limit = position_limit(model)
+    if limit is None:
+        return
+    for i, n in lengths:
+        if n > limit:
+            s = sents[i]
+            sid = s.get("sent_id") if isinstance(s, Mapping) else getattr(s, "sent_id", None)
+            name = f"sentence {i + 1}" + (f" ({sid})" if sid else "")
+            raise StructpeError(
+                f"{name} has {n:,} tokens, over the model's {limit:,} positions (max_position_embeddings); "
+                f"pass --max-length {limit} to skip longer sentences, or split the sentence"
+            )
+
+
 def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
     """TaggedSentence objects from a JSON-lines file; errors name the file and line."""
     from structpe.errors import StructpeError, reading
@@ -97,11 +126,14 @@ def evaluate_ppl(
     texts = [sentence_text(s) for s in sents]
     keep = list(range(len(sents)))
     skipped = 0
+    lens = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    extra = 1 + int(append_eos)
     if max_length is not None:
-        lens = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        extra = 1 + int(append_eos)
         keep = [i for i in keep if lens[i] + extra <= max_length]
         skipped = len(sents) - len(keep)
+    check_positions(model, [(i, lens[i] + extra) for i in keep], sents)
+    if not keep:
+        raise StructpeError(f"every sentence is longer than max_length {max_length} tokens: nothing to score")
     texts_k = [texts[i] for i in keep]
     parses = [sents[i] for i in keep] if scorer.tagged else None
     scores = scorer.score(texts_k, parses)
@@ -112,8 +144,6 @@ def evaluate_ppl(
         total_lp += sc.total
         n_tokens += len(sc.logprobs) + int(sc.eos_logprob is not None)
         n_words += len(get_field(sents[i], "words")) + int(sc.eos_logprob is not None)
-    if n_tokens == 0:
-        raise ValueError("every sentence was skipped (max_length too small?)")
     if not math.isfinite(total_lp):
         raise StructpeError(
             f"the model scores these sentences {total_lp} (not a finite log-probability): "

@@ -32,6 +32,7 @@ from typing import Any
 from structpe.errors import PreparedDataError
 from structpe.io import output_folder, read_json, replace_folder
 from structpe.parser.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
+from structpe.syntax.sentences import check_text_lengths
 from structpe.train.corpus import guess_format, iter_units, text_form_record
 from structpe.train.prepare_deprels import WORD_COLUMNS, attach_deprel_ids, inventory_metadata
 from structpe.train.prepare_settings import (
@@ -111,6 +112,8 @@ def _prepare_split(
         column = next(iter(units))
         if settings.max_units is not None:
             units = {k: v[: settings.max_units] for k, v in units.items()}
+        if "text" in units:  # before the parse step: spaCy cuts every text into sentences
+            check_text_lengths(units["text"], f"split {name!r} ({', '.join(map(str, paths))}): ")
         if not units[column]:
             raise ValueError(f"split {name!r}: no text in {', '.join(map(str, paths))}")
         n_units = len(units[column])
