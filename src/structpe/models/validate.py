@@ -114,14 +114,46 @@ def check_loading_info(model: Any, info: dict[str, Any], where: str | Path) -> N
         )
 
 
-class StrictLoading:
-    """``from_pretrained`` that loads every tensor or refuses (:func:`check_loading_info`): the
-    first base of every structpe model class, so the Auto classes (``AutoModelForCausalLM``, ...)
-    load structpe folders as strictly as ``structpe.models.load``."""
+def check_model_fits(config: Any, where: str = "model config") -> None:
+    """StructpeError, before anything is allocated, when the weights ``config`` describes cannot fit
+    in the memory available now (a config with absurd sizes would otherwise hang in allocation or
+    be killed). The estimate is a lower bound -- the embedding, attention and feed-forward matrices
+    in float32 -- so a model that fits is never refused."""
+    import psutil
+
+    d, layers = int(config.d_model), int(config.n_layers)
+    params = int(config.vocab_size) * d + layers * (4 * d * d + 2 * d * int(config.d_ff))
+    need, free = 4 * params, psutil.virtual_memory().available
+    if need > free:
+        raise StructpeError(
+            f"{where}: vocab_size={config.vocab_size}, d_model={d}, n_layers={layers}, "
+            f"d_ff={config.d_ff} need at least {params:,} parameters ({need / 2**30:,.1f} GiB in float32), "
+            f"more than the {free / 2**30:,.1f} GiB of memory available; check the sizes"
+        )
+
+
+_HUB = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+
+
+class CheckedModel:
+    """The first base of every structpe model class: its size is checked before any weight is
+    allocated (:func:`check_model_fits`; skipped on the meta device, which allocates nothing), and
+    ``from_pretrained`` loads every tensor or refuses (:func:`check_loading_info`), so the Auto
+    classes (``AutoModelForCausalLM``, ...) load structpe folders as strictly as
+    ``structpe.models.load``."""
+
+    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        if torch.get_default_device().type != "meta":
+            check_model_fits(config)
+        super().__init__(config, *args, **kwargs)
 
     @classmethod
     def from_pretrained(cls, path: Any, *args: Any, **kwargs: Any) -> Any:
         want_info = kwargs.pop("output_loading_info", False)
+        config = kwargs.get("config")
+        if not isinstance(config, cls.config_class):  # transformers builds on the meta device: check here
+            config = cls.config_class.from_pretrained(path, **{k: v for k, v in kwargs.items() if k in _HUB})
+        check_model_fits(config, f"{path}/config.json")
         model, info = super().from_pretrained(path, *args, output_loading_info=True, **kwargs)  # type: ignore[misc]
         check_loading_info(model, info, path)
         return (model, info) if want_info else model
