@@ -23,19 +23,8 @@ from typing import Any
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.models.validate import position_limit
 from structpe.syntax.alignment import get_field
-
-
-def position_limit(model: Any) -> int | None:
-    """The most tokens one sequence may have: the config's ``max_position_embeddings`` (GPT-2's
-    ``n_positions``), or None when it names none. Transformer-XL's relative positions would go on
-    past it, but the model never saw such distances, and its attention grows with the square."""
-    cfg = getattr(model, "config", None)
-    for key in ("max_position_embeddings", "n_positions"):
-        value = getattr(cfg, key, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
 
 
 def check_positions(model: Any, lengths: list[tuple[int, int]], sents: list[Any]) -> None:

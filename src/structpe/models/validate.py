@@ -159,6 +159,18 @@ class CheckedModel:
         return (model, info) if want_info else model
 
 
+def position_limit(model: Any) -> int | None:
+    """The most tokens one sequence may have: the config's ``max_position_embeddings`` (GPT-2's
+    ``n_positions``), or None when it names none. Transformer-XL's relative positions would go on
+    past it, but the model never saw such distances, and its attention grows with the square."""
+    cfg = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 def check_weights(model: torch.nn.Module, where: str | Path) -> None:
     """StructpeError naming ``where`` when a floating parameter or buffer holds NaN or inf."""
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
