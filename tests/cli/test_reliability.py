@@ -176,7 +176,10 @@ SPEC = (
 @pytest.mark.parametrize(
     ("edit", "needles"),
     [
-        (("corpus: brown", "corpus: browns"), ["dataset.corpus", "browns"]),
+        (("corpus: ud-ewt", "corpus: ud-ewtt"), ["dataset.corpus", "ud-ewtt"]),
+        # what the run's prepare refuses, --dry-run refuses too
+        (("corpus: ud-ewt", "corpus: brown"), ["gold parser needs CoNLL-U", "'brown'"]),
+        (("parser: gold", "parser: gold, max_sentence_words: 40"), ["max_words cuts", "'ud-ewt'"]),
         (("parser: gold", "parser: stanza"), ["dataset.parser", "stanza"]),
         (("test_sentences: 12", "test_sentences: 0"), ["test_sentences", ">= 1"]),
         (("name: fuzz-study", "name: x/../../../escaped"), ["name", "x/../../../escaped"]),

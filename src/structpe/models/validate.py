@@ -41,10 +41,12 @@ def check_inputs(
     deprel_ids: Any = None,
     token_type_ids: Any = None,
     past_length: int = 0,
+    vocab_size: int | None = None,
 ) -> None:
     """ValueError unless the inputs fit ``input_ids`` [batch, length] and the model ``config``.
 
-    ``input_ids`` must be non-empty and inside the vocabulary (:func:`check_token_ids`).
+    ``input_ids`` must be non-empty and inside the vocabulary (:func:`check_token_ids`):
+    ``config.vocab_size``, or ``vocab_size`` for a model whose config names none (the adapter's).
     ``attention_mask`` is [batch, length], or [batch, past_length + length] with a cache (decoders).
     The tags come as a pair; ``deprel_ids`` only for a model built with a DEPREL table
     (``config.n_deprels > 0``): given to another model it would be ignored.
@@ -54,7 +56,7 @@ def check_inputs(
         raise ValueError(f"input_ids: expected a 2-D tensor of token ids [batch, length], got {got}")
     shape = (int(input_ids.shape[0]), int(input_ids.shape[1]))
     _check_ids("input_ids", input_ids, shape, "token ids")
-    check_token_ids(input_ids, config.vocab_size)
+    check_token_ids(input_ids, vocab_size or config.vocab_size)
     if attention_mask is not None:
         if not isinstance(attention_mask, torch.Tensor):
             raise ValueError(f"attention_mask: expected a torch.Tensor, got {type(attention_mask).__name__}")

@@ -24,6 +24,7 @@ from typing import Any
 from structpe.errors import StructpeError
 from structpe.io import atomic_write_text, stable_hash
 from structpe.study.spec import DatasetSpec
+from structpe.study.spec_checks import dataset_prepare_settings
 
 
 @dataclass
@@ -216,14 +217,7 @@ def prepare_study_data(
         )
 
     def settings(n: int, tags: str = "parse") -> PrepareSettings:
-        return PrepareSettings(
-            parser=ds.parser,
-            input_format=fmt,
-            seq_len=ds.seq_len,
-            max_units=n,
-            tags=tags,
-            max_words=ds.max_sentence_words,
-        )
+        return dataset_prepare_settings(ds, n, tags)
 
     run = {"num_proc": ds.num_proc, "shard_units": ds.shard_units}  # how, not what: same output
     train = prepare(

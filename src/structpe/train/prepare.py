@@ -91,16 +91,11 @@ def _prepare_split(
     from datasets import Dataset
 
     nproc = num_proc if num_proc and num_proc > 1 else None
-    if settings.max_words is not None and fmt != "text":
-        raise ValueError(
-            f"max_words cuts sentences of raw text; {paths[0]} is read as {fmt!r}, whose sentences are given"
-        )
+    settings.check_input(fmt, str(paths[0]))
     if fmt == "conllu" and settings.parser == "gold":
         cols, n_units = _gold_units(paths, settings.nonprojective, settings.max_units)
         sents = Dataset.from_dict(cols)
     else:
-        if settings.parser == "gold":
-            raise ValueError(f"the gold parser needs CoNLL-U input, but {paths[0]} is read as {fmt!r} text")
         if fmt == "conllu":
             from structpe.syntax.conllu_io import read_conllu
 
@@ -240,13 +235,8 @@ def prepare(
                 raise FileNotFoundError(f"split {k!r}: input file not found: {p}")
     if shard_units is not None and shard_units < 1:
         raise ValueError(f"shard_units must be >= 1, got {shard_units}")
-    if settings.parser == "gold":
-        for k, ps in paths.items():
-            fmt = settings.input_format or guess_format(ps[0])
-            if fmt != "conllu":
-                raise ValueError(
-                    f"the gold parser needs CoNLL-U input, but split {k!r} ({ps[0]}) is read as {fmt!r} text"
-                )
+    for k, ps in paths.items():  # before any work: the settings fit every split's format
+        settings.check_input(settings.input_format or guess_format(ps[0]), f"split {k!r} ({ps[0]})")
     tok_dir = str(Path(tokenizer).resolve())
     tok = _get_tokenizer(tok_dir)
     settings = replace(settings, text_form=resolve_text_form(settings, tok))
