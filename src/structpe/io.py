@@ -270,6 +270,21 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def writing(folder: str | os.PathLike, inside: str | os.PathLike | None = None) -> Iterator[None]:
+    """Name ``folder`` in a failed write met while building it with a library that writes on its
+    own (``datasets``: ``[Errno 28] No space left on device``, without a file name): one line, and
+    the earlier output is kept (the build is staged beside it). An error naming a file under
+    ``inside`` (the staging folder) is a failed write too."""
+    try:
+        yield
+    except Exception as err:
+        staged = inside is not None and isinstance(err, OSError) and str(inside) in str(err.filename)
+        if is_write_failure(err) or staged:
+            raise StructpeError(f"{folder}: cannot write ({_reason(err)}); earlier files are kept") from err
+        raise
+
+
 def replace_folder(staged: str | os.PathLike, out: str | os.PathLike) -> None:
     """Move the finished folder ``staged`` (built beside ``out``, on its file system) to ``out``.
 

@@ -342,7 +342,7 @@ def test_truncated_files_are_named(tmp_path: Path, tiny_model: Path, capsys) -> 
     text = (broken / "tokenizer.json").read_text()
     (broken / "tokenizer.json").write_text(text[: len(text) // 2])
     argv = ["eval", "ppl", "--model", str(broken), "--data", str(FIXTURES / "ok.jsonl"), "--out", str(study)]
-    _fails(argv, capsys, str(broken), "the tokenizer does not load")
+    _fails(argv, capsys, str(broken / "tokenizer.json"), "not valid JSON")
 
 
 # -- the Python API ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import PreparedDataError
-from structpe.io import output_folder, read_json, replace_folder
+from structpe.io import output_folder, read_json, replace_folder, writing
 from structpe.parser.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
 from structpe.syntax.sentences import check_text_lengths
 from structpe.train.corpus import guess_format, iter_units, text_form_record
@@ -262,7 +262,7 @@ def prepare(
     shard_dir = out.parent / f".{out.name}.shards-{fp[:16]}"
     if settings.tags == "prefix" and not shard_units:  # one parse per word prefix: always resumable
         shard_units = PREFIX_SHARD
-    with tempfile.TemporaryDirectory(prefix=".prepare-", dir=out.parent) as tmp:
+    with tempfile.TemporaryDirectory(prefix=".prepare-", dir=out.parent) as tmp, writing(out, tmp):
         work = Path(tmp) / "work"
         work.mkdir()
         staged = Path(tmp) / "dataset"
