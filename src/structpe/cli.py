@@ -96,6 +96,26 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+# SIGTERM and SIGHUP end a command as Ctrl-C does (Windows has no SIGHUP)
+_SIGNALS = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _default_signals_in_child() -> None:
+    """A forked worker (a ``datasets`` map, a process pool) dies on SIGTERM as processes do: its
+    parent stops it that way, and an inherited :func:`_raise_terminated` would print a traceback."""
+    for s in _SIGNALS:
+        if signal.getsignal(s) is _raise_terminated:
+            signal.signal(s, signal.SIG_DFL)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_default_signals_in_child)
+
+
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM and SIGHUP into :class:`Terminated` while a command runs (main thread only;
@@ -105,12 +125,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def _raise(signum: int, frame: object) -> None:
-        raise Terminated(signum)
-
-    signals = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]  # Windows: no SIGHUP
-    earlier = {s: signal.signal(s, _raise) for s in signals}
+    earlier = {s: signal.signal(s, _raise_terminated) for s in _SIGNALS}
     try:
         yield
     finally:

@@ -126,10 +126,8 @@ def _init_worker(name: str, kwargs: dict[str, Any]) -> None:
     process prints its own traceback)."""
     global _PARSER, _INIT_ERROR
     if multiprocessing.parent_process() is not None:
-        # Ctrl-C reaches the whole process group: only the parent answers it (it stops the
-        # workers); SIGTERM kills a worker at once (a forked worker inherits the CLI's handler)
+        # Ctrl-C reaches the whole process group: only the parent answers it (it stops the workers)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         _PARSER = get_parser(name, **kwargs)
     except Exception as err:
