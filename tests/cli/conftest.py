@@ -44,3 +44,23 @@ def make_tiny_model():  # noqa: ANN201 (the function above, for tests that need 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture
+def cli_fails(capsys: pytest.CaptureFixture[str]):  # noqa: ANN201 (the checker below)
+    """``cli_fails(argv, *needles)``: run the CLI in-process; it must exit 2 with exactly one line on
+    stderr, containing every needle, and no traceback (the CLI's contract for bad input)."""
+    from structpe.cli import main
+
+    def check(argv: list[str], *needles: str) -> str:
+        capsys.readouterr()
+        rc = main(argv)
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert rc == 2, err
+        assert len(lines) == 1 and ": error: " in lines[0] and "Traceback" not in err, err
+        for needle in needles:
+            assert needle in lines[0], (needle, lines[0])
+        return lines[0]
+
+    return check

@@ -8,27 +8,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from structpe.cli import main
 from structpe.errors import StructpeError
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def _fails(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    capsys.readouterr()
-    rc = main(argv)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and ": error: " in lines[0] and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def _edit_weights(src: Path, dst: Path, drop: str | None = None, add: str | None = None) -> Path:
@@ -53,7 +41,7 @@ def damaged(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 @pytest.mark.parametrize("kind", ["missing", "extra"])
 def test_every_loader_refuses_a_missing_or_an_extra_tensor(
-    kind: str, damaged: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kind: str, damaged: dict[str, Path], tmp_path: Path, cli_fails: Any
 ) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -65,9 +53,9 @@ def test_every_loader_refuses_a_missing_or_an_extra_tensor(
         AutoModelForCausalLM.from_pretrained(folder)
     with pytest.raises(StructpeError, match=word):
         load(folder)
-    _fails(["eval", "ppl", "--model", str(folder), "--data", str(FIXTURES / "ok.jsonl"),
-            "--out", str(tmp_path / "o")], capsys, str(folder), word)
-    _fails(["generate", "--model", str(folder), "--max-words", "3"], capsys, str(folder), word)
+    cli_fails(["eval", "ppl", "--model", str(folder), "--data", str(FIXTURES / "ok.jsonl"),
+            "--out", str(tmp_path / "o")], str(folder), word)
+    cli_fails(["generate", "--model", str(folder), "--max-words", "3"], str(folder), word)
 
 
 def test_the_auto_classes_still_load_a_whole_folder(tiny_model: Path) -> None:
@@ -78,7 +66,7 @@ def test_the_auto_classes_still_load_a_whole_folder(tiny_model: Path) -> None:
 
 
 def test_weights_of_another_family_under_a_llama_config_are_refused(
-    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_model: Path, tmp_path: Path, cli_fails: Any
 ) -> None:
     from transformers import LlamaConfig
 
@@ -88,19 +76,19 @@ def test_weights_of_another_family_under_a_llama_config_are_refused(
                       num_attention_heads=2, num_key_value_heads=2)
     cfg.architectures = ["LlamaForCausalLM"]
     cfg.save_pretrained(folder)
-    _fails(["eval", "ppl", "--model", str(folder), "--data", str(FIXTURES / "ok.jsonl"),
-            "--out", str(tmp_path / "o")], capsys, str(folder), "missing keys")
+    cli_fails(["eval", "ppl", "--model", str(folder), "--data", str(FIXTURES / "ok.jsonl"),
+            "--out", str(tmp_path / "o")], str(folder), "missing keys")
 
 
 def test_a_config_list_and_a_classifier_are_one_line(
-    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_model: Path, tmp_path: Path, cli_fails: Any
 ) -> None:
     listed = tmp_path / "listed"
     shutil.copytree(tiny_model, listed)
     (listed / "config.json").write_text("[1, 2]\n")
     data = ["--data", str(FIXTURES / "ok.jsonl"), "--out", str(tmp_path / "o")]
-    _fails(["eval", "ppl", "--model", str(listed), *data], capsys, "config.json", "expected a JSON object")
-    _fails(["generate", "--model", str(listed)], capsys, "config.json", "expected a JSON object")
+    cli_fails(["eval", "ppl", "--model", str(listed), *data], "config.json", "expected a JSON object")
+    cli_fails(["generate", "--model", str(listed)], "config.json", "expected a JSON object")
 
     from structpe.eval.glue.finetune import load_classifier
 
@@ -112,4 +100,4 @@ def test_a_config_list_and_a_classifier_are_one_line(
     shutil.copy(tiny_model / "tokenizer.json", saved)
     archs = json.loads((saved / "config.json").read_text())["architectures"]
     assert archs[0].endswith("ForSequenceClassification")
-    _fails(["eval", "ppl", "--model", str(saved), *data], capsys, "sequence classifier")
+    cli_fails(["eval", "ppl", "--model", str(saved), *data], "sequence classifier")

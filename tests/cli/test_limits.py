@@ -10,6 +10,7 @@ import errno
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,18 +18,6 @@ from structpe.cli import main
 from structpe.errors import StructpeError
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def _fails(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    capsys.readouterr()
-    rc = main(argv)
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if ": error: " in line or "Traceback" in line]
-    assert rc == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def test_text_past_spacys_length_is_refused_before_parsing(tmp_path: Path) -> None:
@@ -40,15 +29,17 @@ def test_text_past_spacys_length_is_refused_before_parsing(tmp_path: Path) -> No
         check_text_lengths(["ok", "a" * (MAX_TEXT_CHARS + 1)], "split 'train' (x): ")
 
 
-def test_a_sentence_past_the_hexataggers_words_is_one_line(tmp_path: Path, capsys) -> None:
+def test_a_sentence_past_the_hexataggers_words_is_one_line(tmp_path: Path, cli_fails: Any) -> None:
     src = tmp_path / "long.txt"
     src.write_text(" ".join(["dog"] * 20_000) + "\n")
-    _fails(["tag", str(src), "--input-format", "tokenized-lines", "--parser", "hexatagger", "-o",
-            str(tmp_path / "o.jsonl"), "--no-progress"], capsys, "long.txt", "20,000 words", "limit of 510")
+    cli_fails(["tag", str(src), "--input-format", "tokenized-lines", "--parser", "hexatagger", "-o",
+            str(tmp_path / "o.jsonl"), "--no-progress"], "long.txt", "20,000 words", "limit of 510")
     assert not (tmp_path / "o.jsonl").exists()
 
 
-def test_eval_ppl_refuses_a_sentence_past_the_positions(tiny_model: Path, tmp_path: Path, capsys) -> None:
+def test_eval_ppl_refuses_a_sentence_past_the_positions(
+    tiny_model: Path, tmp_path: Path, cli_fails: Any
+) -> None:
     from structpe.syntax.tagged import TaggedSentence
 
     n = 600  # the tiny model has 512 positions
@@ -56,12 +47,14 @@ def test_eval_ppl_refuses_a_sentence_past_the_positions(tiny_model: Path, tmp_pa
     data = tmp_path / "long.jsonl"
     data.write_text(json.dumps(row) + "\n" + (FIXTURES / "ok.jsonl").read_text())
     argv = ["eval", "ppl", "--model", str(tiny_model), "--data", str(data), "--out", str(tmp_path / "o")]
-    _fails(argv, capsys, "sentence 1", "512 positions", "--max-length 512")
+    cli_fails(argv, "sentence 1", "512 positions", "--max-length 512")
     assert main([*argv, "--max-length", "512"]) == 0  # the way out: the long sentence is skipped
     assert json.loads((tmp_path / "o" / "ppl.json").read_text())["skipped"] == 1
 
 
-def test_absurd_model_sizes_are_refused_before_allocation(tiny_model: Path, tmp_path: Path, capsys) -> None:
+def test_absurd_model_sizes_are_refused_before_allocation(
+    tiny_model: Path, tmp_path: Path, cli_fails: Any
+) -> None:
     from structpe.models import SiPEConfig, build_model
 
     huge = {"d_model": 65536, "n_layers": 64, "d_ff": 262144}
@@ -72,17 +65,17 @@ def test_absurd_model_sizes_are_refused_before_allocation(tiny_model: Path, tmp_
     shutil.copytree(tiny_model, folder)
     saved = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**saved, **huge}))
-    _fails(["eval", "ppl", "--model", str(folder), "--data", str(FIXTURES / "ok.jsonl"), "--out",
-            str(tmp_path / "o")], capsys, "config.json", "memory available")
+    cli_fails(["eval", "ppl", "--model", str(folder), "--data", str(FIXTURES / "ok.jsonl"), "--out",
+            str(tmp_path / "o")], "config.json", "memory available")
     from transformers import AutoModelForCausalLM
 
     with pytest.raises(StructpeError, match="memory available"):
         AutoModelForCausalLM.from_pretrained(folder)
 
 
-def test_generate_max_words_past_the_positions_is_one_line(tiny_model: Path, capsys) -> None:
-    _fails(["generate", "--model", str(tiny_model), "--max-words", "1000000"], capsys,
-           "--max-words 1,000,000", "512 positions", "at most 510")
+def test_generate_max_words_past_the_positions_is_one_line(tiny_model: Path, cli_fails: Any) -> None:
+    cli_fails(["generate", "--model", str(tiny_model), "--max-words", "1000000"],
+              "--max-words 1,000,000", "512 positions", "at most 510")
 
 
 def test_study_report_names_a_score_that_is_not_a_number(tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ def load_model_and_tokenizer(
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
-    from structpe.models.validate import check_loading_info, check_weights
+    from structpe.models.validate import check_weights, load_strictly
 
     cfg = read_json_object(cfg_file)
     archs = cfg.get("architectures") or []
@@ -82,8 +82,7 @@ def load_model_and_tokenizer(
             kind = "masked" if any("MaskedLM" in str(a) for a in archs) else "causal"
         cls = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
         kw = {"attn_implementation": "eager"} if eager_attention else {}
-        model, info = cls.from_pretrained(path, output_loading_info=True, **kw)
-        check_loading_info(model, info, path)
+        model, _ = load_strictly(cls.from_pretrained, path, **kw)
     check_weights(model, path)
     tok_dir = find_tokenizer_dir(path, tokenizer)
     from structpe.train.tokenizer import auto_tokenizer

@@ -106,7 +106,7 @@ def load(path: str | Path, **kwargs):
         )
     from safetensors import SafetensorError
 
-    from structpe.models.validate import check_loading_info, check_weight_dtypes, check_weights
+    from structpe.models.validate import check_weight_dtypes, check_weights
 
     if (path / "model.safetensors").is_file():
         check_weight_dtypes(path / "model.safetensors")
@@ -117,8 +117,7 @@ def load(path: str | Path, **kwargs):
     except (OSError, RuntimeError, SafetensorError) as err:
         msg = " ".join(str(err).split())[:400]
         raise StructpeError(f"{path}: the weights do not load ({type(err).__name__}: {msg})") from err
-    check_weights(model, path)
-    check_loading_info(model, info, path)
+    check_weights(model, path)  # every tensor was loaded: CheckedModel.from_pretrained refuses otherwise
     return (model, info) if want_info else model
 
 

@@ -92,9 +92,10 @@ def check_loading_info(model: Any, info: dict[str, Any], where: str | Path) -> N
     report and initialises missing weights at random: a foreign or damaged checkpoint would give
     results of a half-random model).
 
-    One exception, the intended use of a new head: a language model loaded as a sequence classifier
+    Exceptions, the intended uses of a new head: a language model loaded as a sequence classifier
     (or back: ``config.architectures`` names the other class) may lack the new head's tensors and
-    hold the old head's, as long as the body (``base_model_prefix``) is whole.
+    hold the old head's, and a head of another size may be replaced (``ignore_mismatched_sizes``),
+    as long as the body (``base_model_prefix``) is whole.
     """
     problems = {k: sorted(info.get(k) or []) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     archs = getattr(model.config, "architectures", None) or []
@@ -105,8 +106,10 @@ def check_loading_info(model: Any, info: dict[str, Any], where: str | Path) -> N
         problems["unexpected_keys"] = [k for k in problems["unexpected_keys"] if k.startswith(prefix)]
         if body_prefixed:
             problems["missing_keys"] = [k for k in problems["missing_keys"] if k.startswith(prefix)]
-        problems["mismatched_keys"] = [k for k in problems["mismatched_keys"]
-                                       if (k[0] if isinstance(k, tuple) else k).startswith(prefix)]
+    # a head of another size (2 labels saved, 1 wanted): only with ``ignore_mismatched_sizes``, which
+    # asks for a fresh head; a mismatched body is refused
+    problems["mismatched_keys"] = [k for k in problems["mismatched_keys"]
+                                   if (k[0] if isinstance(k, tuple) else k).startswith(prefix)]
     problems = {k: v for k, v in problems.items() if v}
     if problems:
         detail = "; ".join(f"{len(v)} {k.replace('_', ' ')} {v[:3]}" for k, v in problems.items())
@@ -156,9 +159,24 @@ class CheckedModel:
         if not isinstance(config, cls.config_class):  # transformers builds on the meta device: check here
             config = cls.config_class.from_pretrained(path, **{k: v for k, v in kwargs.items() if k in _HUB})
         check_model_fits(config, f"{path}/config.json")
-        model, info = super().from_pretrained(path, *args, output_loading_info=True, **kwargs)  # type: ignore[misc]
-        check_loading_info(model, info, path)
+        model, info = load_strictly(super().from_pretrained, path, *args, **kwargs)  # type: ignore[misc]
         return (model, info) if want_info else model
+
+
+def load_strictly(from_pretrained: Any, path: Any, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    """``from_pretrained(path, ...)`` (any transformers class), refused unless every tensor matches
+    (:func:`check_loading_info`). Transformers' own load report (a multi-line table on stderr) is
+    silenced: the refusal names the keys in one line."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = from_pretrained(path, *args, output_loading_info=True, **kwargs)
+    finally:
+        hf_logging.set_verbosity(level)
+    check_loading_info(model, info, path)
+    return model, info
 
 
 def position_limit(model: Any) -> int | None:

@@ -105,11 +105,9 @@ def load_classifier(path: str | Path, num_labels: int) -> Any:
         return model_class(cfg["family"], "classification").from_pretrained(path, **kw)
     from transformers import AutoModelForSequenceClassification
 
-    from structpe.models.validate import check_loading_info
+    from structpe.models.validate import load_strictly
 
-    model, info = AutoModelForSequenceClassification.from_pretrained(path, output_loading_info=True, **kw)
-    check_loading_info(model, info, path)
-    return model
+    return load_strictly(AutoModelForSequenceClassification.from_pretrained, path, **kw)[0]
 
 
 def recorded_parser(model_path: str | Path) -> dict[str, Any] | None:
