@@ -118,3 +118,13 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
         err = proc.stderr.read().decode()
         assert proc.wait(60) == 141, err
         assert "Traceback" not in err and "error" not in err, err
+
+
+def test_dash_for_a_folder_output_is_one_line(tmp_path: Path, tiny_model: Path, cli_fails) -> None:  # noqa: ANN001
+    conllu = str(FIXTURES / "ok.conllu")
+    cli_fails(["tokenizer", "train", conllu, "-o", "-"], "-o/--output -", "a folder, not a stream")
+    cli_fails(["eval", "ppl", "--model", str(tiny_model), "--data", str(FIXTURES / "ok.jsonl"), "--out", "-"],
+              "--out -", "a folder")
+    cli_fails(["prepare", "--train", conllu, "--validation", conllu, "--tokenizer", str(tiny_model),
+               "--parser", "gold", "-o", "-"], "--output -", "a folder")
+    assert not Path("-").exists()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
 from structpe.choices import PLL_METRICS
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
-from structpe.io import read_json_object, split_lines
+from structpe.io import output_folder, read_json_object, split_lines
 
 if TYPE_CHECKING:  # torch-heavy: imported where a command runs, so `structpe --help` stays fast
     from structpe.eval.scoring.scorer import ScoringSpec
@@ -242,8 +242,8 @@ def check_args(args: argparse.Namespace) -> None:
         if path is not None and not Path(path).is_file():
             what = "no such file" if not Path(path).exists() else "not a file"
             raise StructpeError(f"--{opt} {path}: {what}")
-    if getattr(args, "out", None) and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise StructpeError(f"--out {args.out}: exists and is not a folder")
+    if getattr(args, "out", None):
+        output_folder(args.out, "--out")  # a folder: "-" or an existing file is refused
     check_device(getattr(args, "device", "cpu"))
 
 
