@@ -254,18 +254,15 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
     except OSError as err:
         raise StructpeError(f"{folder}: cannot write there ({_reason(err)})") from None
     try:
-        yield tmp
-        for src in sorted(tmp.rglob("*")):
-            if src.is_file():
-                dest = folder / src.relative_to(tmp)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with open(src, "rb") as fh:
-                    os.fsync(fh.fileno())
-                os.replace(src, dest)
-    except Exception as err:
-        if is_write_failure(err) or (isinstance(err, OSError) and str(tmp) in str(err.filename)):
-            raise StructpeError(f"{folder}: cannot write ({_reason(err)}); earlier files are kept") from err
-        raise
+        with writing(folder, tmp):
+            yield tmp
+            for src in sorted(tmp.rglob("*")):
+                if src.is_file():
+                    dest = folder / src.relative_to(tmp)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    with open(src, "rb") as fh:
+                        os.fsync(fh.fileno())
+                    os.replace(src, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
