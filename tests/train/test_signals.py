@@ -126,3 +126,18 @@ def test_tag_worker_count_is_capped_by_chunks_and_cores() -> None:
     assert worker_count(48, 2) == min(2, len(os.sched_getaffinity(0)))
     assert worker_count(48, 1000) == len(os.sched_getaffinity(0))
     assert worker_count(3, 0) == 1
+
+
+def test_the_studys_merged_data_is_rebuilt_beside(gold_dataset: Path, tmp_path: Path) -> None:
+    import json
+
+    from structpe.study.data import merge_prepared
+    from structpe.train.prepare_settings import METADATA_FILE
+
+    dest = merge_prepared(gold_dataset, gold_dataset, tmp_path / "merged")
+    meta_file = dest / METADATA_FILE
+    key = json.loads(meta_file.read_text())["fingerprint"]
+    meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), "fingerprint": "stale"}))
+    merge_prepared(gold_dataset, gold_dataset, dest)  # a rebuild: staged beside, then swapped
+    assert load_prepared(dest)[1]["fingerprint"] == key
+    assert [p.name for p in tmp_path.iterdir()] == ["merged"]
