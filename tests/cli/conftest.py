@@ -48,19 +48,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def cli_fails(capsys: pytest.CaptureFixture[str]):  # noqa: ANN201 (the checker below)
-    """``cli_fails(argv, *needles)``: run the CLI in-process; it must exit 2 with exactly one line on
-    stderr, containing every needle, and no traceback (the CLI's contract for bad input)."""
-    from structpe.cli import main
+    """``cli_fails(argv, *needles)``: :func:`cli_contract.fails` with this test's ``capsys``."""
+    from cli_contract import fails
 
-    def check(argv: list[str], *needles: str) -> str:
-        capsys.readouterr()
-        rc = main(argv)
-        err = capsys.readouterr().err
-        lines = err.strip().splitlines()
-        assert rc == 2, err
-        assert len(lines) == 1 and ": error: " in lines[0] and "Traceback" not in err, err
-        for needle in needles:
-            assert needle in lines[0], (needle, lines[0])
-        return lines[0]
-
-    return check
+    return lambda argv, *needles: fails(argv, capsys, *needles)

@@ -17,25 +17,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_contract import fails as _fails
 
 from structpe.cli import main
 from structpe.errors import StructpeError, is_input_error
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SRC = str(Path(__file__).parents[2] / "src")
-
-
-def _fails(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    """Run the CLI; it must exit 2 with one line containing every needle."""
-    capsys.readouterr()
-    rc = main(argv)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and ": error: " in lines[0] and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 # -- one text form --------------------------------------------------------------------------------
