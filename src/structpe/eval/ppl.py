@@ -27,9 +27,10 @@ from structpe.models.validate import position_limit
 from structpe.syntax.alignment import get_field
 
 
-def check_positions(model: Any, lengths: list[tuple[int, int]], sents: list[Any]) -> None:
+def check_positions(model: Any, lengths: list[tuple[int, int]], sents: list[Any], slack: int = 0) -> None:
     """Refuse, before scoring, a sentence of more tokens (BOS and EOS included) than the model has
-    positions, naming it, the limit and the way out (``--max-length`` skips longer sentences)."""
+    positions, naming it, the limit and the way out (``--max-length`` skips longer sentences; it
+    counts ``slack`` tokens fewer than the model needs, e.g. an encoder's SEP)."""
     limit = position_limit(model)
     if limit is None:
         return
@@ -40,7 +41,7 @@ def check_positions(model: Any, lengths: list[tuple[int, int]], sents: list[Any]
             name = f"sentence {i + 1}" + (f" ({sid})" if sid else "")
             raise StructpeError(
                 f"{name} has {n:,} tokens, over the model's {limit:,} positions (max_position_embeddings); "
-                f"pass --max-length {limit} to skip longer sentences, or split the sentence"
+                f"pass --max-length {limit - slack} to skip longer sentences, or split the sentence"
             )
 
 
@@ -120,7 +121,8 @@ def evaluate_ppl(
     if max_length is not None:
         keep = [i for i in keep if lens[i] + extra <= max_length]
         skipped = len(sents) - len(keep)
-    check_positions(model, [(i, lens[i] + extra) for i in keep], sents)
+    specials = 2 if isinstance(scorer, MaskedScorer) else extra  # an encoder's CLS and SEP
+    check_positions(model, [(i, lens[i] + specials) for i in keep], sents, specials - extra)
     if not keep:
         raise StructpeError(f"every sentence is longer than max_length {max_length} tokens: nothing to score")
     texts_k = [texts[i] for i in keep]
