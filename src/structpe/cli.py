@@ -7,10 +7,13 @@ arguments and call library functions, so everything the CLI does is also importa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
 import traceback
+from collections.abc import Iterator
 
 # Area modules that contribute sub-commands, in the order they appear in ``structpe --help``.
 COMMAND_MODULES = [
@@ -58,11 +61,13 @@ def main(argv: list[str] | None = None) -> int:
 
     record_command(["structpe", *argv])  # the command as typed, for the results' provenance
     try:
-        rc = args.func(args)
-        sys.stdout.flush()
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        with _terminate_as_interrupt():
+            rc = args.func(args)
+            sys.stdout.flush()
+    except KeyboardInterrupt as err:
+        signum = err.signum if isinstance(err, Terminated) else signal.SIGINT
+        print(f"interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:
         # the reader went away: send what is left to /dev/null so the interpreter's final flush
         # does not raise again, and exit like a process killed by SIGPIPE (128 + 13)
@@ -79,6 +84,53 @@ def main(argv: list[str] | None = None) -> int:
         print(f"structpe {_command_name(args)}: error: {_one_line(err)}", file=sys.stderr)
         return 2
     return int(rc or 0)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (or SIGHUP) raised as Ctrl-C is: the same ``finally`` / ``except BaseException``
+    clean-ups run (temporary files removed, worker processes stopped), and the exit status is
+    128 + the signal's number, as for a process the signal killed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# SIGTERM and SIGHUP end a command as Ctrl-C does (Windows has no SIGHUP)
+_SIGNALS = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _default_signals_in_child() -> None:
+    """A forked worker (a ``datasets`` map, a process pool) dies on SIGTERM as processes do: its
+    parent stops it that way, and an inherited :func:`_raise_terminated` would print a traceback."""
+    for s in _SIGNALS:
+        if signal.getsignal(s) is _raise_terminated:
+            signal.signal(s, signal.SIG_DFL)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_default_signals_in_child)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` while a command runs (main thread only;
+    the earlier handlers are put back afterwards, so an in-process caller keeps its own)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    earlier = {s: signal.signal(s, _raise_terminated) for s in _SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in earlier.items():
+            signal.signal(s, handler)
 
 
 def _command_name(args: argparse.Namespace) -> str:

@@ -13,6 +13,8 @@ import gzip
 import hashlib
 import os
 import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,8 +48,6 @@ def open_text(path: str | os.PathLike, what: str = "file") -> IO[str]:
 def read_stdin_text() -> str:
     """All of stdin decoded like a file (``TEXT_ENCODING``, strict). ``sys.stdin`` itself would
     smuggle undecodable bytes through as surrogates under Python's UTF-8 mode."""
-    import sys
-
     data = sys.stdin.buffer.read()
     try:
         return data.decode(TEXT_ENCODING)
@@ -79,14 +79,65 @@ def _check_parent(path: Path) -> None:
         raise StructpeError(f"{path}: parent {parent} is not a directory")
 
 
+def is_special_file(path: Path) -> bool:
+    """True when ``path`` (links followed) exists and is neither a regular file nor a folder: a
+    device (``/dev/null``, ``/dev/full``, a terminal), a FIFO, a socket, or ``/proc/self/fd/1``
+    naming a pipe. Such a file is written in place: renaming a temporary file over it would
+    replace the device or pipe with a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def write_target(path: str | os.PathLike) -> Path:
+    """The file a write to ``path`` must replace: ``path`` itself, or, through any symbolic links,
+    their final target (also a dangling link's), so the link stays a link and its target gets the
+    new content. ``/proc/self/fd/N`` links are special files (:func:`is_special_file`), never
+    resolved here."""
+    p = Path(path)
+    if not p.is_symlink():
+        return p
+    try:
+        return Path(os.path.realpath(p, strict=False))
+    except OSError as err:  # a link loop
+        raise StructpeError(f"{p}: cannot follow the symbolic link ({_reason(err)})") from None
+
+
+@contextlib.contextmanager
+def _write_in_place(path: Path, mode: str, encoding: str | None) -> Iterator[IO[Any]]:
+    """A special file opened and written as it is (see :func:`is_special_file`); a full device
+    (``/dev/full``) or a failed write is one line. A closed pipe stays a ``BrokenPipeError``: the
+    command line ends quietly on it."""
+    try:
+        with open(path, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        if err.filename is not None and err.filename != str(path):
+            raise
+        raise StructpeError(f"{path}: cannot write ({_reason(err)})") from None
+
+
 @contextlib.contextmanager
 def atomic_open(
     path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"
 ) -> Iterator[IO[Any]]:
-    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path``."""
+    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path``.
+
+    The one place every structpe writer goes through: a special file (device, FIFO, a link to
+    ``/proc/self/fd/1``) is written in place; a symbolic link is written through, atomically, to
+    its target (the temporary file beside the target, then renamed over it), so the link is kept."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open writes whole files: mode 'w' or 'wb', not {mode!r}")
-    path = Path(path)
+    if is_special_file(Path(path)):
+        with _write_in_place(Path(path), mode, encoding) as fh:
+            yield fh
+        return
+    path = write_target(path)
     _check_parent(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,6 +159,19 @@ def atomic_open(
         raise
 
 
+@contextlib.contextmanager
+def open_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO[Any]]:
+    """A command's output file: ``-`` is stdout (not closed afterwards), anything else goes
+    through :func:`atomic_open`. Every ``-o``/``--output`` that names one file uses this."""
+    if str(path) == "-":
+        out = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield out
+        out.flush()
+        return
+    with atomic_open(path, mode) as fh:
+        yield fh
+
+
 def read_json(path: str | os.PathLike, *, finite: bool = False) -> Any:
     """The JSON in ``path``; a missing, truncated, edited or undecodable file is an error naming it
     (``json`` reports only line and column). ``finite`` also refuses ``NaN`` / ``Infinity`` (scores:
@@ -127,6 +191,15 @@ def read_json(path: str | os.PathLike, *, finite: bool = False) -> Any:
     except json.JSONDecodeError as err:
         raise StructpeError(f"{p}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno}; "
                             "truncated or edited?)") from None
+
+
+def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
+    """:func:`read_json` of a file that must hold one JSON object (a ``config.json``, a metadata file);
+    a list or a number there is an error naming the file, not an ``AttributeError`` later."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise StructpeError(f"{path}: expected a JSON object, got a {type(data).__name__}")
+    return data
 
 
 def _reason(err: BaseException) -> str:
@@ -181,20 +254,62 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
     except OSError as err:
         raise StructpeError(f"{folder}: cannot write there ({_reason(err)})") from None
     try:
-        yield tmp
-        for src in sorted(tmp.rglob("*")):
-            if src.is_file():
-                dest = folder / src.relative_to(tmp)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with open(src, "rb") as fh:
-                    os.fsync(fh.fileno())
-                os.replace(src, dest)
-    except Exception as err:
-        if is_write_failure(err) or (isinstance(err, OSError) and str(tmp) in str(err.filename)):
-            raise StructpeError(f"{folder}: cannot write ({_reason(err)}); earlier files are kept") from err
-        raise
+        with writing(folder, tmp):
+            yield tmp
+            for src in sorted(tmp.rglob("*")):
+                if src.is_file():
+                    dest = folder / src.relative_to(tmp)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    with open(src, "rb") as fh:
+                        os.fsync(fh.fileno())
+                    os.replace(src, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def writing(folder: str | os.PathLike, inside: str | os.PathLike | None = None) -> Iterator[None]:
+    """Name ``folder`` in a failed write met while building it with a library that writes on its
+    own (``datasets``: ``[Errno 28] No space left on device``, without a file name): one line, and
+    the earlier output is kept (the build is staged beside it). An error naming a file under
+    ``inside`` (the staging folder) is a failed write too."""
+    try:
+        yield
+    except Exception as err:
+        staged = inside is not None and isinstance(err, OSError) and str(inside) in str(err.filename)
+        if is_write_failure(err) or staged:
+            raise StructpeError(f"{folder}: cannot write ({_reason(err)}); earlier files are kept") from err
+        raise
+
+
+def replace_folder(staged: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Move the finished folder ``staged`` (built beside ``out``, on its file system) to ``out``.
+
+    An earlier ``out`` is renamed aside first and removed only after the new folder is in place,
+    so a signal at any moment leaves a loadable folder: the earlier one (at ``out``, or, between
+    the two renames, at ``.<name>.old-*`` beside it) or the new one. Removing a large folder takes
+    seconds; renames take microseconds."""
+    staged, out = Path(staged), Path(out)
+    old = None
+    if out.exists() or out.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old / out.name)
+    os.replace(staged, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def output_folder(path: str | os.PathLike, option: str) -> Path:
+    """An output folder a command rebuilds: a symbolic link to a folder is followed (the link stays,
+    its target is rebuilt); ``-`` (stdout) or an existing file is refused in one line."""
+    if str(path) == "-":
+        raise StructpeError(f"{option} -: this output is a folder, not a stream; name a folder")
+    p = Path(path)
+    if p.is_symlink():
+        p = write_target(p)
+    if p.exists() and not p.is_dir():
+        raise StructpeError(f"{option} {path}: exists and is not a folder")
+    return p
 
 
 MODEL_CONFIG_NAME = "config.json"

@@ -44,3 +44,11 @@ def make_tiny_model():  # noqa: ANN201 (the function above, for tests that need 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture
+def cli_fails(capsys: pytest.CaptureFixture[str]):  # noqa: ANN201 (the checker below)
+    """``cli_fails(argv, *needles)``: :func:`cli_contract.fails` with this test's ``capsys``."""
+    from cli_contract import fails
+
+    return lambda argv, *needles: fails(argv, capsys, *needles)

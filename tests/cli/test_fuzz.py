@@ -52,7 +52,7 @@ seeds: [1, 2]
 recipes:
   none: {recipe: txl/none}
   position: {recipe: txl/position}
-dataset: {corpus: brown, parser: gold, test_sentences: 12, seq_len: 64}
+dataset: {corpus: ud-ewt, parser: gold, test_sentences: 12, seq_len: 64}
 evaluations:
   ppl: {likelihoods: [conditional, joint], sentences: 12}
 profiles:

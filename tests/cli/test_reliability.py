@@ -17,25 +17,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_contract import fails as _fails
 
 from structpe.cli import main
 from structpe.errors import StructpeError, is_input_error
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SRC = str(Path(__file__).parents[2] / "src")
-
-
-def _fails(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    """Run the CLI; it must exit 2 with one line containing every needle."""
-    capsys.readouterr()
-    rc = main(argv)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and ": error: " in lines[0] and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 # -- one text form --------------------------------------------------------------------------------
@@ -176,7 +164,10 @@ SPEC = (
 @pytest.mark.parametrize(
     ("edit", "needles"),
     [
-        (("corpus: brown", "corpus: browns"), ["dataset.corpus", "browns"]),
+        (("corpus: ud-ewt", "corpus: ud-ewtt"), ["dataset.corpus", "ud-ewtt"]),
+        # what the run's prepare refuses, --dry-run refuses too
+        (("corpus: ud-ewt", "corpus: brown"), ["gold parser needs CoNLL-U", "'brown'"]),
+        (("parser: gold", "parser: gold, max_sentence_words: 40"), ["max_words cuts", "'ud-ewt'"]),
         (("parser: gold", "parser: stanza"), ["dataset.parser", "stanza"]),
         (("test_sentences: 12", "test_sentences: 0"), ["test_sentences", ">= 1"]),
         (("name: fuzz-study", "name: x/../../../escaped"), ["name", "x/../../../escaped"]),
@@ -339,7 +330,7 @@ def test_truncated_files_are_named(tmp_path: Path, tiny_model: Path, capsys) -> 
     text = (broken / "tokenizer.json").read_text()
     (broken / "tokenizer.json").write_text(text[: len(text) // 2])
     argv = ["eval", "ppl", "--model", str(broken), "--data", str(FIXTURES / "ok.jsonl"), "--out", str(study)]
-    _fails(argv, capsys, str(broken), "the tokenizer does not load")
+    _fails(argv, capsys, str(broken / "tokenizer.json"), "not valid JSON")
 
 
 # -- the Python API ----------------------------------------------------------------------------------

@@ -63,5 +63,5 @@ def test_the_packaged_parser_tags_a_sentence_past_its_positions():
     [sent] = parser.parse_words([words])
     assert sent.words == words and len(sent.terminals) == len(words)
     assert decode(sent.terminals, sent.nonterminals) == sent.heads  # still one well-formed tree
-    with pytest.raises(ValueError, match="sentence 0: 600 words; the model takes at most 510"):
+    with pytest.raises(ValueError, match="sentence 0: 600 words, over the hexatagger's limit of 510 words"):
         parser.parse_words([["word"] * 600])

@@ -25,7 +25,7 @@ recipes:
   none: {{recipe: txl/none}}
   position: {{recipe: txl/position}}
   input: {{recipe: txl/input}}
-dataset: {{corpus: brown, parser: gold, test_sentences: 12, seq_len: 64}}
+dataset: {{corpus: ud-ewt, parser: gold, test_sentences: 12, seq_len: 64}}
 evaluations:
   ppl: {{likelihoods: [conditional], sentences: 12}}
   blimp: {{likelihoods: [conditional, joint]}}

@@ -195,7 +195,8 @@ class SiPEAdapterForCausalLM(nn.Module):
         DEPREL table, so giving them is an error (``models.validate.check_inputs``), as for a TXL
         without E_D.
         """
-        check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids)
+        check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+                     vocab_size=self.get_input_embeddings().num_embeddings)
         device = input_ids.device
         tagged = check_tags(terminal_ids, nonterminal_ids) and self.prior is not None
         if tagged:

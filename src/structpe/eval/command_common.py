@@ -9,7 +9,6 @@ handler stays a thin wrapper over the library (see cli.py).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from structpe.choices import DEFAULT_PARTICLES, PLL_METRICS
 from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
 from structpe.hardware import THREADS_HELP, set_cpu_threads
-from structpe.io import split_lines
+from structpe.io import output_folder, read_json_object, split_lines
 
 if TYPE_CHECKING:  # torch-heavy: imported where a command runs, so `structpe --help` stays fast
     from structpe.eval.scoring.scorer import ScoringSpec
@@ -60,10 +59,15 @@ def load_model_and_tokenizer(
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
-    try:
-        cfg = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError as err:
-        raise StructpeError(f"{cfg_file}: not valid JSON ({err})") from None
+    from structpe.models.validate import check_weights, load_strictly
+
+    cfg = read_json_object(cfg_file)
+    archs = cfg.get("architectures") or []
+    if any("ForSequenceClassification" in str(a) for a in archs):
+        raise StructpeError(
+            f"{path}: a sequence classifier ({archs[0]}, e.g. from `finetune glue`), not a language "
+            "model; give the pre-trained model it was fine-tuned from"
+        )
     if cfg.get("model_type") == "structpe-sipe":
         from structpe.models import load
 
@@ -75,14 +79,11 @@ def load_model_and_tokenizer(
     else:
         from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-        archs = cfg.get("architectures") or []
         if kind is None:
-            kind = "masked" if any("MaskedLM" in a for a in archs) else "causal"
+            kind = "masked" if any("MaskedLM" in str(a) for a in archs) else "causal"
         cls = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
         kw = {"attn_implementation": "eager"} if eager_attention else {}
-        model = cls.from_pretrained(path, **kw)
-    from structpe.models.validate import check_weights
-
+        model, _ = load_strictly(cls.from_pretrained, path, **kw)
     check_weights(model, path)
     tok_dir = find_tokenizer_dir(path, tokenizer)
     from structpe.train.tokenizer import auto_tokenizer
@@ -256,8 +257,8 @@ def check_args(args: argparse.Namespace) -> None:
         if path is not None and not Path(path).is_file():
             what = "no such file" if not Path(path).exists() else "not a file"
             raise StructpeError(f"--{opt} {path}: {what}")
-    if getattr(args, "out", None) and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise StructpeError(f"--out {args.out}: exists and is not a folder")
+    if getattr(args, "out", None):
+        output_folder(args.out, "--out")  # a folder: "-" or an existing file is refused
     check_device(getattr(args, "device", "cpu"))
     set_cpu_threads(getattr(args, "threads", None))
 

@@ -25,7 +25,26 @@ from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
 from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
+from structpe.models.validate import position_limit
 from structpe.syntax.alignment import get_field
+
+
+def check_positions(model: Any, lengths: list[tuple[int, int]], sents: list[Any], slack: int = 0) -> None:
+    """Refuse, before scoring, a sentence of more tokens (BOS and EOS included) than the model has
+    positions, naming it, the limit and the way out (``--max-length`` skips longer sentences; it
+    counts ``slack`` tokens fewer than the model needs, e.g. an encoder's SEP)."""
+    limit = position_limit(model)
+    if limit is None:
+        return
+    for i, n in lengths:
+        if n > limit:
+            s = sents[i]
+            sid = s.get("sent_id") if isinstance(s, Mapping) else getattr(s, "sent_id", None)
+            name = f"sentence {i + 1}" + (f" ({sid})" if sid else "")
+            raise StructpeError(
+                f"{name} has {n:,} tokens, over the model's {limit:,} positions (max_position_embeddings); "
+                f"pass --max-length {limit - slack} to skip longer sentences, or split the sentence"
+            )
 
 
 def read_tagged_jsonl(path: str | Path, limit: int | None = None) -> list[Any]:
@@ -103,11 +122,15 @@ def evaluate_ppl(
     texts = [sentence_text(s) for s in sents]
     keep = list(range(len(sents)))
     skipped = 0
+    lens = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    extra = 1 + int(append_eos)
     if max_length is not None:
-        lens = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        extra = 1 + int(append_eos)
         keep = [i for i in keep if lens[i] + extra <= max_length]
         skipped = len(sents) - len(keep)
+    specials = 2 if isinstance(scorer, MaskedScorer) else extra  # an encoder's CLS and SEP
+    check_positions(model, [(i, lens[i] + specials) for i in keep], sents, specials - extra)
+    if not keep:
+        raise StructpeError(f"every sentence is longer than max_length {max_length} tokens: nothing to score")
     texts_k = [texts[i] for i in keep]
     parses = [sents[i] for i in keep] if scorer.tagged else None
     scores = scorer.score(texts_k, parses)
@@ -118,8 +141,6 @@ def evaluate_ppl(
         total_lp += sc.total
         n_tokens += len(sc.logprobs) + int(sc.eos_logprob is not None)
         n_words += len(get_field(sents[i], "words")) + int(sc.eos_logprob is not None)
-    if n_tokens == 0:
-        raise ValueError("every sentence was skipped (max_length too small?)")
     if not math.isfinite(total_lp):
         raise StructpeError(
             f"the model scores these sentences {total_lp} (not a finite log-probability): "

@@ -17,7 +17,7 @@ from typing import Any
 from structpe.choices import STRATEGIES
 from structpe.errors import StructpeError, check_device, check_positive
 from structpe.hardware import THREADS_HELP, set_cpu_threads
-from structpe.io import atomic_write_text
+from structpe.io import open_output
 from structpe.parser.tag_commands import CONLLU_SUFFIXES, OUTPUT_FORMATS, sentence_writer
 
 
@@ -106,6 +106,26 @@ def _trees(path: str, limit: int | None) -> list[Any]:
     return trees
 
 
+def _check_length(model: Any, tok: Any, args: argparse.Namespace, trees: list[Any]) -> None:
+    """Refuse a sentence length the model cannot reach: every word takes at least one token, and
+    BOS, prompt and words must fit the model's positions. Without it a huge ``--max-words`` with
+    greedy decoding runs on past every position the model was trained on."""
+    from structpe.models.validate import position_limit
+
+    limit = position_limit(model)
+    if limit is None:
+        return
+    prompt = len(tok(args.prompt, add_special_tokens=False)["input_ids"]) if args.prompt else 0
+    most = limit - prompt - 2  # BOS and the token that ends the sentence
+    if trees[0] is not None and max(len(t.words) for t in trees) > most:
+        longest = max(len(t.words) for t in trees)
+        raise StructpeError(f"--tags {args.tags}: a tree of {longest:,} words, over the {most:,} words the "
+                            f"model's {limit} positions allow; give shorter trees")
+    if trees[0] is None and args.max_words > most:
+        raise StructpeError(f"--max-words {args.max_words:,}: over the {most:,} words the model's {limit} "
+                            f"positions allow (a word takes one token or more); use at most {most}")
+
+
 def _run(args: argparse.Namespace) -> int:
     from structpe.eval.command_common import load_model_and_tokenizer
     from structpe.generation.decoding import generate
@@ -126,6 +146,7 @@ def _run(args: argparse.Namespace) -> int:
     set_cpu_threads(args.threads)
     trees = _trees(args.tags, args.limit) if args.tags else [None]  # bad input fails before loading
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, device=args.device)
+    _check_length(model, tok, args, trees)
     prompt_parse = None
     if args.prompt_tags:
         try:
@@ -205,7 +226,5 @@ def tree_svg(sent: Any) -> str:
 
 def _write(path: str, text: str) -> None:
     """stdout, or atomically (a temporary file in the same folder, then a rename)."""
-    if path == "-":
-        sys.stdout.write(text)
-        return
-    atomic_write_text(path, text)
+    with open_output(path) as fh:
+        fh.write(text)

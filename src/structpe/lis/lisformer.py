@@ -43,6 +43,7 @@ from structpe.lis.addresses import ContentInstanceAddress, RoleAngles
 from structpe.lis.flex import FlexPlan, alibi_flex_plan, flex_attend, two_term_flex_plan, use_flex
 from structpe.modules.init_rules import gpt2_init
 from structpe.modules.rotary import apply_rotary, rope_angles, rope_frequencies
+from structpe.modules.token_ids import check_token_ids
 
 MODEL_TYPE = "structpe-lisformer"
 PE_SCHEMES = ("rope", "alibi", "lis", "random")
@@ -409,6 +410,7 @@ class LISformer(nn.Module):
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None, structure: TokenStructure | None = None
     ) -> CausalLMOutput:
+        check_token_ids(idx, self.cfg.vocab_size, "idx")
         B, L = idx.shape
         st = structure if structure is not None else self.default_structure(idx)
         x = self.tok_emb(idx)

@@ -22,13 +22,13 @@ from structpe.models.config import SiPEConfig
 from structpe.models.encoder_layers import MaskedLMHead
 from structpe.models.outputs import SiPEOutput, classification_output
 from structpe.models.sipe_parts import check_tags, keep_mask, make_tag_heads
-from structpe.models.validate import check_inputs
+from structpe.models.validate import CheckedModel, check_inputs
 from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.input_prior import InputPrior
 from structpe.modules.prior import TagHeads, mlm_tag_targets, tag_losses
 
 
-class SiPEEncoderPreTrainedModel(PreTrainedModel):
+class SiPEEncoderPreTrainedModel(CheckedModel, PreTrainedModel):
     """Base of every encoder model: ``config_class`` SiPEConfig, backbone under ``backbone``."""
 
     config_class = SiPEConfig

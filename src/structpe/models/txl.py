@@ -54,7 +54,7 @@ from structpe.models.config import SiPEConfig
 from structpe.models.outputs import SiPEOutput, causal_lm_loss, classification_output, last_token_states
 from structpe.models.sipe_parts import hexatag_prior, prior_projection, tree_address
 from structpe.models.txl_cache import SiPECache
-from structpe.models.validate import check_inputs
+from structpe.models.validate import CheckedModel, check_inputs
 from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.prior import TagHeads, add_causal_tag_loss, check_tag_ids, tagged_positions
 from structpe.modules.prior_projection import gather_per_key, pair_scores, spread, tag_alignment
@@ -344,7 +344,7 @@ class Block(nn.Module):
         return self.ln_ff(h + self.dropout(self.ff(h))), probs
 
 
-class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
+class TransfoXLSiPEForCausalLM(CheckedModel, PreTrainedModel, GenerationMixin):
     """The SiPE Transformer-XL decoder: causal LM + auxiliary next-tag heads (docs/design.md §6)."""
 
     config_class = SiPEConfig

@@ -19,7 +19,7 @@ from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive
 from structpe.hardware import THREADS_HELP, set_cpu_threads
-from structpe.io import atomic_write_text, refuse_overwrite_input
+from structpe.io import open_output, refuse_overwrite_input
 from structpe.parser.base import QUANTIZE_HELP, QUANTIZE_MODES
 
 
@@ -186,7 +186,8 @@ def run_eval(args: argparse.Namespace) -> int:
     text = json.dumps(res, indent=2)
     print(text)
     if args.output:
-        atomic_write_text(args.output, text + "\n")
+        with open_output(args.output) as fh:
+            fh.write(text + "\n")
     print(
         f"{args.parser}: UAS {res['uas']:.2f} (no punct {res['uas_no_punct']:.2f})"
         + (f", LAS {res['las']:.2f}" if "las" in res else "")

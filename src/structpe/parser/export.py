@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError
-from structpe.io import MODEL_CONFIG_NAME, atomic_write_text, sha256_file
+from structpe.io import MODEL_CONFIG_NAME, atomic_write_text, replace_folder, sha256_file
 from structpe.parser.default import CARD_NAME
 
 TRAINING_FILES = ("train_summary.json",)  # copied next to the weights: stages, wall times, recipe
@@ -74,13 +74,7 @@ def export_model(
     }
     atomic_write_text(stage / CARD_NAME, json.dumps(card, indent=2) + "\n")
     atomic_write_text(stage / "README.md", render_card(card))
-    # swap by renames: at every moment a complete folder exists (the old one, or the new one)
-    old = out.with_name(out.name + ".old-export")
-    shutil.rmtree(old, ignore_errors=True)
-    if out.exists():
-        out.rename(old)
-    stage.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_folder(stage, out)
     return card
 
 

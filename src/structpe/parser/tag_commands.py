@@ -13,9 +13,10 @@ import io
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from structpe import text_formats
 from structpe.errors import StructpeError, check_positive, reading
 from structpe.hardware import THREADS_HELP, cpu_threads, set_cpu_threads
-from structpe.io import atomic_open, read_stdin_text, refuse_overwrite_input, split_lines
+from structpe.io import open_output, read_stdin_text, refuse_overwrite_input, split_lines
 from structpe.parser.base import (
     QUANTIZE_HELP,
     QUANTIZE_MODES,
@@ -131,6 +132,9 @@ def _init_worker(name: str, kwargs: dict[str, Any], threads: int) -> None:
     breaks the pool and each process prints its own traceback)."""
     global _PARSER, _INIT_ERROR
     set_cpu_threads(threads)
+    if multiprocessing.parent_process() is not None:
+        # Ctrl-C reaches the whole process group: only the parent answers it (it stops the workers)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         _PARSER = get_parser(name, **kwargs)
     except Exception as err:
@@ -280,6 +284,43 @@ def run_tag(args: argparse.Namespace) -> int:
     return _run_tag(args)
 
 
+def worker_count(asked: int, chunks: int) -> int:
+    """``--workers`` capped by the work (one chunk per process at most) and by the cores this
+    process may run on: more parser processes than either only cost memory and start-up time."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        cores = os.cpu_count() or 1
+    return max(1, min(asked, chunks, cores))
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int, initializer: Any, initargs: tuple) -> Iterator[ProcessPoolExecutor]:
+    """A process pool that is stopped at once when the parent is interrupted (Ctrl-C, SIGTERM) or
+    fails: queued chunks are cancelled and the workers terminated, so nothing outlives the command.
+    ``ProcessPoolExecutor.__exit__`` would wait for every running chunk; it has no public way to
+    stop its processes before Python 3.14 (``terminate_workers``), hence ``_processes``."""
+    pool = ProcessPoolExecutor(workers, initializer=initializer, initargs=initargs)
+    try:
+        yield pool
+    except BaseException:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            proc.terminate()
+        for proc in processes:
+            proc.join(5)
+        # a worker killed while it held the call queue's lock leaves its sibling blocked on that
+        # lock with SIGTERM pending; it would keep the interpreter from exiting (the pool's
+        # manager thread joins every worker at exit)
+        for proc in processes:
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+        raise
+    pool.shutdown(wait=True)
+
+
 def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
@@ -303,13 +344,14 @@ def _run_tag(args: argparse.Namespace) -> int:
         )
     kwargs = _parser_kwargs(args, parser_name)
     chunks = _chunks(items, args.batch_size)
+    workers = worker_count(args.workers, len(chunks))
     stats = ParseStats()
     # a file output is written to a temporary sibling and renamed into place only on success
-    sink = contextlib.nullcontext(sys.stdout) if args.output == "-" else atomic_open(args.output)
-    single = args.workers == 1 or len(chunks) <= 1
+    sink = open_output(args.output)
+    single = workers == 1
     # the idle share (or --threads) split among the worker processes, at least one each
     threads = cpu_threads(args.threads or 0)
-    threads = threads if single else max(1, threads // args.workers)
+    threads = threads if single else max(1, threads // workers)
     t_load = time.perf_counter()
     if single:
         _init_worker(parser_name, kwargs, threads)  # load the model before the progress bar starts
@@ -324,8 +366,7 @@ def _run_tag(args: argparse.Namespace) -> int:
                 results = (_run_chunk(fmt, c) for c in chunks)
                 written = _write(results, chunks, out, bar, stats, args.output_format)
             else:
-                with ProcessPoolExecutor(args.workers, initializer=_init_worker,
-                                         initargs=(parser_name, kwargs, threads)) as pool:
+                with worker_pool(workers, _init_worker, (parser_name, kwargs, threads)) as pool:
                     results = pool.map(_run_chunk, [fmt] * len(chunks), chunks)
                     written = _write(results, chunks, out, bar, stats, args.output_format)
             out.flush()

@@ -83,8 +83,31 @@ def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
     """Every finished cell's ``metrics.json`` under ``out/cells`` (sorted by recipe, seed)."""
     found = []
     for p in sorted(Path(out).glob("cells/*/seed-*/metrics.json")):
-        found.append(read_json(p, finite=True))
+        found.append(_check_cell(read_json(p, finite=True), p))
     return sorted(found, key=lambda m: (m["recipe_label"], m["seed"]))
+
+
+def _check_cell(cell: Any, path: Path) -> dict[str, Any]:
+    """A cell's metrics as the report reads them, else one error naming the file and the key: an
+    edited or foreign file (a score written as a string) would otherwise fail deep in the arithmetic."""
+    from structpe.errors import StructpeError
+
+    def bad(key: str, value: Any, want: str) -> StructpeError:
+        return StructpeError(f"{path}: {key} is {value!r}, not {want} (a broken or edited result)")
+
+    if not isinstance(cell, dict):
+        raise bad("the file", type(cell).__name__, "a JSON object")
+    if not isinstance(cell.get("recipe_label"), str):
+        raise bad("recipe_label", cell.get("recipe_label"), "a recipe label")
+    if not isinstance(cell.get("seed"), int) or isinstance(cell.get("seed"), bool):
+        raise bad("seed", cell.get("seed"), "an integer")
+    scores = cell.get("scores")
+    if not isinstance(scores, dict):
+        raise bad("scores", scores, "an object of metric -> number")
+    for key, value in scores.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise bad(f"scores.{key}", value, "a number")
+    return cell
 
 
 def machine_of(cell: dict[str, Any]) -> str | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
+
+from structpe.io import output_folder
 
 RUN_HELP = """Run every (recipe, seed) cell of a study spec, resumably, then write study.md / study.json.
 
@@ -34,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     except StudySpecError as err:
         print(f"structpe study: error: {err}", file=sys.stderr)
         return 2
-    out = Path(args.output or f"runs/study-{spec.name}-{spec.profile}")
+    out = output_folder(args.output or f"runs/study-{spec.name}-{spec.profile}", "--output")
     if args.dry_run:
         for label, seed in cells(spec):
             overrides = " ".join(spec.cell_overrides(label))

@@ -16,14 +16,16 @@ are saved in shards as they finish, so a killed preparation resumes where it sto
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError
-from structpe.io import atomic_write_text, stable_hash
+from structpe.io import atomic_write_text, replace_folder, stable_hash, writing
 from structpe.study.spec import DatasetSpec
+from structpe.study.spec_checks import dataset_prepare_settings
 
 
 @dataclass
@@ -174,14 +176,19 @@ def merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
     ) == key:
         return dest
     merged = DatasetDict({"train": dtrain["train"], "validation": dvalid["validation"]})
-    merged.save_to_disk(str(dest))
     meta = {
         **meta,
         "fingerprint": key,
         "stats": {**meta.get("stats", {}), **vmeta.get("stats", {})},
         "inputs": {**meta.get("inputs", {}), **vmeta.get("inputs", {})},
     }
-    atomic_write_text(dest / METADATA_FILE, json.dumps(meta, indent=2) + "\n")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # built beside and swapped at the end: a signal during a rebuild keeps the earlier merged data
+    with tempfile.TemporaryDirectory(prefix=f".{dest.name}-", dir=dest.parent) as tmp, writing(dest, tmp):
+        staged = Path(tmp) / "dataset"
+        merged.save_to_disk(str(staged))
+        atomic_write_text(staged / METADATA_FILE, json.dumps(meta, indent=2) + "\n")
+        replace_folder(staged, dest)
     return dest
 
 
@@ -216,14 +223,7 @@ def prepare_study_data(
         )
 
     def settings(n: int, tags: str = "parse") -> PrepareSettings:
-        return PrepareSettings(
-            parser=ds.parser,
-            input_format=fmt,
-            seq_len=ds.seq_len,
-            max_units=n,
-            tags=tags,
-            max_words=ds.max_sentence_words,
-        )
+        return dataset_prepare_settings(ds, n, tags)
 
     run = {"num_proc": ds.num_proc, "shard_units": ds.shard_units}  # how, not what: same output
     train = prepare(

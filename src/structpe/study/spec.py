@@ -61,6 +61,7 @@ from structpe.study.spec_checks import (
     _merge,
     _metric_planned,
     _seed_list,
+    check_dataset_input,
 )
 from structpe.train.recipe import CONFIG_ROOT, load_recipe
 from structpe.yamlio import load_yaml
@@ -467,6 +468,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         claims.append(claim)
 
     _check_sizes(evals, f"{where}: evaluations")
+    check_dataset_input(dataset, sorted({r.tags for r in recipes} - {"parse"}), f"{where}: dataset")
     return StudySpec(
         name=check_name(f"{where}: name", raw.get("name") or path.stem, StudySpecError),
         source=str(path),

@@ -142,6 +142,27 @@ def _check_dataset(ds: Any, where: str) -> None:
         raise StudySpecError(f"{where}.max_sentence_words: must be >= 1 or null, got {ds.max_sentence_words}")
 
 
+def dataset_prepare_settings(ds: Any, n: int, tags: str = "parse") -> Any:
+    """The ``prepare`` settings of a study's data (``n`` units, tag source ``tags``): one definition
+    for the run (``study.data``) and the checks of ``--dry-run`` (:func:`check_dataset_input`)."""
+    from structpe.train.prepare_settings import KNOWN_CORPORA, PrepareSettings
+
+    return PrepareSettings(parser=ds.parser, input_format=KNOWN_CORPORA[ds.corpus][2], seq_len=ds.seq_len,
+                           max_units=n, tags=tags, max_words=ds.max_sentence_words)
+
+
+def check_dataset_input(ds: Any, tag_sources: Any, where: str) -> None:
+    """The checks ``prepare`` runs on the study's corpus, run at ``--dry-run`` (a spec the dry run
+    accepts is not refused by the run): the settings of each tag source fit the corpus's format."""
+    for tags in ("parse", *tag_sources):
+        settings = dataset_prepare_settings(ds, 1, tags)
+        try:
+            settings.validate()
+            settings.check_input(settings.input_format, f"corpus {ds.corpus!r}")
+        except ValueError as err:
+            raise StudySpecError(f"{where}: {err}") from None
+
+
 def _check_sizes(evals: Any, where: str) -> None:
     """Counts in the evaluation settings are >= 1 (``limit: 0`` is not "no limit")."""
     for name in (f.name for f in dataclasses.fields(evals)):

@@ -9,6 +9,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
+# spaCy's ``nlp.max_length`` (its default): a longer text is refused deep in the pipeline (E088),
+# because its parser needs about 1 GB of memory per 100,000 characters
+MAX_TEXT_CHARS = 1_000_000
+
+
+def check_text_lengths(
+    texts: Sequence[str], where: str = "", limit: int = MAX_TEXT_CHARS, error: type[Exception] | None = None
+) -> None:
+    """Refuse, before any parsing, a text longer than spaCy takes, naming the text (``where``: a
+    prefix such as ``"split 'train': "``), the limit and the way out (the sentence split and the
+    spaCy parser both run spaCy on whole texts). ``error``: the class raised (a StructpeError)."""
+    from structpe.errors import StructpeError
+
+    for i, text in enumerate(texts):
+        if len(text) > limit:
+            raise (error or StructpeError)(
+                f"{where}text {i + 1} ({text[:40]!r}...) has {len(text):,} characters, over spaCy's "
+                f"limit of {limit:,} per text; split it (one sentence or paragraph per line)"
+            )
+
 
 @lru_cache(maxsize=1)
 def _sentencizer() -> object:

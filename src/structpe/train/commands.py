@@ -13,7 +13,7 @@ from typing import Any
 
 from structpe import text_formats
 from structpe.errors import StructpeError, check_choice, check_positive
-from structpe.io import refuse_overwrite_input
+from structpe.io import output_folder, refuse_overwrite_input
 from structpe.parser.base import QUANTIZE_HELP, QUANTIZE_MODES
 from structpe.parser.tag_controls import TAG_SOURCES
 from structpe.train.corpus import PREPARE_NAMES, guess_format
@@ -124,6 +124,7 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             what = "not a file" if Path(path).exists() else "no such file"
             raise StructpeError(f"tokenizer input {path}: {what}")
+    output_folder(args.output, "-o/--output")
     refuse_overwrite_input(args.output, list(args.inputs), "-o/--output")
     inputs, fmt = list(args.inputs), args.input_format
     if args.corpus:

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import PreparedDataError
-from structpe.io import read_json
+from structpe.io import output_folder, read_json, replace_folder, writing
 from structpe.parser.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
+from structpe.syntax.sentences import check_text_lengths
 from structpe.train.corpus import guess_format, iter_units, text_form_record
 from structpe.train.prepare_deprels import WORD_COLUMNS, attach_deprel_ids, inventory_metadata
 from structpe.train.prepare_settings import (
@@ -90,16 +91,11 @@ def _prepare_split(
     from datasets import Dataset
 
     nproc = num_proc if num_proc and num_proc > 1 else None
-    if settings.max_words is not None and fmt != "text":
-        raise ValueError(
-            f"max_words cuts sentences of raw text; {paths[0]} is read as {fmt!r}, whose sentences are given"
-        )
+    settings.check_input(fmt, str(paths[0]))
     if fmt == "conllu" and settings.parser == "gold":
         cols, n_units = _gold_units(paths, settings.nonprojective, settings.max_units)
         sents = Dataset.from_dict(cols)
     else:
-        if settings.parser == "gold":
-            raise ValueError(f"the gold parser needs CoNLL-U input, but {paths[0]} is read as {fmt!r} text")
         if fmt == "conllu":
             from structpe.syntax.conllu_io import read_conllu
 
@@ -111,6 +107,8 @@ def _prepare_split(
         column = next(iter(units))
         if settings.max_units is not None:
             units = {k: v[: settings.max_units] for k, v in units.items()}
+        if "text" in units:  # before the parse step: spaCy cuts every text into sentences
+            check_text_lengths(units["text"], f"split {name!r} ({', '.join(map(str, paths))}): ")
         if not units[column]:
             raise ValueError(f"split {name!r}: no text in {', '.join(map(str, paths))}")
         n_units = len(units[column])
@@ -237,13 +235,8 @@ def prepare(
                 raise FileNotFoundError(f"split {k!r}: input file not found: {p}")
     if shard_units is not None and shard_units < 1:
         raise ValueError(f"shard_units must be >= 1, got {shard_units}")
-    if settings.parser == "gold":
-        for k, ps in paths.items():
-            fmt = settings.input_format or guess_format(ps[0])
-            if fmt != "conllu":
-                raise ValueError(
-                    f"the gold parser needs CoNLL-U input, but split {k!r} ({ps[0]}) is read as {fmt!r} text"
-                )
+    for k, ps in paths.items():  # before any work: the settings fit every split's format
+        settings.check_input(settings.input_format or guess_format(ps[0]), f"split {k!r} ({ps[0]})")
     tok_dir = str(Path(tokenizer).resolve())
     tok = _get_tokenizer(tok_dir)
     settings = replace(settings, text_form=resolve_text_form(settings, tok))
@@ -252,7 +245,7 @@ def prepare(
     if bos_id is None or eos_id is None:
         raise ValueError(f"tokenizer {tok_dir} needs BOS/EOS (or CLS/SEP) tokens for packing")
     fp = fingerprint(paths, tok_dir, settings)
-    out = Path(output_dir) if output_dir is not None else default_cache_dir() / fp[:20]
+    out = output_folder(output_dir, "--output") if output_dir is not None else default_cache_dir() / fp[:20]
     meta_file = out / METADATA_FILE
     if out.exists() and any(out.iterdir()):
         if not meta_file.is_file():
@@ -269,7 +262,7 @@ def prepare(
     shard_dir = out.parent / f".{out.name}.shards-{fp[:16]}"
     if settings.tags == "prefix" and not shard_units:  # one parse per word prefix: always resumable
         shard_units = PREFIX_SHARD
-    with tempfile.TemporaryDirectory(prefix=".prepare-", dir=out.parent) as tmp:
+    with tempfile.TemporaryDirectory(prefix=".prepare-", dir=out.parent) as tmp, writing(out, tmp):
         work = Path(tmp) / "work"
         work.mkdir()
         staged = Path(tmp) / "dataset"
@@ -303,9 +296,7 @@ def prepare(
             "seconds": round(time.time() - t0, 1),
         }
         (staged / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staged, out)  # atomic on one filesystem: a killed run never leaves half a dataset
+        replace_folder(staged, out)  # a signal at any moment leaves the earlier dataset or this one
     shutil.rmtree(shard_dir, ignore_errors=True)
     counts = ", ".join(f"{k}: {v['sequences']} sequences" for k, v in stats.items())
     print(f"prepare: wrote {out} ({counts})")

@@ -93,6 +93,18 @@ class PrepareSettings:
         if self.tags == "prefix" and self.parser == "gold":
             raise ValueError("tags='prefix' parses word prefixes: use parser spacy or hexatagger, not gold")
 
+    def check_input(self, fmt: str, source: str) -> None:
+        """ValueError unless these settings fit input read as ``fmt`` (``source`` names it): the gold
+        parser reads CoNLL-U trees, and ``max_words`` cuts raw text only. The run (``prepare``) and
+        ``study run --dry-run`` (the corpus's format) ask the same question."""
+        if self.parser == "gold" and fmt != "conllu":
+            raise ValueError(f"the gold parser needs CoNLL-U input, but {source} is read as {fmt!r} text")
+        if self.max_words is not None and fmt != "text":
+            raise ValueError(
+                f"max_words cuts sentences of raw text; {source} is read as {fmt!r}, whose sentences "
+                "are given"
+            )
+
 
 def settings_record(settings: PrepareSettings) -> dict[str, Any]:
     """The settings as recorded and fingerprinted: ``tags`` only when it is not the parse and

@@ -30,7 +30,7 @@ from transformers import PreTrainedTokenizerFast
 
 from structpe.choices import CAUSAL_FAMILIES
 from structpe.errors import StructpeError, reading
-from structpe.io import atomic_files
+from structpe.io import atomic_files, read_json
 from structpe.train.corpus import TEXT_FORMS, iter_tokenizer_text, text_form_record
 
 KINDS = ("bpe", "wordpiece")
@@ -142,11 +142,17 @@ def train_tokenizer(
     return hf
 
 
+TOKENIZER_JSON_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
 def auto_tokenizer(tok_dir: str | Path) -> Any:
     """``AutoTokenizer`` of ``tok_dir``; a corrupt or truncated ``tokenizer.json`` is one line naming it."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    for name in TOKENIZER_JSON_FILES:  # name the broken file (transformers reports line and column only)
+        if (Path(tok_dir) / name).is_file():
+            read_json(Path(tok_dir) / name)
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # not "model of type structpe-sipe" for our own folders
     try:

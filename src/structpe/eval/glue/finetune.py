@@ -44,7 +44,7 @@ from structpe.eval.scoring.types import (
     model_kind,
     uses_tags,
 )
-from structpe.io import read_json
+from structpe.io import read_json, read_json_object
 
 
 def _forward(model: Any, batch: Mapping[str, torch.Tensor], tagged: bool) -> torch.Tensor:
@@ -93,7 +93,7 @@ def load_classifier(path: str | Path, num_labels: int) -> Any:
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json (expected a save_pretrained folder)")
-    cfg = read_json(cfg_file)
+    cfg = read_json_object(cfg_file)
     # a saved classification head of another size (e.g. 2 labels, then STS-B's 1) is replaced by a
     # fresh one, as fine-tuning trains the head anew anyway
     kw: dict[str, Any] = {"num_labels": num_labels, "ignore_mismatched_sizes": True}
@@ -105,7 +105,9 @@ def load_classifier(path: str | Path, num_labels: int) -> Any:
         return model_class(cfg["family"], "classification").from_pretrained(path, **kw)
     from transformers import AutoModelForSequenceClassification
 
-    return AutoModelForSequenceClassification.from_pretrained(path, **kw)
+    from structpe.models.validate import load_strictly
+
+    return load_strictly(AutoModelForSequenceClassification.from_pretrained, path, **kw)[0]
 
 
 def recorded_parser(model_path: str | Path) -> dict[str, Any] | None:
