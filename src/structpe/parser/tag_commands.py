@@ -310,9 +310,9 @@ def worker_pool(workers: int, initializer: Any, initargs: tuple) -> Iterator[Pro
             proc.terminate()
         for proc in processes:
             proc.join(5)
-        # a worker killed while it held the call queue's lock leaves its sibling blocked on that
-        # lock with SIGTERM pending; it would keep the interpreter from exiting (the pool's
-        # manager thread joins every worker at exit)
+        # a worker that outlives SIGTERM (seen once in a full test run: blocked on the call
+        # queue's lock; cause not found) would keep the interpreter from exiting, since the
+        # pool's manager thread joins every worker at exit
         for proc in processes:
             if proc.is_alive():
                 proc.kill()
