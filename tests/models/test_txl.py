@@ -86,6 +86,21 @@ def test_tag_gate_gradient():
     assert torch.equal(TagGate.apply(bd, per_pair, ids), torch.addcmul(bd, bd, c))
 
 
+def test_input_prior_lookup_equals_indexing_the_pair_table():
+    """`input` reads each position's prior with an embedding lookup: the rows of table[pair_ids]
+    exactly, and the same gradient for the tag tables (up to summation order)."""
+    model = tiny("input")
+    ids, t, n = batch()
+    table, _ = model._prior_tables()
+    pair_ids = model.prior.pair_ids(t, n)
+    got, _ = model.layer_priors(t, n, None, ids.shape, ids.device)
+    assert torch.equal(got, table[pair_ids])
+    weight = torch.randn_like(got)
+    grads = [torch.autograd.grad((x * weight).sum(), model.prior.terminal.weight)[0]
+             for x in (got, model._prior_tables()[0][pair_ids])]
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+
+
 # -- a slow reference written from the paper's equations ------------------------------------------
 
 

@@ -234,8 +234,8 @@ class TagGate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, bd: torch.Tensor, per_pair: torch.Tensor, pair_ids: torch.Tensor) -> torch.Tensor:
+        c = spread(per_pair, pair_ids)
         onehot = F.one_hot(pair_ids, per_pair.shape[-1]).to(per_pair.dtype)[:, None]  # [B, 1, L, P]
-        c = torch.matmul(per_pair, onehot.transpose(-1, -2))  # = spread(per_pair, pair_ids)
         ctx.save_for_backward(bd, c, onehot)
         return torch.addcmul(bd, bd, c)
 
@@ -410,7 +410,9 @@ class TransfoXLSiPEForCausalLM(PreTrainedModel, GenerationMixin):
         deprel_ids = deprel_ids.to(device) if deprel_ids is not None else None
         pair_ids = self.prior.pair_ids(terminal_ids.to(device), nonterminal_ids.to(device), deprel_ids)
         table, projected = self._prior_tables() if cache is None else cache.layer_tables(self._prior_tables)
-        input_prior = table[pair_ids] if self.config.uses_input_prior else None
+        # an embedding lookup, not table[pair_ids]: the same rows, and its backward (a per-row sum)
+        # is ~4x cheaper on CPU than indexing's index_put (SiPE eq. 4's prior per position)
+        input_prior = F.embedding(pair_ids, table) if self.config.uses_input_prior else None
         past = cache.get_seq_length() if cache is not None else 0
         key_pairs = pair_ids if cache is None else cache.append_pairs(pair_ids, past)
         layers = [LayerPrior(key_pairs, **proj) if proj is not None else None for proj in projected]
