@@ -25,7 +25,9 @@ How the score reaches the fused kernel (``F.scaled_dot_product_attention``):
   and padding -inf. `position` multiplies that mask by (1 + c) in ``TagGate``: c is read out of the
   [L x P] table by a product with one-hot(pair_j), and kept for backward.
   (On CPU a mask that needs a gradient -- BD always does -- sends SDPA to its math path in
-  training; on CUDA the memory-efficient kernel takes the bias and returns its gradient.)
+  training; on CUDA the memory-efficient kernel takes the bias and returns its gradient. A bf16
+  model training on CPU, ``train.fast_bf16``, computes the same softmax explicitly instead:
+  ``_explicit_attention``, 2.2x faster than the math path there.)
 * prior_j takes one of P <= 11 values (``HexatagPrior.pair_table``), so any term <q_i, f(prior_j)>
   is  sum_p <q_i, f_p> [pair_j = p]: the [L x P] per-query table rides in P extra query dims and
   one-hot(pair_j) in P extra key dims. `disentangled` and the attn_bias key term use this.
@@ -196,9 +198,13 @@ class RelPartialLearnableAttention(nn.Module):
         if allowed is not None:
             bias = bias.masked_fill(~allowed, float("-inf"))
         cat = lambda parts: parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)  # noqa: E731
-        out = F.scaled_dot_product_attention(
-            cat(q_parts), cat(k_parts), cat(v_parts), attn_mask=bias, dropout_p=dropout_p, scale=self.scale
-        )
+        qs, ks, vs = cat(q_parts), cat(k_parts), cat(v_parts)
+        if _bf16_cpu_training(self.qkv.weight, bias):
+            out = _explicit_attention(qs, ks, vs, bias, dropout_p, self.scale)
+        else:
+            out = F.scaled_dot_product_attention(
+                qs, ks, vs, attn_mask=bias, dropout_p=dropout_p, scale=self.scale
+            )
         if prior is not None and prior.value_bias is not None:
             mass = out[..., self.d_head :]  # attention mass per tag pair [B, H, L, P]
             return out[..., : self.d_head] + torch.einsum(
@@ -248,6 +254,29 @@ class TagGate(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_table = (grad * bd) @ onehot
         return grad_bd, grad_table, None
+
+
+def _bf16_cpu_training(weight: torch.Tensor, bias: torch.Tensor) -> bool:
+    """A bf16 model (``train.fast_bf16``) training on CPU: the bias needs a gradient, so SDPA would
+    take its math path, which measured 2.2x slower than ``_explicit_attention`` for a quickstart
+    layer's forward and backward (16 x 128, 4 heads, one AMD EPYC core). Autocast runs (float32
+    weights) keep SDPA, and with it the numbers they trained with."""
+    return weight.dtype == torch.bfloat16 and bias.requires_grad and bias.device.type == "cpu"
+
+
+def _explicit_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, dropout_p: float, scale: float
+) -> torch.Tensor:
+    """softmax(q k^T * scale + bias) v, what SDPA computes, as one baddbmm, a softmax and a product."""
+    *lead, q_len, d = q.shape
+    k_len = k.shape[-2]
+    bias = bias.expand(*lead, q_len, k_len).reshape(-1, q_len, k_len)
+    keys_t = k.reshape(-1, k_len, d).transpose(1, 2)
+    logits = torch.baddbmm(bias, q.reshape(-1, q_len, d), keys_t, alpha=scale)
+    probs = logits.softmax(dim=-1)
+    if dropout_p > 0:
+        probs = F.dropout(probs, dropout_p)
+    return (probs @ v.reshape(-1, k_len, v.shape[-1])).view(*lead, q_len, v.shape[-1])
 
 
 def _pad8(n: int) -> int:
