@@ -21,6 +21,7 @@ from structpe.study.aggregate import (
     diff_bound,
     holm,
     load_cell_metrics,
+    machine_of,
     mean_sd,
     paired,
     paired_test,
@@ -320,6 +321,14 @@ def test_claims_across_machines_say_so(tiny_spec: Path, tmp_path: Path) -> None:
         write_json_atomic(f, m)
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")
     assert "different machines" not in (tmp_path / "study.md").read_text()
+
+
+def test_machine_names_the_training_path() -> None:
+    hw = {"provenance": {"hardware": {"cpu": "CPU A", "cpu_count": 2}}}
+    assert machine_of({**hw, "train": {"bf16": True, "fast_bf16": True}}) == "CPU A (2 CPUs), bf16-fast"
+    assert machine_of({**hw, "train": {"bf16": True, "fast_bf16": False}}) == "CPU A (2 CPUs), bf16"
+    assert machine_of({**hw, "train": {"bf16": True}}) == "CPU A (2 CPUs), bf16"  # cells before the option
+    assert machine_of({**hw, "train": {"bf16": False}}) == "CPU A (2 CPUs), fp32"
 
 
 def test_a_contradiction_shows_the_opposite_tests_adjusted_p(tiny_spec: Path, tmp_path: Path) -> None:

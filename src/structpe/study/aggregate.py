@@ -56,8 +56,9 @@ def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
 
 def machine_of(cell: dict[str, Any]) -> str | None:
     """The machine a cell ran on, from its provenance: CPU model, core count, torch's SIMD level and
-    the training precision where recorded (cells trained on different CPUs or in bf16 vs fp32 are not
-    interchangeable: a paired difference across machines includes the machines' difference)."""
+    the training precision where recorded (cells trained on different CPUs or in bf16 / bf16-fast /
+    fp32 are not interchangeable: a paired difference across machines includes the machines'
+    difference)."""
     hw = cell.get("provenance", {}).get("hardware") or {}
     if not hw.get("cpu"):
         return None
@@ -65,8 +66,11 @@ def machine_of(cell: dict[str, Any]) -> str | None:
     if hw.get("cpu_capability"):
         extra.append(hw["cpu_capability"])
     name = f"{hw['cpu']} ({', '.join(extra)})"
-    bf16 = (cell.get("train") or {}).get("bf16")
-    return name if bf16 is None else f"{name}, {'bf16' if bf16 else 'fp32'}"
+    train = cell.get("train") or {}
+    if train.get("bf16") is None:
+        return name
+    # fast_bf16: bf16 parameters with float32 masters, not autocast (structpe.train.master_weights)
+    return f"{name}, {'bf16-fast' if train.get('fast_bf16') else 'bf16' if train['bf16'] else 'fp32'}"
 
 
 def machines_text(cells: Sequence[dict[str, Any]]) -> str:

@@ -384,7 +384,8 @@ def run_cell(
         "config_hash": config_hash,
         "train_hash": train_hash,
         "data_fingerprint": data.fingerprint,
-        "train": {k: summary.get(k) for k in ("steps", "parameters", "resumed_from", "train_wall_s", "bf16")},
+        "train": {k: summary.get(k) for k in ("steps", "parameters", "resumed_from", "train_wall_s", "bf16",
+                                               "fast_bf16")},
         "wall_s": {k: round(v, 1) for k, v in wall.items()},
         "scores": scores,
         # reporting only: neither hash covers it (training and evaluation keys are computed above)
