@@ -141,7 +141,7 @@ def gpt2_model(cfg: SiPEConfig, seq: int) -> torch.nn.Module:
     return GPT2LMHeadModel(GPT2Config(
         vocab_size=cfg.vocab_size, n_positions=seq, n_embd=cfg.d_model, n_layer=cfg.n_layers,
         n_head=cfg.n_heads, n_inner=cfg.d_ff, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
-        attn_pdrop=cfg.attention_dropout, activation_function="relu",
+        attn_pdrop=cfg.attention_dropout, activation_function="relu", bos_token_id=None, eos_token_id=None,
     ))
 
 
