@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import os
 import pickle
@@ -49,7 +50,7 @@ from structpe.train.model_card import write_model_card
 from structpe.train.prepare import load_prepared
 from structpe.train.prepare_deprels import check_deprel_data
 from structpe.train.prepare_settings import tokenizer_hash
-from structpe.train.recipe import Recipe, load_recipe
+from structpe.train.recipe import Recipe, TrainConfig, load_recipe
 from structpe.train.trainer import (
     METRIC_COLUMNS,
     EpochToCollator,
@@ -436,7 +437,10 @@ def _check_resume_config(run_dir: Path, recipe: Recipe, allow_changed: bool = Fa
             f"cannot resume {run_dir}: the model section differs from the checkpoint's config.yaml "
             f"(keys {diff}); resume with the same model settings or use a new train.output_dir"
         )
-    old_t, new_t = old_all.get("train", {}), new_all["train"]
+    # a key the run's config.yaml predates had its default then (e.g. fast_bf16: false)
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)
+                if f.default is not dataclasses.MISSING}
+    old_t, new_t = {**defaults, **old_all.get("train", {})}, new_all["train"]
     diff = sorted(f"train.{k}" for k in set(old_t) | set(new_t)
                   if k not in RESUME_FREE_KEYS and old_t.get(k) != new_t.get(k))
     if diff and not allow_changed:
