@@ -2,6 +2,21 @@
 
     nice -n 10 python benchmarks/train_throughput.py > benchmarks/results/train_throughput-cpu.json
     python benchmarks/train_throughput.py --models quickstart --settings fp32 bf16 --loss-steps 0
+    python benchmarks/train_throughput.py --precision bf16 --threads 1 --rounds 5 --loss-steps 0 \
+        --injections none position input lis_tree gpt2      # the injections' cost and the anchor
+
+Every (model, injection, setting) has its own model and optimizer, built first; then round 1 runs
+each of them in turn, then round 2 ..., so that the machine's other users hit every injection and
+setting alike (a slow minute cannot land on one injection only). ``gpt2`` is transformers'
+``GPT2LMHeadModel`` at the TXL's size (layers, d_model, heads, d_ff, vocabulary, no dropout, tied
+head), trained by the same step: the anchor that says whether the eager code is on par. The JSON's
+``tokens_per_cpu_s`` (per injection, of the ``--precision`` setting at the quickstart size) divides
+tokens by this process's CPU time, which other processes on the machine do not inflate;
+``matmul_peak_gflops`` is a bf16 (fp32 for ``--precision fp32``) 2048 x 256 x 1024 matmul timed in
+this process at ``--threads``, and ``achieved_gflops.none`` the `none` step's matmul FLOPs (forward
+and backward, ``torch.utils.flop_counter``) over its median CPU time: the share of the peak a step
+reaches. ``injection_over_none`` is the median over rounds of each injection's step time over
+`none`'s in the same round.
 
 One training step = what the ``Trainer`` does per step: forward under ``torch.autocast`` (bf16
 settings), backward, grad-norm clipping, AdamW. Inputs are random ids and tags of the packed
@@ -11,8 +26,10 @@ disagree for ``torch.compile``: on the quickstart's prepared Brown the compiled 
 much slower than on random batches (docs/pretraining.md). The data path (reading prepared rows
 from Arrow and collating them) is timed per batch in the loss check.
 
-Settings (``--settings``): ``fp32`` (eager, float32), ``bf16`` (autocast to bfloat16: native on CPUs
-with AVX-512 BF16 / AMX, emulated elsewhere; ``native_bf16`` in the JSON says which), ``compile`` /
+Settings (``--settings``; ``--precision P`` alone runs just ``P``): ``fp32`` (eager, float32), ``bf16``
+(autocast to bfloat16: native on CPUs with AVX-512 BF16 / AMX, emulated elsewhere; ``native_bf16`` in
+the JSON says which), ``bf16-fast`` (``train.fast_bf16``: bf16 parameters and activations, float32
+master weights in a fused AdamW, no autocast), ``compile`` /
 ``compile-bf16`` (``torch.compile``, inductor; compile time reported apart), each at ``--threads``
 intra-op threads (``-t1`` suffix: 1 thread); ``prev``: fp32 eager with the dropout (0.1) and
 vocabulary (8,192) that the quickstart used before, so ``1 / speedup_vs_fp32`` of ``prev`` is what
@@ -59,6 +76,7 @@ from structpe.hardware import native_bf16
 from structpe.models import SiPEConfig, build_model
 from structpe.quickstart.config import QuickstartConfig
 from structpe.syntax.hexatags import N_NONTERMINALS, N_TERMINALS
+from structpe.train.master_weights import MasterWeightAdamW
 from structpe.train.recipe import load_recipe
 
 QS = QuickstartConfig()
@@ -74,7 +92,9 @@ MODELS = {
     "tiny": ("txl/{injection}-tiny", {}, 16, 128),  # the recipe as packaged (the old quickstart size)
     "position-small": ("txl/position-small", {}, 4, 512),
 }
-SETTINGS = ("fp32", "bf16", "compile", "compile-bf16", "fp32-t1", "bf16-t1", "prev")
+SETTINGS = ("fp32", "bf16", "bf16-fast", "compile", "compile-bf16", "fp32-t1", "bf16-t1", "prev")
+PRECISIONS = ("fp32", "bf16", "bf16-fast")  # ``--precision``: the setting the summary keys report
+ANCHOR = "gpt2"  # transformers' GPT-2 at the TXL's size, in place of an injection
 PREV = {"dropout": 0.1, "attention_dropout": 0.1, "vocab_size": 8192}  # ``prev``: the earlier quickstart
 
 
@@ -114,83 +134,168 @@ def random_batch(batch: int, seq: int, vocab: int, seed: int) -> dict[str, torch
     }
 
 
-class Runner:
-    """One model + optimizer trained with one setting."""
+def gpt2_model(cfg: SiPEConfig, seq: int) -> torch.nn.Module:
+    """transformers' GPT-2 with the TXL's layers, width, heads, MLP, vocabulary and dropout (tied head)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
 
-    def __init__(self, cfg: SiPEConfig, setting: str, threads: int, lr: float = 1e-3) -> None:
+    return GPT2LMHeadModel(GPT2Config(
+        vocab_size=cfg.vocab_size, n_positions=seq, n_embd=cfg.d_model, n_layer=cfg.n_layers,
+        n_head=cfg.n_heads, n_inner=cfg.d_ff, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
+        attn_pdrop=cfg.attention_dropout, activation_function="relu", bos_token_id=None, eos_token_id=None,
+    ))
+
+
+class Runner:
+    """One model + optimizer trained with one setting (``gpt2``: the anchor model, same step)."""
+
+    def __init__(self, cfg: SiPEConfig, setting: str, threads: int, lr: float = 1e-3,
+                 anchor_seq: int | None = None) -> None:
         if setting == "prev":
             cfg = SiPEConfig(**{**cfg.to_dict(), **PREV})
         torch.manual_seed(0)
-        self.model = build_model(cfg).train()
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.01)
-        self.bf16 = "bf16" in setting
+        self.anchor = anchor_seq is not None
+        self.model = (gpt2_model(cfg, anchor_seq) if self.anchor else build_model(cfg)).train()
+        self.fast = setting == "bf16-fast"
+        if self.fast:  # train.fast_bf16: the model in bf16, float32 masters in the optimizer
+            self.model.to(torch.bfloat16)
+            self.opt = MasterWeightAdamW(self.model.parameters(), lr=lr, weight_decay=0.01, fused=True)
+        else:
+            self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.01)
+        self.bf16 = "bf16" in setting and not self.fast
         self.threads = 1 if setting.endswith("-t1") else threads
         self.forward = torch.compile(self.model) if setting.startswith("compile") else self.model
         self.compile_s = 0.0
 
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(training loss, LM loss); the anchor sees the ids, mask and labels only."""
+        if self.anchor:
+            keys = ("input_ids", "attention_mask", "labels")
+            out = self.forward(**{k: batch[k] for k in keys})
+            return out.loss, out.loss
+        out = self.forward(**batch)
+        return out.loss, out.lm_loss
+
     def step(self, batch: dict[str, torch.Tensor]) -> float:
         torch.set_num_threads(self.threads)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
-            out = self.forward(**batch)
-        out.loss.backward()
+            loss, lm_loss = self.loss(batch)
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        return float(out.lm_loss.detach())
+        self.model.zero_grad(set_to_none=True)  # bf16-fast: the model's own gradients
+        return float(lm_loss.detach())
+
+    def matmul_flops(self, batch: dict[str, torch.Tensor]) -> int:
+        """FLOPs of one step's forward and backward (matmuls, attention), counted by torch."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counter = FlopCounterMode(display=False)
+        with counter, torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            loss, _ = self.loss(batch)
+            loss.backward()
+        self.model.zero_grad(set_to_none=True)
+        return counter.get_total_flops()
+
+
+def matmul_peak_gflops(threads: int, dtype: torch.dtype, repeats: int = 30) -> float:
+    """A 2048 x 256 x 1024 matmul (the quickstart's MLP shape, batch x tokens folded) in ``dtype``:
+    the best GFLOP/s over ``repeats`` calls, timed by this process's CPU time."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(2048, 256, dtype=dtype), torch.randn(256, 1024, dtype=dtype)
+    for _ in range(5):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for _ in range(5):
+            a @ b
+        best = min(best, (time.process_time() - t0) / 5)
+    return 2 * 2048 * 256 * 1024 / best / 1e9
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo) and whether it has AVX-512 BF16 / AMX-BF16."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
+    return f"{name} ({', '.join(f for f in ('avx512_bf16', 'amx_bf16') if f in flags) or 'no native bf16'})"
 
 
 def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def throughput(name: str, injection: str, args: argparse.Namespace) -> dict[str, Any]:
-    cfg, batch, seq = model_config(name, injection, args.vocab)
+def throughput(name: str, injections: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every injection (and ``gpt2``) x setting of one model size, interleaved round by round."""
+    cfgs = {inj: model_config(name, "none" if inj == ANCHOR else inj, args.vocab) for inj in injections}
+    _, batch, seq = cfgs[injections[0]]
     if args.real_batches and name in ("quickstart", "tiny"):
         batches, vocab = real_batches(args.dataset, batch, args.warmup + args.steps)
-        cfg = SiPEConfig(**{**cfg.to_dict(), "vocab_size": vocab})
+        cfgs = {k: (SiPEConfig(**{**c[0].to_dict(), "vocab_size": vocab}), *c[1:]) for k, c in cfgs.items()}
     else:
         batches = [random_batch(batch, seq, args.vocab, seed=1)]
     settings = [s for s in args.settings if name in args.compile_models or not s.startswith("compile")]
     settings = [s for s in settings if s not in args.skip.get(name, ())]
-    runners = {}
-    for s in settings:
-        r = Runner(cfg, s, args.threads)
-        t0 = time.perf_counter()
-        for i in range(args.warmup):  # first steps: compilation, allocator and oneDNN warm-up
-            r.step(batches[i % len(batches)])
-        r.compile_s = round(time.perf_counter() - t0, 1)
-        runners[s] = r
-    clock = time.process_time if args.clock == "process" else time.perf_counter
-    times: dict[str, list[float]] = {s: [] for s in settings}
-    ratios: dict[str, list[float]] = {s: [] for s in settings}
+    runners: dict[tuple[str, str], Runner] = {}
+    for inj in injections:
+        for s in settings:
+            r = Runner(cfgs[inj][0], s, args.threads, anchor_seq=seq if inj == ANCHOR else None)
+            t0 = time.perf_counter()
+            for i in range(args.warmup):  # first steps: compilation, allocator and oneDNN warm-up
+                r.step(batches[i % len(batches)])
+            r.compile_s = round(time.perf_counter() - t0, 1)
+            runners[inj, s] = r
+    wall: dict[tuple[str, str], list[float]] = {k: [] for k in runners}
+    cpu: dict[tuple[str, str], list[float]] = {k: [] for k in runners}
     for _ in range(args.rounds):
-        this_round = {}
-        for s, r in runners.items():
-            t0 = clock()
+        for key, r in runners.items():
+            t0, c0 = time.perf_counter(), time.process_time()
             for i in range(args.steps):
                 r.step(batches[(args.warmup + i) % len(batches)])
-            this_round[s] = (clock() - t0) / args.steps
-            times[s].append(this_round[s])
-        if "fp32" in this_round:
-            for s in this_round:
-                ratios[s].append(this_round["fp32"] / this_round[s])
+            wall[key].append((time.perf_counter() - t0) / args.steps)
+            cpu[key].append((time.process_time() - c0) / args.steps)
+    times = cpu if args.clock == "process" else wall
+
+    def ratios(key: tuple[str, str], ref: tuple[str, str]) -> float | None:
+        if ref not in times:
+            return None
+        return round(statistics.median(a / b for a, b in zip(times[ref], times[key], strict=True)), 3)
+
     tokens = batch * seq
-    return {
-        "model": name,
-        "injection": injection,
-        "parameters": sum(p.numel() for p in runners[settings[0]].model.parameters()),
-        "batch": batch,
-        "seq_len": seq,
-        "settings": {
-            s: {
-                "step_s": round(statistics.median(times[s]), 4),
-                "tokens_per_s": round(tokens / statistics.median(times[s]), 1),
-                "speedup_vs_fp32": round(statistics.median(ratios[s]), 3) if ratios[s] else None,
-                "warmup_s": runners[s].compile_s,
+    out = []
+    for inj in injections:
+        first = runners[inj, settings[0]]
+        row: dict[str, Any] = {
+            "model": name,
+            "injection": inj,
+            "parameters": sum(p.numel() for p in first.model.parameters()),
+            "batch": batch,
+            "seq_len": seq,
+            "settings": {},
+        }
+        for s in settings:
+            key = (inj, s)
+            row["settings"][s] = {
+                "step_s": round(statistics.median(times[key]), 4),
+                "tokens_per_s": round(tokens / statistics.median(wall[key]), 1),
+                "tokens_per_cpu_s": round(tokens / statistics.median(cpu[key]), 1),
+                "speedup_vs_fp32": ratios(key, (inj, "fp32")),
+                # this injection's step over `none`'s in the same round (median over rounds)
+                "over_none_step": ratios(("none", s), key) if ("none", s) in times else None,
+                "warmup_s": runners[key].compile_s,
+                "cpu_step_s_rounds": [round(t, 4) for t in cpu[key]],
             }
-            for s in settings
-        },
-    }
+        if inj == "none" and args.precision in settings:
+            r = runners[inj, args.precision]
+            flops = r.matmul_flops(batches[0])
+            row["step_gflop"] = round(flops / 1e9, 2)
+            row["achieved_gflops"] = round(flops / statistics.median(cpu[inj, args.precision]) / 1e9, 1)
+        out.append(row)
+    return out
 
 
 def autocast_dtypes(cfg: SiPEConfig, batch: dict[str, torch.Tensor]) -> dict[str, list[str]]:
@@ -287,8 +392,13 @@ def loss_curves(injection: str, args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["quickstart", "position-small"], choices=list(MODELS))
-    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
-    ap.add_argument("--injections", nargs="+", default=["none", "position"])
+    ap.add_argument("--settings", nargs="+", choices=SETTINGS,
+                    help="default: every setting, or --precision's alone")
+    ap.add_argument("--injections", nargs="+", default=["none", "position", "input", "lis_tree", ANCHOR],
+                    help=f"TXL injections to interleave; {ANCHOR!r}: transformers' GPT-2 of the same size")
+    ap.add_argument("--precision", choices=PRECISIONS,
+                    help="the setting the summary keys report; alone (no --settings) the only one run "
+                         "(default: bf16 where native, else fp32)")
     ap.add_argument("--compile-models", nargs="*", default=["quickstart"],
                     help="models that get the compile settings (compiling the 8-layer model takes minutes)")
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads of the non -t1 settings")
@@ -317,12 +427,17 @@ def main() -> None:
     args.skip = skip
     if args.real_batches and not args.dataset:
         ap.error("--real-batches needs --dataset (a folder written by `structpe prepare`)")
+    if args.settings is None:
+        args.settings = [args.precision] if args.precision else list(SETTINGS)
+    if args.precision is None:
+        args.precision = "bf16" if native_bf16() else "fp32"
     if "fp32" in args.settings:  # the reference comes first in every round
         args.settings = ["fp32"] + [s for s in args.settings if s != "fp32"]
     result: dict[str, Any] = {
         "benchmark": "train_throughput",
         "torch": torch.__version__,
         "cpu": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "loadavg_before": loadavg(),
         "args": vars(args),
@@ -330,17 +445,23 @@ def main() -> None:
         "native_bf16": native_bf16(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
+    peak_dtype = torch.float32 if args.precision == "fp32" else torch.bfloat16
+    result["precision"] = args.precision
+    result["matmul_peak_gflops"] = round(matmul_peak_gflops(args.threads, peak_dtype), 1)
     for name in args.models:
-        for injection in args.injections if name != "position-small" else ["position"]:
-            result["throughput"].append(throughput(name, injection, args))
-            print(json.dumps(result["throughput"][-1]), flush=True, file=sys.stderr)
+        injections = args.injections if name != "position-small" else ["position"]
+        for row in throughput(name, injections, args):
+            result["throughput"].append(row)
+            print(json.dumps(row), flush=True, file=sys.stderr)
     qs = {r["injection"]: r for r in result["throughput"] if r["model"] == "quickstart"}
-    if "none" in qs and "position" in qs:
-        result["position_over_none_step"] = {
-            s: round(qs["position"]["settings"][s]["step_s"] / qs["none"]["settings"][s]["step_s"], 3)
-            for s in qs["none"]["settings"]
-            if s in qs["position"]["settings"]
-        }
+    prec = {k: r["settings"][args.precision] for k, r in qs.items() if args.precision in r["settings"]}
+    result["tokens_per_cpu_s"] = {k: v["tokens_per_cpu_s"] for k, v in prec.items()}
+    result["injection_over_none"] = {k: v["over_none_step"] for k, v in prec.items() if k != "none"}
+    result["load_note"] = "loadavg_before / loadavg_after: the machine's other users during the rounds"
+    if "achieved_gflops" in qs.get("none", {}):
+        result["achieved_gflops"] = {"none": qs["none"]["achieved_gflops"]}
+        share = qs["none"]["achieved_gflops"] / result["matmul_peak_gflops"]
+        result["share_of_peak"] = {"none": round(share, 3)}
     cfg, batch, seq = model_config("quickstart", "position", args.vocab)
     result["autocast_dtypes"] = autocast_dtypes(cfg, random_batch(2, seq, args.vocab, seed=2))
     if args.loss_steps:

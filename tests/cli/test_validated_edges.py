@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from structpe.errors import StructpeError
 from structpe.io import atomic_files, atomic_open, atomic_write_text, earlier_results, refuse_overwrite_input
@@ -186,6 +187,14 @@ def test_resume_refuses_a_changed_recipe_unless_told(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"train.lr.*train.seed.*--allow-changed-recipe"):
         _check_resume_config(tmp_path, changed)
     assert _check_resume_config(tmp_path, changed, allow_changed=True) == ["train.lr", "train.seed"]
+    # a run folder written before a train key existed resumes under that key's default, not another
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    del saved["train"]["fast_bf16"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert _check_resume_config(tmp_path, recipe) == []
+    fast = load_recipe("txl/position-tiny", [f"train.output_dir={tmp_path}", "train.fast_bf16=true"])
+    with pytest.raises(RecipeError, match=r"train.fast_bf16"):
+        _check_resume_config(tmp_path, fast)
 
 
 # -- atomic outputs ------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import yaml
 import structpe
 from structpe.models import SiPEConfig, build_model, load
 from structpe.models.config import FAMILY_INJECTIONS, SYNTAX_LOSSES
-from structpe.models.txl import TagGate, TransfoXLSiPEModel, rel_shift, sinusoid
+from structpe.models.txl import TagGate, TransfoXLSiPEModel, _explicit_attention, rel_shift, sinusoid
 from structpe.modules.prior import TagIdError
 from structpe.modules.rotary import apply_rotary
 from structpe.modules.tree_address import joined_tree_paths, tree_paths
@@ -84,6 +84,59 @@ def test_tag_gate_gradient():
     assert torch.autograd.gradcheck(lambda a, b: TagGate.apply(a, b, ids), (bd, per_pair))
     c = per_pair.gather(-1, ids[:, None, None, :].expand(2, 2, 5, 5))
     assert torch.equal(TagGate.apply(bd, per_pair, ids), torch.addcmul(bd, bd, c))
+
+
+def test_input_prior_lookup_equals_indexing_the_pair_table():
+    """`input` reads each position's prior with an embedding lookup: the rows of table[pair_ids]
+    exactly, and the same gradient for the tag tables (up to summation order)."""
+    model = tiny("input")
+    ids, t, n = batch()
+    table, _ = model._prior_tables()
+    pair_ids = model.prior.pair_ids(t, n)
+    got, _ = model.layer_priors(t, n, None, ids.shape, ids.device)
+    assert torch.equal(got, table[pair_ids])
+    weight = torch.randn_like(got)
+    grads = [torch.autograd.grad((x * weight).sum(), model.prior.terminal.weight)[0]
+             for x in (got, model._prior_tables()[0][pair_ids])]
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+
+
+def test_explicit_attention_equals_sdpa():
+    """The bf16 CPU training path's attention (train.fast_bf16) computes SDPA's softmax: the same
+    output and gradients, with extra pair dims on q / k / v as the prior sites add them."""
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(2, 3, 6, 12, dtype=torch.float64, generator=g).requires_grad_() for _ in range(2))
+    v = torch.randn(2, 3, 6, 9, dtype=torch.float64, generator=g).requires_grad_()
+    bias = torch.randn(2, 3, 6, 6, dtype=torch.float64, generator=g).requires_grad_()
+    allowed = torch.ones(6, 6, dtype=torch.bool).tril()[None, None]
+    outs = []
+    for explicit in (False, True):
+        masked = bias.masked_fill(~allowed, float("-inf"))
+        if explicit:
+            out = _explicit_attention(q, k, v, masked, 0.0, 0.3)
+        else:
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=masked, scale=0.3)
+        outs.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v, bias))))
+    for a, b in zip(*outs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("injection", ["none", "position", "position+attn_bias"])
+def test_bf16_model_trains_through_explicit_attention(injection, monkeypatch):
+    """A bf16 model in training (train.fast_bf16) takes the explicit path (never SDPA); its loss and
+    gradients follow the float64 model's within bf16 rounding."""
+    ids, t, n = batch()
+    losses, grads = [], []
+    for dtype in (torch.float64, torch.bfloat16):
+        if dtype == torch.bfloat16:
+            monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", None)
+        model = tiny(injection, dtype=dtype).train()
+        out = model(ids, terminal_ids=t, nonterminal_ids=n, labels=ids)
+        out.loss.backward()
+        losses.append(float(out.loss.detach()))
+        grads.append(model.layers[0].attn.qkv.weight.grad.double())
+    assert losses[1] == pytest.approx(losses[0], rel=2e-2)
+    assert torch.nn.functional.cosine_similarity(grads[0].flatten(), grads[1].flatten(), dim=0) > 0.99
 
 
 # -- a slow reference written from the paper's equations ------------------------------------------

@@ -21,6 +21,7 @@ from structpe.study.aggregate import (
     diff_bound,
     holm,
     load_cell_metrics,
+    machine_of,
     mean_sd,
     paired,
     paired_test,
@@ -336,6 +337,14 @@ def test_claims_pair_cells_of_one_cpu_type_and_precision_only(tiny_spec: Path, t
     why = "seed 1: `position` CPU B (AVX2), fp32; `none` CPU A, bf16; seed 3: no `none` value."
     assert f"Missing pairs: {why}" in md
     assert "| position | 1 | 6 | 10 | 2 | 12 | no | CPU B (2 CPUs, AVX2), fp32 |" in md
+
+
+def test_machine_names_the_training_path() -> None:
+    hw = {"provenance": {"hardware": {"cpu": "CPU A", "cpu_count": 2}}}
+    assert machine_of({**hw, "train": {"bf16": True, "fast_bf16": True}}) == "CPU A (2 CPUs), bf16-fast"
+    assert machine_of({**hw, "train": {"bf16": True, "fast_bf16": False}}) == "CPU A (2 CPUs), bf16"
+    assert machine_of({**hw, "train": {"bf16": True}}) == "CPU A (2 CPUs), bf16"  # cells before the option
+    assert machine_of({**hw, "train": {"bf16": False}}) == "CPU A (2 CPUs), fp32"
 
 
 def test_a_contradiction_shows_the_opposite_tests_adjusted_p(tiny_spec: Path, tmp_path: Path) -> None:

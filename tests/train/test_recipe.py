@@ -51,6 +51,9 @@ def test_typo_in_override_and_model_key(tiny_recipe: Path) -> None:
         load_recipe(tiny_recipe, ["max_steps=ten"])
     with pytest.raises(RecipeError, match="injection"):
         load_recipe(tiny_recipe, ["model.injection=everywhere"])  # SiPEConfig's own check
+    with pytest.raises(RecipeError, match="fast_bf16=true trains in bf16 and needs bf16=true or auto"):
+        load_recipe(tiny_recipe, ["train.fast_bf16=true", "train.bf16=false"])
+    assert load_recipe(tiny_recipe, ["train.fast_bf16=true", "train.bf16=auto"]).train.fast_bf16 is True
 
 
 def test_unknown_recipe_name_lists_available() -> None:

@@ -112,8 +112,9 @@ def _check_cell(cell: Any, path: Path) -> dict[str, Any]:
 
 def machine_of(cell: dict[str, Any]) -> str | None:
     """The machine a cell ran on, from its provenance: CPU model, core count, torch's SIMD level and
-    the training precision where recorded (cells trained on different CPUs or in bf16 vs fp32 are not
-    interchangeable: a paired difference across machines includes the machines' difference)."""
+    the training precision where recorded (cells trained on different CPUs or in bf16 / bf16-fast /
+    fp32 are not interchangeable: a paired difference across machines includes the machines'
+    difference)."""
     hw = cell.get("provenance", {}).get("hardware") or {}
     if not hw.get("cpu"):
         return None
@@ -127,10 +128,14 @@ def machine_of(cell: dict[str, Any]) -> str | None:
 
 def precision_of(cell: dict[str, Any]) -> str | None:
     """The cell's training precision: ``metrics.json``'s ``precision``, else (cells written before
-    it) its ``train.bf16``; None when neither is recorded."""
+    it) its ``train``: ``bf16-fast`` (bf16 parameters with float32 masters, not autocast:
+    structpe.train.master_weights), ``bf16`` or ``fp32``; None when neither is recorded."""
     if cell.get("precision"):
         return str(cell["precision"])
-    bf16 = (cell.get("train") or {}).get("bf16")
+    train = cell.get("train") or {}
+    if train.get("fast_bf16"):
+        return "bf16-fast"
+    bf16 = train.get("bf16")
     return None if bf16 is None else ("bf16" if bf16 else "fp32")
 
 

@@ -47,6 +47,7 @@ from structpe.io import (
     write_json_atomic,
 )
 from structpe.provenance import provenance
+from structpe.study.aggregate import precision_of
 from structpe.study.cell_scores import (
     blimp_scores,
     flat,
@@ -400,10 +401,14 @@ def run_cell(
         "config_hash": config_hash,
         "train_hash": train_hash,
         "data_fingerprint": data.fingerprint,
-        "train": {k: summary.get(k) for k in ("steps", "parameters", "resumed_from", "train_wall_s", "bf16")},
-        # the training precision this machine resolved (``auto``: bf16 where native); with the CPU in
-        # ``provenance.hardware`` it decides which cells a claim may pair (structpe.study.aggregate)
-        "precision": None if summary.get("bf16") is None else ("bf16" if summary["bf16"] else "fp32"),
+        "train": {
+            k: summary.get(k)
+            for k in ("steps", "parameters", "resumed_from", "train_wall_s", "bf16", "fast_bf16")
+        },
+        # the training precision this machine resolved (``auto``: bf16 where native; bf16-fast: bf16
+        # parameters with float32 masters); with the CPU in ``provenance.hardware`` it decides which
+        # cells a claim may pair (structpe.study.aggregate)
+        "precision": precision_of({"train": summary}),
         "wall_s": {k: round(v, 1) for k, v in wall.items()},
         "scores": scores,
         # reporting only: neither hash covers it (training and evaluation keys are computed above)

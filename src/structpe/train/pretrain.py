@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import os
 import pickle
@@ -46,11 +47,12 @@ from structpe.hardware import cpu_threads
 from structpe.io import atomic_open, atomic_write_text, read_json
 from structpe.train.checkpoints import checkpoint_problem, last_complete_checkpoint
 from structpe.train.collators import MLMCollator, collator_for
+from structpe.train.master_weights import MasterWeightAdamW
 from structpe.train.model_card import write_model_card
 from structpe.train.prepare import load_prepared
 from structpe.train.prepare_deprels import check_deprel_data
 from structpe.train.prepare_settings import tokenizer_hash
-from structpe.train.recipe import Recipe, default_run_dir, load_recipe
+from structpe.train.recipe import Recipe, TrainConfig, default_run_dir, load_recipe
 from structpe.train.trainer import (
     METRIC_COLUMNS,
     EpochToCollator,
@@ -268,6 +270,9 @@ def _train_run(
     else:
         model = build_model(model_config)
     collator = collator_for(objective, tokenizer, tc.mlm_probability, model_config.vocab_size, seed=tc.seed)
+    fast = tc.fast_bf16 and tc.resolved_bf16()  # ``auto`` on a CPU without native bf16: autocast's path, off
+    if fast:
+        model.to(torch.bfloat16)  # float32 masters live in the optimizer (structpe.train.master_weights)
     save_every = tc.save_every or tc.eval_every
     args = TrainingArguments(
         output_dir=str(run_dir),
@@ -291,7 +296,7 @@ def _train_run(
         seed=tc.seed,
         data_seed=tc.seed,
         dataloader_num_workers=tc.num_workers,
-        bf16=tc.resolved_bf16(),
+        bf16=tc.resolved_bf16() and not fast,  # a fast_bf16 model is bf16 itself: no autocast
         torch_compile=tc.compile,
         # a compiled step keeps one batch shape: the epoch's partial last batch (6 of the quickstart's
         # 13,174 sequences) would cost a dynamic-shape recompile (~60 s on 2 CPU cores), so it is dropped
@@ -315,6 +320,7 @@ def _train_run(
         callbacks=cbs,
         objective=objective,
         eval_batches=tc.eval_batches,
+        optimizer_cls_and_kwargs=master_weight_optimizer(args) if fast else None,
     )
     if trainer.is_world_process_zero():
         n_params = sum(p.numel() for p in model.parameters())
@@ -350,6 +356,7 @@ def _train_run(
             "parameters": sum(p.numel() for p in model.parameters()),
             "world_size": args.world_size,
             "bf16": tc.resolved_bf16(),  # the precision this machine trained in (``auto`` resolved)
+            "fast_bf16": fast,  # bf16 parameters + float32 master weights (else autocast, if bf16)
             "resumed_from": checkpoint,
             "final_eval": final,
             "dataset": str(tc.dataset),
@@ -360,6 +367,13 @@ def _train_run(
         plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
         print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
     return run_dir
+
+
+def master_weight_optimizer(args: TrainingArguments) -> tuple[type, dict[str, Any]]:
+    """The Trainer's own AdamW settings (lr, betas, eps) for :class:`MasterWeightAdamW`, fused
+    where torch has a fused AdamW for the device (CPU since torch 2.4)."""
+    _, kwargs = SiPETrainer.get_optimizer_cls_and_kwargs(args)
+    return MasterWeightAdamW, {**kwargs, "fused": True}
 
 
 def can_compile() -> bool:
@@ -403,7 +417,10 @@ def _check_resume_config(run_dir: Path, recipe: Recipe, allow_changed: bool = Fa
             f"cannot resume {run_dir}: the model section differs from the checkpoint's config.yaml "
             f"(keys {diff}); resume with the same model settings or use a new train.output_dir"
         )
-    old_t, new_t = old_all.get("train", {}), new_all["train"]
+    # a key the run's config.yaml predates had its default then (e.g. fast_bf16: false)
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)
+                if f.default is not dataclasses.MISSING}
+    old_t, new_t = {**defaults, **old_all.get("train", {})}, new_all["train"]
     diff = sorted(f"train.{k}" for k in set(old_t) | set(new_t)
                   if k not in RESUME_FREE_KEYS and old_t.get(k) != new_t.get(k))
     if diff and not allow_changed:

@@ -67,6 +67,11 @@ class TrainConfig:
                        ``structpe.hardware.native_bf16``); emulated bf16 on other CPUs is
                        several times slower than float32. ``auto`` (the CPU recipes): on where
                        it is native
+      fast_bf16        bf16 parameters and activations with float32 master weights in a fused AdamW
+                       (``structpe.train.master_weights``) instead of bf16 autocast over float32
+                       parameters: no per-layer casts. Needs bf16 (true, or auto where native).
+                       Off by default (benchmarks/train_throughput.py ``--precision bf16-fast``
+                       measures it; docs/pretraining.md)
       compile          ``torch.compile`` the training forward (inductor; needs a C++ compiler on
                        CPU). Off by default: on real prepared batches of the quickstart model it
                        ran 0.305 s per step against 0.190 s for bf16 eager (random batches had
@@ -100,6 +105,7 @@ class TrainConfig:
     num_workers: int = 0
     threads: int = 0
     bf16: bool | str = False  # True / False / "auto" (= native_bf16())
+    fast_bf16: bool = False
     compile: bool = False
     progress: bool = True
 
@@ -126,6 +132,10 @@ class TrainConfig:
         need(self.threads >= 0, "threads must be >= 0 (0 = auto)")
         bf16 = self.bf16
         need(isinstance(bf16, bool) or bf16 == "auto", f"bf16 must be true, false or auto, got {bf16!r}")
+        need(
+            not self.fast_bf16 or bf16 is not False,
+            "fast_bf16=true trains in bf16 and needs bf16=true or auto (bf16 is false)",
+        )
 
     def resolved_bf16(self) -> bool:
         """``bf16`` with ``auto`` resolved: bf16 autocast where it is native (``native_bf16``)."""

@@ -21,6 +21,7 @@ from transformers import Trainer, TrainerCallback
 from structpe.errors import StructpeError
 from structpe.io import atomic_write_text, save_figure
 from structpe.train.collators import IGNORE_INDEX, MLMCollator
+from structpe.train.master_weights import MasterWeightAdamW
 
 METRIC_COLUMNS = (
     "step", "epoch", "loss", "lm_loss", "terminal_loss", "nonterminal_loss", "ppl", "learning_rate",
@@ -91,8 +92,14 @@ class SiPETrainer(Trainer):
         super().log(logs, start_time)
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        """Trainer's save, minus the pickled ``training_args.bin`` (kept as JSON instead)."""
-        super()._save(output_dir, state_dict)
+        """Trainer's save, minus the pickled ``training_args.bin`` (kept as JSON instead); a
+        ``fast_bf16`` model is saved as its float32 master weights."""
+        optimizer = getattr(self.optimizer, "optimizer", self.optimizer)  # accelerate wraps it
+        if isinstance(optimizer, MasterWeightAdamW) and state_dict is None:
+            with optimizer.float32_model(self.model):
+                super()._save(output_dir, state_dict)
+        else:
+            super()._save(output_dir, state_dict)
         out = Path(output_dir if output_dir is not None else self.args.output_dir)
         if self.args.should_save:
             (out / "training_args.bin").unlink(missing_ok=True)
