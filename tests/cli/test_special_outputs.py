@@ -127,4 +127,10 @@ def test_dash_for_a_folder_output_is_one_line(tmp_path: Path, tiny_model: Path, 
               "--out -", "a folder")
     cli_fails(["prepare", "--train", conllu, "--validation", conllu, "--tokenizer", str(tiny_model),
                "--parser", "gold", "-o", "-"], "--output -", "a folder")
+    # the other commands that write a folder, refused before any work starts
+    cli_fails(["quickstart", "--out", "-"], "--out -", "a folder")
+    cli_fails(["lis", "shakespeare", "--out", "-"], "--out -", "a folder")
+    cli_fails(["parser", "train", "--config", "bilstm", "--output", "-"], "--output -", "a folder")
+    cli_fails(["parser", "export", "--model", str(tiny_model), "--command", "x", "--output", "-"],
+              "--output -", "a folder")
     assert not Path("-").exists()

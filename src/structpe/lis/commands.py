@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, closest
+from structpe.io import output_folder
 from structpe.names import check_name
 from structpe.yamlio import load_yaml
 
@@ -182,6 +183,7 @@ def cmd_shakespeare(args: argparse.Namespace) -> int:
     from structpe.lis.shakespeare import ShakespeareConfig, merge, run
 
     check_clean(args)
+    args.out = str(output_folder(args.out, "--out"))
     if args.merge:
         _check_merge(args.merge)
         merge(args.merge, args.out)
@@ -198,6 +200,7 @@ def cmd_kg(args: argparse.Namespace) -> int:
     from structpe.lis.kg_report import merge
 
     check_clean(args)
+    args.out = str(output_folder(args.out, "--out"))
     if args.setting != "template":
         return cmd_kg_roles(args)
     if args.eval_every is not None:

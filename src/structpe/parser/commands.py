@@ -19,7 +19,7 @@ from typing import Any
 
 from structpe.errors import StructpeError, check_choice, check_device, check_positive
 from structpe.hardware import THREADS_HELP, set_cpu_threads
-from structpe.io import open_output, refuse_overwrite_input
+from structpe.io import open_output, output_folder, refuse_overwrite_input
 from structpe.parser.base import QUANTIZE_HELP, QUANTIZE_MODES
 
 
@@ -132,6 +132,8 @@ def run_train(args: argparse.Namespace) -> int:
             f"--max-steps {cfg.optim.max_steps} is below the config's warmup_steps {cfg.optim.warmup_steps}: "
             "the lr would never reach its set value; use a config with a shorter warm-up"
         )
+    if args.output is not None:
+        output_folder(args.output, "--output")  # a folder: "-" or an existing file is refused
     summary = train(cfg, args.output, progress=not args.no_progress)
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
     return 0
@@ -145,6 +147,7 @@ def run_export(args: argparse.Namespace) -> int:
         name, _, split = item.partition(":")
         check_choice(f"--eval {item}: split", split or "test", ("train", "dev", "test"))
         evaluations[name] = split or "test"
+    output_folder(args.output, "--output")
     card = export_model(args.model, args.output, args.command, evaluations, args.data)
     print(json.dumps({k: card[k] for k in ("parameters", "metrics", "sha256")}, indent=2))
     return 0

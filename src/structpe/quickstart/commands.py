@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from structpe.hardware import PRECISIONS
+from structpe.io import output_folder
 from structpe.quickstart.config import QuickstartConfig
 
 # ``structpe quickstart --help``: what the command does, in the order structpe.quickstart.run does it
@@ -96,7 +97,7 @@ def register(subparsers: Any) -> None:
 
 def _cli(args: Any) -> int:
     cfg = QuickstartConfig(
-        out=args.out,
+        out=str(output_folder(args.out, "--out")),
         data_dir=args.data_dir,
         parser=args.parser,
         max_steps=args.max_steps,
