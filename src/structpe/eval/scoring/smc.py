@@ -402,7 +402,12 @@ def _close_words(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | No
     Returns each system's parents and pairs (for the cache's rows)."""
     nxt = w + 1 < len(x.positions)
     return [
-        (s, *s.close_word(_word_moves(x, s, w, tables)[0][1], _word_moves(x, s, w + 1, tables) if nxt else None))
+        (
+            s,
+            *s.close_word(
+                _word_moves(x, s, w, tables)[0][1], _word_moves(x, s, w + 1, tables) if nxt else None
+            ),
+        )
         for s in x.every_system
     ]
 
