@@ -213,7 +213,8 @@ def test_blimp_and_ppl_record_the_budgets(tok):  # noqa: F811
     assert {"ppl.smc.word_ppl", "ppl.smc.stderr", "ppl.smc.particles"} <= set(keys)
 
 
-def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok):  # noqa: F811
+@pytest.mark.parametrize("proposal", ["prior", "adapted"])
+def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok, proposal):  # noqa: F811
     """The open estimate of a prefix (what a region's surprisal is made of) against the brute-force
     sum of p(prefix, T) over every open tag sequence of its words (no closing, no length)."""
     from types import SimpleNamespace
@@ -227,7 +228,7 @@ def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok):  # noqa:
         for q in _open_sequences(len(words))
     ]
     exact = math.exp(lk._lse([j.total for j in score(model, tok, tagged, "joint")]))
-    sc = CausalScorer(model, tok, likelihood="smc", particles=8, seed=11)
+    sc = CausalScorer(model, tok, likelihood="smc", particles=8, seed=11, proposal=proposal)
     res = smc_scores(sc, sc.encode([" ".join(words)], [tagged[0]]), systems=200)[0]
     z = [math.exp(o[-1]) / exact for o in res.meta["open"]]
     se = statistics.stdev(z) / math.sqrt(len(z))
