@@ -20,6 +20,17 @@ importance sampling with resampling, word-synchronous (a particle filter over th
   the mean weights at the past resamplings: an unbiased estimate of the open prefix marginal
   sum_{T_<=i open} p(x_<=t, T_<=i) (offspring counts have mean N W_n, so every step preserves the
   expectation, whether or not it resamples).
+* ``adapted`` (opt-in; ``prior`` above is the default) is the locally optimal, fully adapted
+  proposal (Pitt and Shephard 1999's auxiliary particle filter): at word i each particle expands
+  into one child per allowed pair c (as the k-best beam expands a hypothesis) and each child is
+  scored on the same tokens, pos_i + 1 .. pos_(i+1); with g(c) = p(c | h) p(those tokens | c, h)
+  Z_(i+1)(c), Z_(i+1)(c) the mass word i+1's allowed moves keep under the child's tag heads at
+  pos_i (1 at the last word), the weight takes G = sum_c g(c), the particles resample on it and
+  each draws c with probability g(c) / G; word i+1's prior is renormalised by Z_(i+1)(c). Along a
+  sequence T, weight x proposal = prod_i g_i(c_i) = p(x, T) (each Z_(i+1) cancels against the
+  next prior's normaliser), so E[weight] = p(x): unbiased, and the weight no longer depends on the
+  pair drawn. Within word i the prefix estimate at t sums its children over the tokens up to t,
+  so no estimate reads a later token, and the draws keep their order (resampling, one uniform).
 * the sentence estimate p^(x) (BLiMP, perplexity, the closing of the last region) comes from
   systems of their own that know the text's word count: their proposal keeps only the moves after
   which the tree can still close in the words left (``allowed_pairs``: exactly the well-formed
