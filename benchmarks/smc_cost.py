@@ -1,5 +1,7 @@
 """What the honest likelihoods cost per sentence: the particle estimate (``smc``) at N = 8 / 32 / 128
-and the k-best marginal at k = 10 / 100, against a conditional pass (JSON on stdout).
+with each proposal (``prior``: the tag heads; ``adapted``: every allowed pair of a word scored, up to
+10 times the rows) and the k-best marginal at k = 10 / 100, against a conditional pass (JSON on
+stdout).
 
 A randomly initialised ``txl/position-tiny`` model at the ``cpu-mini`` profile's size (3 layers x
 d_model 128, a 4,096-token byte-level BPE trained here on the sentences themselves; the cost of
@@ -13,6 +15,8 @@ sentences, each at N and 4N (the smc mode scores ``SMC_SYSTEMS`` = 5 systems of 
 at N and the 4N score together).
 
   OMP_NUM_THREADS=1 python benchmarks/smc_cost.py --sentences 8 > benchmarks/results/smc_cost-cpu.json
+  OMP_NUM_THREADS=1 python benchmarks/smc_cost.py --sentences 4 --particles 4 8 16 --k \
+      --proposals prior adapted --benches blimp
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from structpe.choices import DEFAULT_PROPOSAL, PROPOSALS
 from structpe.data.paths import data_root
 from structpe.eval.blimp import load_blimp
 from structpe.eval.scoring.prefix_marginal import prefix_sources
@@ -89,7 +94,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sentences", type=int, default=8, help="sentences (items) per sample")
     ap.add_argument("--particles", type=int, nargs="+", default=[8, 32, 128])
-    ap.add_argument("--k", type=int, nargs="+", default=[10, 100])
+    ap.add_argument("--k", type=int, nargs="*", default=[10, 100], help="marginal widths (none: skip)")
+    ap.add_argument("--proposals", nargs="+", choices=PROPOSALS, default=[DEFAULT_PROPOSAL])
+    ap.add_argument("--benches", nargs="+", choices=["blimp", "syntaxgym", "ppl"], default=None)
     args = ap.parse_args()
     torch.set_num_threads(1)
     n = args.sentences
@@ -118,6 +125,7 @@ def main() -> int:
     sg_conditions = sum(len(it.conditions) for _, it in sg_items)
     units = {"blimp": 67 * 100 * 2, "syntaxgym": sg_conditions, "ppl": 500}
     samples = {"blimp": blimp_texts, "syntaxgym": sg_texts, "ppl": ppl_texts}
+    samples = {b: v for b, v in samples.items() if args.benches is None or b in args.benches}
     tokens = {k: sum(len(tok(t)["input_ids"]) for t in v) / len(v) for k, v in samples.items()}
 
     def run(bench: str, **opts) -> float:
@@ -133,12 +141,15 @@ def main() -> int:
         per[bench] = {"conditional": run(bench, likelihood="conditional")}
         for k in args.k:
             per[bench][f"marginal_k{k}"] = run(bench, likelihood="marginal", k=k)
-        for p in args.particles:
-            per[bench][f"smc_N{p}"] = run(bench, likelihood="smc", particles=p, smc_parts=parts)
+        for proposal in args.proposals:
+            tag = "" if proposal == DEFAULT_PROPOSAL else f"_{proposal}"
+            for p in args.particles:
+                per[bench][f"smc{tag}_N{p}"] = run(
+                    bench, likelihood="smc", particles=p, smc_parts=parts, proposal=proposal
+                )
         print(bench, {m: round(v, 4) for m, v in per[bench].items()}, file=sys.stderr, flush=True)
-    projected = {
-        mode: round(sum(per[b][mode] * units[b] for b in samples) / 60, 1) for mode in per["blimp"]
-    }
+    first = next(iter(per.values()))
+    projected = {mode: round(sum(per[b][mode] * units[b] for b in samples) / 60, 1) for mode in first}
     print(
         json.dumps(
             {
@@ -151,7 +162,8 @@ def main() -> int:
                 "cpu_s_per_sentence": {b: {m: round(v, 4) for m, v in d.items()} for b, d in per.items()},
                 "cpu_mini_units": units,
                 "projected_cpu_min_cpu_mini": projected,
-                "note": "smc_N<n>: 5 systems of n particles (the check at N and the 4N score together)",
+                "note": "smc_N<n>: 5 systems of n particles (the check at N and the 4N score together); "
+                "smc_adapted_N<n>: the same with the adapted proposal; the projection sums the benches run",
             },
             indent=1,
         )

@@ -16,6 +16,10 @@ LIKELIHOODS = ("conditional", "joint", "marginal", "smc")
 # particles N per system of `smc` by default: a cpu-mini cell's honest evaluation at N and 4N stays
 # near 20 CPU-minutes (benchmarks/smc_cost.py, docs/likelihoods.md)
 DEFAULT_PARTICLES = 8
+# the proposal of `smc`: the model's own tag heads (`prior`), or the locally optimal one that sums
+# every allowed tag pair of a word against the tokens it conditions (`adapted`; docs/likelihoods.md)
+PROPOSALS = ("prior", "adapted")
+DEFAULT_PROPOSAL = "prior"
 # masked LMs: pseudo-log-likelihood variants (Salazar et al. 2020; Kauf & Ivanova 2023)
 PLL_METRICS = ("original", "within_word_l2r")
 # ``structpe eval leakage``: the scorings of the leakage audit (structpe.eval.leakage); `causal`

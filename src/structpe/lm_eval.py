@@ -39,7 +39,7 @@ import lm_eval.models  # noqa: F401  (lm-eval's own model types first: `hf` & co
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from structpe.choices import DEFAULT_PARTICLES, LIKELIHOODS
+from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL, LIKELIHOODS, PROPOSALS
 from structpe.errors import StructpeError, check_device, closest
 from structpe.parser.registry import available_parsers
 
@@ -68,6 +68,7 @@ MODEL_ARGS: dict[str, ModelArg] = {
     "likelihood": ModelArg(str, "conditional", choices=LIKELIHOODS),
     "k": ModelArg(int, 10, minimum=1),
     "particles": ModelArg(int, DEFAULT_PARTICLES, minimum=1),
+    "proposal": ModelArg(str, DEFAULT_PROPOSAL, choices=PROPOSALS),
     "tokenizer": ModelArg(str),
     "parser_model": ModelArg(str),
     "batch_size": ModelArg(int, 16, minimum=1, auto=True),
@@ -153,11 +154,14 @@ class StructpeLM(LM):
             likelihood=args["likelihood"],
             k=args["k"],
             particles=args["particles"],
+            proposal=args["proposal"],
             batch_size=size,
             progress=False,
         )
         self.scorer = make_scorer(model, tok, the_parser, spec)
-        self.settings = {key: args[key] for key in ("pretrained", "parser", "likelihood", "k", "particles")}
+        self.settings = {
+            key: args[key] for key in ("pretrained", "parser", "likelihood", "k", "particles", "proposal")
+        }
         self._warned = False
 
     @classmethod
@@ -220,7 +224,11 @@ class StructpeLM(LM):
                 parser=parser_record(self.settings["parser"]),
                 likelihood=self.settings["likelihood"],
                 k=self.settings["k"] if self.settings["likelihood"] == "marginal" else None,
-                **({"particles": self.settings["particles"]} if self.settings["likelihood"] == "smc" else {}),
+                **(
+                    {"particles": self.settings["particles"], "proposal": self.settings["proposal"]}
+                    if self.settings["likelihood"] == "smc"
+                    else {}
+                ),
             ),
         }
 

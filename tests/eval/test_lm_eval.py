@@ -93,9 +93,18 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"root": root, "model": root / "txl", "tasks": root / "tasks", "gpt2": root / "gpt2"}
 
 
-@pytest.mark.parametrize("likelihood", ["conditional", "joint", "marginal", "smc"])
+@pytest.mark.parametrize(
+    "likelihood,proposal",
+    [
+        ("conditional", "prior"),
+        ("joint", "prior"),
+        ("marginal", "prior"),
+        ("smc", "prior"),
+        ("smc", "adapted"),
+    ],
+)
 def test_lm_eval_blimp_decisions_match_structpe(
-    setup: dict[str, Path], likelihood: str, monkeypatch: pytest.MonkeyPatch
+    setup: dict[str, Path], likelihood: str, proposal: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -104,7 +113,7 @@ def test_lm_eval_blimp_decisions_match_structpe(
     import structpe.lm_eval  # noqa: F401  (registers the model type)
 
     args = f"pretrained={setup['model']},parser=chain-lm-eval,likelihood={likelihood}"
-    args += ",k=4,particles=4,batch_size=8"
+    args += ",k=4,particles=4,batch_size=8" + (f",proposal={proposal}" if likelihood == "smc" else "")
     res = lm_eval.simple_evaluate(
         model="structpe",
         model_args=args,
@@ -115,7 +124,7 @@ def test_lm_eval_blimp_decisions_match_structpe(
     samples = sorted(res["samples"]["structpe_toy_blimp"], key=lambda s: s["doc_id"])
     lm_lp = [[float(r[0][0]) for r in s["resps"]] for s in samples]
 
-    out = setup["root"] / f"blimp-{likelihood}"
+    out = setup["root"] / f"blimp-{likelihood}-{proposal}"
     argv = [
         "eval",
         "blimp",
@@ -131,6 +140,7 @@ def test_lm_eval_blimp_decisions_match_structpe(
         "4",
         "--particles",
         "4",
+        *(["--proposal", proposal] if likelihood == "smc" else []),
         "--batch-size",
         "8",
         "--keep-pairs",

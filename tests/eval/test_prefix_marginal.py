@@ -22,6 +22,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from structpe.choices import PROPOSALS
 from structpe.data.paths import data_root
 from structpe.eval.scoring.prefixes import prefix_pairs
 from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym, paper_suites
@@ -159,22 +160,33 @@ def test_identical_prefixes_get_identical_surprisals(suites_root):
     assert found["marginal_max_diff_bits"] < 1e-4, found
 
 
-def test_identical_prefixes_get_identical_smc_surprisals(suites_root):
+@pytest.mark.parametrize("proposal", PROPOSALS)
+def test_identical_prefixes_get_identical_smc_surprisals(suites_root, proposal):
     """The particle estimate on a sample of suites: each system is seeded alone and draws its random
     numbers in the same order for the same prefix, so shared prefixes get identical region
-    surprisals (0 differing pairs), in the reported (4N) estimate; the result records the budgets."""
+    surprisals (0 differing pairs), in the reported (4N) estimate; the result records the budgets.
+    With the adapted proposal a word's pair is drawn only once the tokens up to the next word's first
+    are read, and the estimates inside a word sum its pairs: the same holds."""
     names = ["number_prep", "reflexive_src_fem", "mvrr", "subordination_src-src"]
     suites = [s for s in load_suites(suites_root, None) if s.name in names]
     assert len(suites) == len(names)
     tok = _tokenizer(_sentences(suites))
     model = _model(len(tok))
     res = evaluate_syntaxgym(
-        model, tok, WholeTextParser(), suites_root, names, likelihood="smc", particles=4, progress=False
+        model,
+        tok,
+        WholeTextParser(),
+        suites_root,
+        names,
+        likelihood="smc",
+        particles=4,
+        proposal=proposal,
+        progress=False,
     )
     pairs, diffs = _shared_prefix_differences(res, suites)
     assert pairs > 100
     assert max(diffs) < 1e-6, sorted(diffs)[-5:]
-    assert res["likelihood"] == "smc" and res["particles"] == 4
+    assert res["likelihood"] == "smc" and res["particles"] == 4 and res["proposal"] == proposal
     assert 0 <= res["flip_share"] <= 1 and res["stderr"] >= 0 and res["decisions"] == sum(
         len(s.items) for s in suites
     )

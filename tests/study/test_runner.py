@@ -246,6 +246,30 @@ def test_smc_and_its_particles_key_only_smc_evaluations(tiny_spec: Path) -> None
     assert spec.evaluations.blimp.limit_for("smc") == 3  # the leak-free modes score the same pairs
 
 
+def test_the_smc_proposal_keys_only_smc_evaluations(tiny_spec: Path) -> None:
+    """The adapted proposal changes its own bench's smc key only; a spec that names the default
+    proposal keeps the keys it had (committed smc results stay valid); score_settings keeps the
+    proposal for smc scores alone."""
+    from structpe.study.spec import BlimpSpec, score_settings
+
+    spec = load_spec(tiny_spec, "test")
+    spec.evaluations.blimp = BlimpSpec(likelihoods=["conditional", "smc"])
+    spec.evaluations.ppl.likelihoods = ["conditional", "smc"]
+    data = StudyData(Path("tok"), Path("ds"), "fp", [], train_fingerprint="train-fp")
+    before = eval_keys(spec, "position", 1, data)
+    spec.evaluations.blimp.proposal = "prior"
+    assert eval_keys(spec, "position", 1, data) == before
+    spec.evaluations.blimp.proposal = "adapted"
+    after = eval_keys(spec, "position", 1, data)
+    assert after["blimp-smc"] != before["blimp-smc"]
+    assert {k: v for k, v in after.items() if k != "blimp-smc"} == {
+        k: v for k, v in before.items() if k != "blimp-smc"
+    }
+    saved = spec.to_dict()
+    assert score_settings(saved, "blimp.smc.overall")["evaluations.blimp.proposal"] == "adapted"
+    assert "evaluations.blimp.proposal" not in score_settings(saved, "blimp.conditional.overall")
+
+
 def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     """Raising a benchmark's marginal k re-runs that benchmark's marginal, nothing else."""
     from structpe.study.spec import BlimpSpec

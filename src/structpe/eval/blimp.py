@@ -237,6 +237,7 @@ def evaluate_blimp(
     }
     if smc:  # budgets N and 4N of the particle estimate: pair decisions that flip, standard error
         result.update(convergence(lambda v: (_mean(view_dec[v]), view_dec[v]), scorer.particles, SMC_SYSTEMS))
+        result["proposal"] = scorer.proposal
     if keep_pairs:
         result["pairs"] = rows
     return result

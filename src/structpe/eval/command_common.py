@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from structpe.choices import DEFAULT_PARTICLES, PLL_METRICS
+from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL, PLL_METRICS, PROPOSALS
 from structpe.choices import LIKELIHOODS as LIKELIHOOD_CHOICES
 from structpe.errors import StructpeError, check_choice, check_device, check_positive, reading
 from structpe.hardware import THREADS_HELP, set_cpu_threads
@@ -167,6 +167,14 @@ def _scoring_args(p: argparse.ArgumentParser) -> None:
         "system of N checks which decisions flip",
     )
     p.add_argument(
+        "--proposal",
+        choices=PROPOSALS,
+        default=DEFAULT_PROPOSAL,
+        help="proposal of the smc likelihood: prior = the model's tag heads, adapted = every allowed "
+        "tag pair of a word scored against the tokens it conditions (lower variance, up to 10x the "
+        "rows; docs/likelihoods.md)",
+    )
+    p.add_argument(
         "--pll-metric", choices=PLL_METRICS, default="within_word_l2r", help="encoders: PLL variant"
     )
 
@@ -203,7 +211,7 @@ def eval_provenance(
         parser=parser_record(parser_name, getattr(args, "parser_model", None)),
         likelihood=likelihood,
         k=args.k if likelihood == "marginal" else None,
-        **({"particles": args.particles} if likelihood == "smc" else {}),
+        **({"particles": args.particles, "proposal": args.proposal} if likelihood == "smc" else {}),
         limits={k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None},
         seed=getattr(args, "seeds", None),
         **fields,
@@ -223,6 +231,7 @@ def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
         likelihood=args.likelihood,
         k=args.k,
         particles=args.particles,
+        proposal=args.proposal,
         pll_metric=args.pll_metric,
         batch_size=args.batch_size,
         append_eos=getattr(args, "append_eos", False),
@@ -242,6 +251,9 @@ def check_args(args: argparse.Namespace) -> None:
         check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))
     if getattr(args, "parser", None) is not None:
         check_choice("--parser", args.parser, [*available_parsers(), "none"])
+    proposal = getattr(args, "proposal", DEFAULT_PROPOSAL)
+    if proposal != DEFAULT_PROPOSAL and getattr(args, "likelihood", None) != "smc":
+        raise StructpeError(f"--proposal {proposal}: a proposal of the smc likelihood; add --likelihood smc")
     if getattr(args, "text", None) and args.parser == "none":
         raise StructpeError(
             "--text with --parser none: the words of plain text come from a parser (word perplexity "

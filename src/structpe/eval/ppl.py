@@ -172,6 +172,7 @@ def evaluate_ppl(
             return math.exp(-lp / n_words), []
 
         result.update(convergence(word_ppl, scorer.particles, SMC_SYSTEMS))
+        result["proposal"] = scorer.proposal
         result["word_ppl_at_n"] = result.pop("score_at_n")
     if scorer.likelihood == "marginal" and scorer.tagged:  # the bound at every width of the ladder
         widths = scores[0].meta["bound_by_k"] if scores else {}

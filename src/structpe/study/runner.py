@@ -39,6 +39,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from structpe.choices import DEFAULT_PROPOSAL
 from structpe.eval.scoring.smc import SMC_SYSTEMS
 from structpe.eval.syntaxgym.evaluate import suite_names
 from structpe.io import (
@@ -121,15 +122,17 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
         sub = getattr(ev, name)
         if sub is not None:
             # the beam width k (and BLiMP's marginal_limit) shape marginal scores only, the particles
-            # smc scores only: changing them re-runs nothing else, and an unset marginal_limit (or
-            # adding smc) keeps the keys the other modes had before
-            drop = ("k", "marginal_limit", "particles")
+            # smc scores only (its proposal too): changing them re-runs nothing else, and an unset
+            # marginal_limit (or adding smc, or the default proposal) keeps the keys from before
+            drop = ("k", "marginal_limit", "particles", "proposal")
             settings = {f: v for f, v in dataclasses.asdict(sub).items() if f not in drop}
             settings["likelihoods"] = [m for m in sub.likelihoods if m != "smc"]
             for mode in sub.likelihoods:
                 beam = [sub.k] if mode == "marginal" else []
                 if mode == "smc":
                     beam.append({"particles": sub.particles, "systems": SMC_SYSTEMS})
+                    if sub.proposal != DEFAULT_PROPOSAL:
+                        beam.append({"proposal": sub.proposal})
                 if mode in ("marginal", "smc") and name == "blimp" and sub.marginal_limit is not None:
                     beam.append({"marginal_limit": sub.marginal_limit})
                 keys[f"{name}-{mode}"] = stable_hash([own, name, mode, settings, *beam])
@@ -281,7 +284,13 @@ def run_cell(
                 f"ppl-{mode}",
                 lambda m=mode: ppl_scores(
                     evaluate_ppl(
-                        model, tokenizer, sents, likelihood=m, k=ev.ppl.k, particles=ev.ppl.particles,
+                        model,
+                        tokenizer,
+                        sents,
+                        likelihood=m,
+                        k=ev.ppl.k,
+                        particles=ev.ppl.particles,
+                        proposal=ev.ppl.proposal,
                         progress=progress,
                     )
                 ),
@@ -307,6 +316,7 @@ def run_cell(
                         likelihood=m,
                         k=ev.blimp.k,
                         particles=ev.blimp.particles,
+                        proposal=ev.blimp.proposal,
                         progress=progress,
                     )
                 ),
@@ -329,6 +339,7 @@ def run_cell(
                         likelihood=m,
                         k=ev.syntaxgym.k,
                         particles=ev.syntaxgym.particles,
+                        proposal=ev.syntaxgym.proposal,
                         progress=progress,
                     )
                 ),

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.choices import DEFAULT_PARTICLES, LIKELIHOODS
+from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL, LIKELIHOODS, PROPOSALS
 from structpe.errors import RecipeError, closest
 from structpe.eval.glue.tasks import FINETUNE_TASKS, task_spec
 from structpe.io import read_json
@@ -103,6 +103,7 @@ class PplSpec:
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint", "marginal"])
     k: int = 10
     particles: int = DEFAULT_PARTICLES
+    proposal: str = DEFAULT_PROPOSAL  # the smc estimate's proposal (prior | adapted)
     sentences: int | None = None  # None = dataset.test_sentences
 
 
@@ -132,6 +133,7 @@ class BlimpSpec:
     k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
     marginal_limit: int | None = None
     particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
+    proposal: str = DEFAULT_PROPOSAL  # the smc estimate's proposal (prior | adapted)
 
     def limit_for(self, mode: str) -> int | None:
         """Pairs per paradigm that ``mode`` scores."""
@@ -147,6 +149,7 @@ class SyntaxGymSpec:
     likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
     k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
     particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
+    proposal: str = DEFAULT_PROPOSAL  # the smc estimate's proposal (prior | adapted)
 
 
 @dataclass
@@ -350,6 +353,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
                 if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                     at = f"{where}: evaluations.{name}.{key}"
                     raise StudySpecError(f"{at} must be an integer >= 1, got {v!r}")
+            _check_choices([sub.proposal], PROPOSALS, f"{where}: evaluations.{name}.proposal")
     blimp = evals.blimp
     if blimp is not None and blimp.marginal_limit is not None:
         at = f"{where}: evaluations.blimp.marginal_limit"
@@ -629,7 +633,7 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
     """The evaluation settings that shape ``metric``'s number (``bench.mode.score``) in a spec as
     ``spec.json`` records it (``StudySpec.to_dict()``): the bench's fields by name, less the list
     of modes run (it changes which numbers exist, not their values), outside the marginal mode
-    its beam width, outside ``smc`` its particles, and BLiMP's ``marginal_limit`` (as the
+    its beam width, outside ``smc`` its particles and proposal, and BLiMP's ``marginal_limit`` (as the
     evaluation cache keys of ``structpe.study.runner.eval_keys``); BLiMP's ``limit`` is the pairs
     this mode scores. Empty for a score no evaluation setting shapes (``val_lm_loss``) or a bench
     the spec does not run."""
@@ -644,7 +648,7 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
         "likelihoods",
         "marginal_limit",
         *(() if mode == "marginal" else ("k",)),
-        *(() if mode == "smc" else ("particles",)),
+        *(() if mode == "smc" else ("particles", "proposal")),
     }
     kept = {f"evaluations.{bench}.{k}": v for k, v in sub.items() if k not in drop}
     return json.loads(json.dumps(kept))  # tuples as lists, as spec.json holds them

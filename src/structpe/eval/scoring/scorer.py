@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from structpe import choices
+from structpe.choices import DEFAULT_PROPOSAL, PROPOSALS
 from structpe.eval.scoring.inputs import _progress, batched, parse_texts
 from structpe.eval.scoring.likelihood import joint_scores, marginal_scores
 from structpe.eval.scoring.masked import MaskedScorer
@@ -78,6 +79,7 @@ class CausalScorer:
         particles: int = DEFAULT_PARTICLES,
         seed: int = 0,
         smc_parts: str = "both",
+        proposal: str = DEFAULT_PROPOSAL,
         batch_size: int = 32,
         append_eos: bool = False,
         max_length: int | None = None,
@@ -91,10 +93,13 @@ class CausalScorer:
             raise ValueError(f"marginal likelihood needs a beam width k >= 1, got {k}")
         if likelihood == "smc" and particles < 1:
             raise ValueError(f"smc likelihood needs particles >= 1, got {particles}")
+        if proposal not in PROPOSALS:
+            raise ValueError(f"smc proposal must be one of {PROPOSALS}, got {proposal!r}")
         self.k = k  # beam width of the marginal mode
         self.particles = particles  # particles per system of the smc mode
         self.seed = seed  # the smc mode's random numbers
         self.smc_parts = smc_parts  # which of its systems run (structpe.eval.scoring.smc.smc_scores)
+        self.proposal = proposal  # the smc mode's proposal: the tag heads, or the locally optimal one
         self.model = model
         self.tokenizer = tokenizer
         self.parser = parser
@@ -232,7 +237,8 @@ class ScoringSpec:
 
     ``kind`` causal | masked (None: from the model); ``likelihood`` conditional | joint | marginal |
     smc (causal models, docs/likelihoods.md) with beam width ``k`` (marginal) or ``particles`` per
-    system, ``seed`` and ``smc_parts`` (smc: which kinds of system run, see ``smc_scores``);
+    system, ``seed``, ``smc_parts`` (smc: which kinds of system run, see ``smc_scores``) and
+    ``proposal`` (smc: ``prior``, the tag heads, or ``adapted``, the locally optimal one);
     ``pll_metric`` for masked models; ``append_eos`` scores an EOS after each text (causal only);
     ``max_length`` caps a text's tokens.
     """
@@ -243,6 +249,7 @@ class ScoringSpec:
     particles: int = DEFAULT_PARTICLES
     seed: int = 0
     smc_parts: str | None = None  # None: both kinds of system; evaluations that need one set it
+    proposal: str = DEFAULT_PROPOSAL
     pll_metric: str = "within_word_l2r"
     batch_size: int = 32
     append_eos: bool = False
@@ -279,6 +286,7 @@ def make_scorer(
             particles=spec.particles,
             seed=spec.seed,
             smc_parts=spec.smc_parts or "both",
+            proposal=spec.proposal,
             batch_size=spec.batch_size,
             append_eos=spec.append_eos,
             max_length=spec.max_length,
@@ -299,6 +307,13 @@ def make_scorer(
     raise ValueError(f"kind must be 'causal' or 'masked', got {kind!r}")
 
 
+# how a report names the smc proposal (choices.PROPOSALS)
+_PROPOSAL_WORDS = {
+    "prior": "the model's tag heads",
+    "adapted": "the locally optimal (fully adapted) draw from each word's exact posterior",
+}
+
+
 def describe_scoring(scorer: CausalScorer | MaskedScorer) -> str:
     """One line for reports naming the likelihood convention (every report says which it used)."""
     if isinstance(scorer, MaskedScorer):
@@ -315,8 +330,9 @@ def describe_scoring(scorer: CausalScorer | MaskedScorer) -> str:
     if scorer.tagged and scorer.likelihood == "smc":
         return (
             f"particle estimate of p(x) (smc): sequential importance sampling with resampling over "
-            f"well-formed tag sequences, the model's tag heads as proposal; {SMC_REPLICATES} independent "
-            f"systems of N = {scorer.particles} particles pooled (4N), one more alone for the check at N; "
+            f"well-formed tag sequences, {_PROPOSAL_WORDS[scorer.proposal]} as proposal; "
+            f"{SMC_REPLICATES} independent systems of N = {scorer.particles} particles pooled (4N), "
+            "one more alone for the check at N; "
             "regions from prefix estimates, BOS-conditioned"
         )
     if scorer.tagged:

@@ -20,6 +20,17 @@ importance sampling with resampling, word-synchronous (a particle filter over th
   the mean weights at the past resamplings: an unbiased estimate of the open prefix marginal
   sum_{T_<=i open} p(x_<=t, T_<=i) (offspring counts have mean N W_n, so every step preserves the
   expectation, whether or not it resamples).
+* ``adapted`` (opt-in; ``prior`` above is the default) is the locally optimal, fully adapted
+  proposal (Pitt and Shephard 1999's auxiliary particle filter): at word i each particle expands
+  into one child per allowed pair c (as the k-best beam expands a hypothesis) and each child is
+  scored on the same tokens, pos_i + 1 .. pos_(i+1); with g(c) = p(c | h) p(those tokens | c, h)
+  Z_(i+1)(c), Z_(i+1)(c) the mass word i+1's allowed moves keep under the child's tag heads at
+  pos_i (1 at the last word), the weight takes G = sum_c g(c), the particles resample on it and
+  each draws c with probability g(c) / G; word i+1's prior is renormalised by Z_(i+1)(c). Along a
+  sequence T, weight x proposal = prod_i g_i(c_i) = p(x, T) (each Z_(i+1) cancels against the
+  next prior's normaliser), so E[weight] = p(x): unbiased, and the weight no longer depends on the
+  pair drawn. Within word i the prefix estimate at t sums its children over the tokens up to t,
+  so no estimate reads a later token, and the draws keep their order (resampling, one uniform).
 * the sentence estimate p^(x) (BLiMP, perplexity, the closing of the last region) comes from
   systems of their own that know the text's word count: their proposal keeps only the moves after
   which the tree can still close in the words left (``allowed_pairs``: exactly the well-formed
@@ -52,7 +63,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from structpe.choices import DEFAULT_PARTICLES
+from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL, PROPOSALS
 from structpe.eval.scoring.prefixes import prefix_pairs
 from structpe.eval.scoring.rows import Row, run_rows
 from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, model_device
@@ -98,6 +109,12 @@ class _System:
     terminals: list[list[int]] = field(init=False)
     nonterminals: list[list[int]] = field(init=False)
     next_lp: torch.Tensor | None = None  # [N, 10] the tag heads' joint log-probs for the next word
+    # the adapted proposal, while a word is in progress: log p(pair | history) [N, 10] (-inf where
+    # not allowed), the log-prob of the tokens fed since the word started under each pair [N, 10],
+    # and each pair's tag heads at the word's first token [N, 10, 10] (the next word's prior)
+    prior: torch.Tensor | None = None
+    look: torch.Tensor | None = None
+    heads: torch.Tensor | None = None
     rows: list[int] = field(default_factory=list)  # cache row of each particle
     resamplings: int = 0
 
@@ -141,31 +158,91 @@ class _System:
         self.resamplings += 1
         return parent
 
-    def propose(
+    def allowed(
         self, tables: tuple[torch.Tensor, torch.Tensor], max_after: int | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Draw one (t, nt) per particle from the tag heads restricted to the allowed moves (and to
-        those whose depth after is at most ``max_after``: the prefix can still close in time).
-
-        Returns the pair ids [N], the depths after them [N] and log Z, the allowed mass [N] (the
-        weight's factor p / q).
-        """
+    ) -> torch.Tensor:
+        """[N, 10]: the moves each particle may take next (and whose depth after is at most
+        ``max_after``: the prefix can still close in time)."""
         allowed, after = tables
-        assert self.next_lp is not None
         ok = allowed[self.depth]
         if max_after is not None:
             ok = ok & (after[self.depth] <= max_after)
-        lp = self.next_lp.masked_fill(~ok, -math.inf)
-        log_mass = torch.logsumexp(lp, -1)  # -inf: no allowed move (a deep prefix cannot close)
-        stuck = ~ok.any(-1)
+        return ok
+
+    def draw(self, lp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One pair per particle from the normalised ``lp`` [N, 10] (-inf: not allowed; one uniform
+        per particle). Returns the pairs [N] and the log mass normalised away [N] (-inf: no allowed
+        move, a deep prefix that cannot close; its particle draws any pair at weight zero)."""
+        log_mass = torch.logsumexp(lp, -1)
+        stuck = ~torch.isfinite(log_mass)
         probs = torch.exp(lp - log_mass[:, None]).masked_fill(stuck[:, None], 1.0 / _PAIRS)
         cdf = torch.cumsum(probs, -1)
         cdf[:, -1] = 1.0
         u = torch.rand(self.n, 1, generator=self.gen, dtype=torch.float64)
         pair = torch.searchsorted(cdf, u).squeeze(-1).clamp_max(_PAIRS - 1)
-        if not bool((ok[torch.arange(self.n), pair] | stuck).all()):  # a zero-probability bin
+        if not bool((torch.isfinite(lp[torch.arange(self.n), pair]) | stuck).all()):  # a zero bin
             raise RuntimeError("proposal drew a disallowed tag pair")
-        return pair, after[self.depth, pair], log_mass
+        return pair, log_mass
+
+    def propose(
+        self, tables: tuple[torch.Tensor, torch.Tensor], max_after: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The ``prior`` proposal: one (t, nt) per particle from the tag heads restricted to the
+        allowed moves. Returns the pair ids [N], the depths after them [N] and log Z, the allowed
+        mass [N] (the weight's factor p / q)."""
+        assert self.next_lp is not None
+        pair, log_mass = self.draw(self.next_lp.masked_fill(~self.allowed(tables, max_after), -math.inf))
+        return pair, tables[1][self.depth, pair], log_mass
+
+    # the ``adapted`` proposal: a word's pair is drawn once its tokens are scored under every pair
+
+    def open_word(self, ok: torch.Tensor) -> None:
+        """Word i starts: every allowed pair becomes a child, none drawn yet."""
+        assert self.next_lp is not None
+        self.prior = self.next_lp.masked_fill(~ok, -math.inf)
+        self.look = torch.zeros(self.n, _PAIRS, dtype=torch.float64)
+
+    def marginal(self) -> float:
+        """The prefix estimate while a word is in progress: each particle's weight times the exact
+        sum over the word's pairs of p(pair | history) p(tokens fed since | pair, history)."""
+        assert self.prior is not None and self.look is not None
+        lw = self.logw + torch.logsumexp(self.prior + self.look, -1)
+        return self.log_z + float(torch.logsumexp(lw, 0)) - math.log(self.n)
+
+    def close_word(
+        self, after: torch.Tensor, following: tuple[tuple[torch.Tensor, torch.Tensor], int | None] | None
+    ) -> tuple[list[int] | None, torch.Tensor]:
+        """Word i's tokens are all scored: the weight takes the incremental marginal (it does not
+        depend on the pair drawn), the particles resample on it, and each draws word i's pair from
+        its parent's exact posterior. Returns the parents (None: not resampled) and the pairs.
+
+        ``following`` (word i+1's move tables and depth limit; None at the last word): the mass
+        Z_(i+1)(pair) that word i+1's allowed moves keep under each child's tag heads is a factor
+        of p(x, T) that depends on word i's pair and is known now (the heads at pos_i read no later
+        token), so it joins the sum, and word i+1's prior is renormalised by it."""
+        assert self.prior is not None and self.look is not None
+        joint = self.prior + self.look
+        if self.heads is not None and following is not None:
+            (allowed_n, after_n), max_after_n = following
+            d = after[self.depth]  # [N, 10] the depth after each pair of word i
+            ok = allowed_n[d]
+            if max_after_n is not None:
+                ok = ok & (after_n[d] <= max_after_n)
+            log_next = torch.logsumexp(self.heads.masked_fill(~ok, -math.inf), -1)  # [N, 10]
+            joint = joint + log_next
+            self.heads = self.heads - log_next[..., None]
+        self.logw = self.logw + torch.logsumexp(joint, -1)
+        parent = self.resample()
+        idx = torch.tensor(parent) if parent is not None else torch.arange(self.n)
+        pair, _ = self.draw(joint[idx])
+        self.depth = after[self.depth, pair]  # depth, tags: already the parents' after resampling
+        for j, p in enumerate(pair.tolist()):
+            self.terminals[j].append(p // N_NONTERMINALS)
+            self.nonterminals[j].append(p % N_NONTERMINALS)
+        if self.heads is not None:
+            self.next_lp = self.heads[idx, pair]
+        self.prior = self.look = self.heads = None
+        return parent, pair
 
 
 @dataclass
@@ -208,6 +285,7 @@ def smc_scores(
     max_depth: int = DEFAULT_MAX_DEPTH,
     use_cache: bool | None = None,
     parts: str | None = None,
+    proposal: str | None = None,
 ) -> list[TokenScores]:
     """Particle estimates of log p(x) (module docstring); ``particles`` / ``seed`` default to the
     scorer's.
@@ -226,6 +304,10 @@ def smc_scores(
     length: not prefix estimates, ``meta["prefixes"]`` is False); ``prefix`` the open systems alone
     (SyntaxGym without an EOS; the total is then the open estimate of the whole text, with no
     closing, ``meta["sentence"]`` is False).
+
+    ``proposal`` (default: the scorer's, else ``prior``): ``adapted`` draws each word's pair from
+    its exact posterior given the tokens it conditions and weights by their exact sum (module
+    docstring); it scores every allowed pair of every particle, up to 10 times the rows.
     """
     from structpe.eval.scoring.likelihood import _full_row, _token_scores, plain_scores, tagged_positions
 
@@ -236,6 +318,10 @@ def smc_scores(
     parts = parts or getattr(scorer, "smc_parts", "both")
     if parts not in SMC_PARTS:
         raise ValueError(f"smc parts must be one of {SMC_PARTS}, got {parts!r}")
+    proposal = proposal or getattr(scorer, "proposal", DEFAULT_PROPOSAL)
+    if proposal not in PROPOSALS:
+        raise ValueError(f"smc proposal must be one of {PROPOSALS}, got {proposal!r}")
+    adapted = proposal == "adapted"
     if not scorer.tagged:
         return plain_scores(scorer, batch)
     seeds = system_seeds(seed, 2 * systems)
@@ -254,12 +340,13 @@ def smc_scores(
         use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
     tables = (_move_tables(max_depth, False), _move_tables(max_depth, True))
     if use_cache:
-        group = max(1, CACHED_PARTICLE_ROWS // (len(texts[0].every_system) * n)) if texts else 1
+        width = _PAIRS if adapted else 1
+        group = max(1, CACHED_PARTICLE_ROWS // (len(texts[0].every_system) * n * width)) if texts else 1
         for i in range(0, len(texts), group):
-            _run_cached(scorer, texts[i : i + group], tables)
+            _run_cached(scorer, texts[i : i + group], tables, adapted)
     else:
         for x in texts:
-            _run_uncached(scorer, x, tables)
+            _run_uncached(scorer, x, tables, adapted)
     out = []
     pool = list(range(1, systems)) if systems > 1 else [0]
     for x in texts:
@@ -282,6 +369,7 @@ def smc_scores(
             "prefixes": bool(x.systems),
             "sentence": bool(x.sentences),
             "n_words": len(x.positions),
+            "proposal": proposal,
         }
         ts = _token_scores(scorer, x.enc, lps, "smc", meta)
         ts.close_logprob = _lme([closed[r] for r in pool]) - prev
@@ -302,6 +390,39 @@ def view_prefixes(open_est: Sequence[Sequence[float]], systems: Sequence[int]) -
     return [_lme([open_est[r][t] for r in systems]) for t in range(len(open_est[0]))]
 
 
+def _word_moves(x: _Text, s: _System, w: int, tables) -> tuple[tuple[torch.Tensor, torch.Tensor], int | None]:
+    """The move tables and depth limit of word ``w`` (0-based) for system ``s``: a sentence system
+    keeps only moves that can still close (the closing move at the last word), an open one any."""
+    if any(s is q for q in x.sentences):  # identity: dataclass equality compares tensors
+        last = w + 1 == len(x.positions)
+        return tables[last], None if last else len(x.positions) - w - 1
+    return tables[0], None
+
+
+def _open_words(x: _Text, w: int, tables) -> None:
+    """``adapted``: word ``w`` starts in every system; the open estimate at its first token sums its
+    allowed pairs."""
+    for s in x.every_system:
+        s.open_word(s.allowed(*_word_moves(x, s, w, tables)))
+    for r, s in enumerate(x.recorded):
+        x.open_est[r][x.positions[w] - 1] = s.marginal()
+
+
+def _close_words(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | None, torch.Tensor]]:
+    """``adapted``: word ``w``'s tokens are scored in every system: weigh, resample, draw its pair.
+    Returns each system's parents and pairs (for the cache's rows)."""
+    nxt = w + 1 < len(x.positions)
+    return [
+        (
+            s,
+            *s.close_word(
+                _word_moves(x, s, w, tables)[0][1], _word_moves(x, s, w + 1, tables) if nxt else None
+            ),
+        )
+        for s in x.every_system
+    ]
+
+
 def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | None]]:
     """Word ``w`` (0-based) starts: every system resamples and draws the word's tags; an open system
     records its prefix estimate at the word's first token, a sentence system draws only moves that
@@ -310,15 +431,10 @@ def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | Non
     Returns each system's resampling parents (None: not resampled) for the cache's rows.
     """
     out = []
-    n_words = len(x.positions)
     for s in x.every_system:
         parent = s.resample() if w > 0 else None
         out.append((s, parent))
-        if any(s is q for q in x.sentences):  # identity: dataclass equality compares tensors
-            last = w + 1 == n_words
-            pair, depth, log_mass = s.propose(tables[last], None if last else n_words - w - 1)
-        else:
-            pair, depth, log_mass = s.propose(tables[0])
+        pair, depth, log_mass = s.propose(*_word_moves(x, s, w, tables))
         s.logw = s.logw + log_mass
         s.depth = depth
         for j, p in enumerate(pair.tolist()):
@@ -329,61 +445,98 @@ def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | Non
     return out
 
 
-def _run_uncached(scorer: CausalScoring, x: _Text, tables) -> None:
-    """Word-synchronous reference: each particle's prefix re-run up to the next word's first token."""
+def _run_uncached(scorer: CausalScoring, x: _Text, tables, adapted: bool = False) -> None:
+    """Word-synchronous reference: each particle's prefix re-run up to the next word's first token
+    (``adapted``: once per allowed pair of the word, its children, as the k-best beam expands)."""
     n_words = len(x.positions)
     for step in range(n_words + 1):
+        child = adapted and step > 0  # word step - 1's pairs are scored before one is drawn
         if step > 0:
-            _word_start(x, step - 1, tables)
+            (_open_words if child else _word_start)(x, step - 1, tables)
         stop = x.positions[step] if step < n_words else x.end  # last position predicted
         src = x.positions[step - 1] if step > 0 else 0  # logits needed from here on
+        width = _PAIRS if child else 1
         rows, owners = [], []
         for s in x.every_system:
             for j in range(s.n):
-                t = [IGNORE] * (stop + 1)
-                nn = [IGNORE] * (stop + 1)
-                for pos, tt, n_ in zip(x.positions, s.terminals[j], s.nonterminals[j], strict=False):
-                    t[pos], nn[pos] = tt, n_
-                rows.append(Row(x.ids[: stop + 1], t, nn, logits_from=src))
-                owners.append(s)
+                for c in range(width):
+                    t = [IGNORE] * (stop + 1)
+                    nn = [IGNORE] * (stop + 1)
+                    for pos, tt, n_ in zip(x.positions, s.terminals[j], s.nonterminals[j], strict=False):
+                        t[pos], nn[pos] = tt, n_
+                    if child:
+                        t[src], nn[src] = c // N_NONTERMINALS, c % N_NONTERMINALS
+                    rows.append(Row(x.ids[: stop + 1], t, nn, logits_from=src))
+                    owners.append(s)
         outs = run_rows(scorer, rows)
         for s in x.every_system:
             mine = [o for o_s, o in zip(owners, outs, strict=True) if o_s is s]
-            lp = torch.tensor([o.token_lp[src:stop] for o in mine], dtype=torch.float64)  # [N, seg]
+            lp = torch.tensor([o.token_lp[src:stop] for o in mine], dtype=torch.float64)
+            lp = lp.reshape(s.n, width, -1)  # [N, width, seg]
             r = next((q for q, o in enumerate(x.recorded) if o is s), None)
             for k, pos in enumerate(range(src + 1, stop + 1)):
-                s.logw = s.logw + lp[:, k]
+                if child:
+                    s.look = s.look + lp[:, :, k]
+                else:
+                    s.logw = s.logw + lp[:, 0, k]
                 if r is not None and (step == n_words or pos < stop):  # a word start: once tagged
-                    x.open_est[r][pos - 1] = s.estimate()
+                    x.open_est[r][pos - 1] = s.marginal() if child else s.estimate()
             if step < n_words:
-                s.next_lp = torch.cat(
+                heads = torch.cat(
                     [_joint_lp(o.terminal_lp[src][None], o.nonterminal_lp[src][None]) for o in mine]
-                )
+                ).reshape(s.n, width, _PAIRS)
+                if child:
+                    s.heads = heads
+                else:
+                    s.next_lp = heads[:, 0]
+        if child:
+            _close_words(x, step - 1, tables)
 
 
 @torch.no_grad()
-def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
+def _run_cached(scorer: CausalScoring, texts: list[_Text], tables, adapted: bool = False) -> None:
     """The same particle systems, token-synchronous on one ``SiPECache``: every particle of every
     system of every text is a row, all rows have fed the same number of positions, and one forward
     of one new position per row advances the group. Resampling copies only the rows of particles
     that died (``SiPECache.copy_rows``), never the whole cache; rows of finished texts are dropped
-    once they are half of the cache (one ``batch_select_indices``) and fed a pad token until then."""
+    once they are half of the cache (one ``batch_select_indices``) and fed a pad token until then.
+
+    ``adapted``: every particle holds one row per pair of the word in progress (its children, fed
+    that pair at the word's first token); once the word's tokens are scored, every row of a particle
+    becomes a copy of the child it drew (after resampling: of its parent's), one ``copy_rows``."""
     model = scorer.model
     device = model_device(model)
+    width = _PAIRS if adapted else 1
     word_at = {id(x): {pos: w for w, pos in enumerate(x.positions)} for x in texts}
-    owner: list[tuple[_Text, _System, int] | None] = []  # the particle each cache row holds
+    owner: list[tuple[_Text, _System, int, int] | None] = []  # the particle and child of each row
     for x in texts:
         for s in x.every_system:
-            s.rows = list(range(len(owner), len(owner) + s.n))
-            owner.extend((x, s, j) for j in range(s.n))
+            s.rows = list(range(len(owner), len(owner) + s.n * width))
+            owner.extend((x, s, j, c) for j in range(s.n) for c in range(width))
     cache = None
     col = lambda v: torch.tensor(v, device=device)[:, None]  # noqa: E731
     for t in range(max(x.end for x in texts) + 1):  # a last word may start at the last token
-        # 1. words that start at t: resample (copy the dead particles' rows), draw the tags
+        # 1. words that start at t: resample (copy the dead particles' rows), draw the tags;
+        # adapted: the word before draws its pair (every row of a particle copies the child drawn)
         dst: list[int] = []
         src: list[int] = []
         for x in texts:
             w = word_at[id(x)].get(t)
+            if adapted:
+                done = ([w - 1] if w is not None and w > 0 else []) + [-1] * (w is not None)
+                done += [len(x.positions) - 1] if t == x.end and x.positions else []
+                for d in done:
+                    if d < 0:
+                        _open_words(x, w, tables)
+                        continue
+                    for s, parent, pair in _close_words(x, d, tables):
+                        idx = parent if parent is not None else range(s.n)
+                        for j, (p, c) in enumerate(zip(idx, pair.tolist(), strict=True)):
+                            for k in range(width):
+                                if s.rows[j * width + k] != s.rows[p * width + c]:
+                                    dst.append(s.rows[j * width + k])
+                                    src.append(s.rows[p * width + c])
+                continue
             if w is None:
                 continue
             for s, parent in _word_start(x, w, tables):
@@ -404,14 +557,22 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
             owner = [owner[r] for r in keep]
             for r, o in enumerate(owner):
                 assert o is not None
-                o[1].rows[o[2]] = r
-        # 3. feed position t of every row: the particle's tags on a word's first token
+                o[1].rows[o[2] * width + o[3]] = r
+        # 3. feed position t of every row: the particle's tags (adapted: the child's pair) on a
+        # word's first token
         ids, term, nonterm = [], [], []
         for o in owner:
             w = word_at[id(o[0])].get(t) if o is not None else None
             ids.append(o[0].ids[t] if o is not None else scorer.pad_id)
-            term.append(o[1].terminals[o[2]][w] if o is not None and w is not None else IGNORE)
-            nonterm.append(o[1].nonterminals[o[2]][w] if o is not None and w is not None else IGNORE)
+            if o is None or w is None:
+                term.append(IGNORE)
+                nonterm.append(IGNORE)
+            elif adapted:
+                term.append(o[3] // N_NONTERMINALS)
+                nonterm.append(o[3] % N_NONTERMINALS)
+            else:
+                term.append(o[1].terminals[o[2]][w])
+                nonterm.append(o[1].nonterminals[o[2]][w])
         out = model(
             col(ids), cache=cache, use_cache=True, terminal_ids=col(term), nonterminal_ids=col(nonterm)
         )
@@ -425,15 +586,23 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables) -> None:
                 continue
             tagged_here = (t == 0 or t in word_at[id(x)]) and t < (x.positions[-1] if x.positions else -1)
             for s in x.every_system:
-                s.logw = s.logw + tok_lp[s.rows]
+                lp = tok_lp[s.rows].reshape(s.n, width)
+                if s.look is not None:  # adapted, a word in progress: each child its own tokens
+                    s.look = s.look + lp
+                else:  # before the first word every child of a particle is the same
+                    s.logw = s.logw + lp[:, 0]
                 if tagged_here:
                     rows = torch.tensor(s.rows, device=logp.device)
                     t_lp = torch.log_softmax(out.terminal_logits[rows, -1].float(), dim=-1).cpu()
                     n_lp = torch.log_softmax(out.nonterminal_logits[rows, -1].float(), dim=-1).cpu()
-                    s.next_lp = _joint_lp(t_lp, n_lp)
+                    heads = _joint_lp(t_lp, n_lp).reshape(s.n, width, _PAIRS)
+                    if s.look is not None:
+                        s.heads = heads
+                    else:
+                        s.next_lp = heads[:, 0]
             if t + 1 not in word_at[id(x)]:  # else set once the next word's tags are drawn
                 for r, s in enumerate(x.recorded):
-                    x.open_est[r][t] = s.estimate()
+                    x.open_est[r][t] = s.marginal() if s.look is not None else s.estimate()
 
 
 # ----------------------------------------------------------------------------------------------

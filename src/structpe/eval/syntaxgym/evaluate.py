@@ -330,6 +330,7 @@ def evaluate_syntaxgym(
         extra = convergence(
             lambda v: (aggregate(view_acc[v])["sg_score"], view_dec[v]), scorer.particles, SMC_SYSTEMS
         )
+        extra["proposal"] = scorer.proposal
     return {
         "benchmark": "syntaxgym",
         "scoring": describe_scoring(scorer),
