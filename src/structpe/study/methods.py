@@ -103,8 +103,8 @@ def _planned_parameters(spec: StudySpec, label: str) -> int:
 
 def _interval(values: Sequence[float], scale: float = 1.0, prec: int = 1, prefix: str = "") -> str:
     """``mean [lo, hi] (n)``: the mean and its 95% t interval over seeds (one seed: no interval)."""
-    if not values:
-        return "no cells"
+    if not values:  # finished cells evaluated before this metric existed (e.g. smc) have none
+        return "no score"
     t = paired_test([v * scale for v in values])
     if len(values) < 2:
         return f"{prefix}{t['mean']:.{prec}f} (1 seed)"
