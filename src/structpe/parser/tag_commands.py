@@ -131,10 +131,12 @@ def _init_worker(name: str, kwargs: dict[str, Any], threads: int) -> None:
     reported by ``_run_chunk``, so the parent says it once, in one line (an initializer that raises
     breaks the pool and each process prints its own traceback)."""
     global _PARSER, _INIT_ERROR
-    set_cpu_threads(threads)
     if multiprocessing.parent_process() is not None:
-        # Ctrl-C reaches the whole process group: only the parent answers it (it stops the workers)
+        # Ctrl-C reaches the whole process group: only the parent answers it (it stops the
+        # workers). First, before the slow torch import below, which a Ctrl-C would otherwise break
+        # with a traceback per worker
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_cpu_threads(threads)
     try:
         _PARSER = get_parser(name, **kwargs)
     except Exception as err:
