@@ -144,11 +144,13 @@ class RelPartialLearnableAttention(nn.Module):
         cache: SiPECache | None = None,
         layer_idx: int = 0,
         address: torch.Tensor | JoinedAddress | None = None,
+        planted_heads: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """h [B, L, D]; r [K, D] (offsets K-1..0) or, with a cache, (K, clamp_len);
         allowed bool [B, 1, L, K] (causal & padding; None: every key); K = cached + new keys;
         address [B, H, L, d_head/2]: the new positions' tree-address angles (lis_tree), a
-        JoinedAddress (lis_tree2) or None."""
+        JoinedAddress (lis_tree2) or None; planted_heads: also return the attention probabilities
+        of the first that many heads (``tpt``'s loss reads them; see ``_planted_probs``)."""
         bsz, length, _ = h.shape
         q, k, val = self.qkv(h).view(bsz, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
         joined = address if isinstance(address, JoinedAddress) else None
@@ -190,6 +192,8 @@ class RelPartialLearnableAttention(nn.Module):
             out, probs = self._plain(q, k, val, q_u, q_v, bd, allowed, prior, dropout_p)
         else:
             out, probs = self._fused(q, k, val, q_u, q_v, bd, allowed, prior, dropout_p), None
+            if planted_heads:
+                probs = self._planted_probs(q_u, k, bd, allowed, planted_heads)
         return self.o_net(out.transpose(1, 2).reshape(bsz, length, -1)), probs
 
     def _fused(self, q, k, val, q_u, q_v, bd, allowed, prior, dropout_p):
@@ -245,6 +249,17 @@ class RelPartialLearnableAttention(nn.Module):
         logits = (ac + bd) * self.scale
         probs = (logits if allowed is None else logits.masked_fill(~allowed, float("-inf"))).softmax(dim=-1)
         return (F.dropout(probs, dropout_p) if dropout_p > 0 else probs) @ val, probs
+
+    def _planted_probs(self, q_u, k, bd, allowed, heads: int) -> torch.Tensor:
+        """softmax((AC + BD) / sqrt(d_head)) of the first ``heads`` heads [B, heads, L, K], computed
+        beside the SDPA pass that carries the LM (injection is ``none`` for ``tpt``: no prior).
+        Routing the whole layer through ``_plain`` instead stalled training under bf16 autocast at
+        the unigram plateau although each step's gradients matched SDPA's to under 1% (cpu-mini,
+        3 of 3 runs, with and without the loss, with ``_plain`` in float32 too; float32 training
+        was fine): the LM's path is now exactly ``none``'s."""
+        part = slice(0, heads)
+        logits = (q_u[:, part] @ k[:, part].transpose(-1, -2) + bd[:, part]) * self.scale
+        return (logits if allowed is None else logits.masked_fill(~allowed, float("-inf"))).softmax(dim=-1)
 
     def _plain(self, q, k, val, q_u, q_v, bd, allowed, prior, dropout_p):
         """The same equations with an explicit softmax; returns (z, attention probabilities)."""
@@ -364,8 +379,9 @@ class Block(nn.Module):
         cache: SiPECache | None = None,
         layer_idx: int = 0,
         address: torch.Tensor | JoinedAddress | None = None,
+        planted_heads: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        args = (r, allowed, prior, output_attentions, cache, layer_idx, address)
+        args = (r, allowed, prior, output_attentions, cache, layer_idx, address, planted_heads)
         if self.pre_norm:
             a, probs = self.attn(self.ln_attn(h), *args)
             h = h + self.dropout(a)
@@ -555,8 +571,8 @@ class TransfoXLSiPEForCausalLM(CheckedModel, PreTrainedModel, GenerationMixin):
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor], SiPECache | None]:
         """The decoder stack shared by every head: the final hidden states [B, L, D] (after ``ln_f``,
         before the output dropout), the per-layer hidden states / attentions when asked, the cache.
-        ``probs_layer`` (0-based): that layer alone takes the explicit-softmax path and its
-        attention probabilities are the attentions returned (the ``tpt`` loss reads them)."""
+        ``probs_layer`` (0-based): that layer's first ``syntax_heads`` heads' attention
+        probabilities are the attentions returned (the ``tpt`` loss reads them)."""
         check_inputs(self.config, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
                      past_length=cache.get_seq_length() if cache is not None else 0)
         bsz, length = input_ids.shape
@@ -612,8 +628,9 @@ class TransfoXLSiPEForCausalLM(CheckedModel, PreTrainedModel, GenerationMixin):
         for idx, (layer, prior, address) in enumerate(zip(self.layers, priors, addresses, strict=True)):
             if output_hidden_states:
                 hidden_states.append(h)
-            want = output_attentions or idx == probs_layer
-            h, probs = layer(h, r, allowed, prior, want, cache, idx, address)
+            planted = self.config.syntax_heads if idx == probs_layer and not output_attentions else 0
+            want = output_attentions or planted > 0
+            h, probs = layer(h, r, allowed, prior, output_attentions, cache, idx, address, planted)
             if want:
                 attentions.append(probs)
         if self.ln_f is not None:
