@@ -77,7 +77,8 @@ def cells(spec: StudySpec) -> list[tuple[str, int]]:
     return [(label, seed) for seed in spec.all_seeds() for label in order if seed in spec.recipe_seeds(label)]
 
 
-def _check_owner(path: Path, train_hash: str) -> None:
+def check_owner(path: Path, train_hash: str) -> None:
+    """Refuse to overwrite a cell folder whose model was trained under another configuration."""
     if path.is_file():
         old = read_json(path).get("train_hash")
         if old != train_hash:
@@ -87,7 +88,7 @@ def _check_owner(path: Path, train_hash: str) -> None:
             )
 
 
-def _cached_eval(
+def cached_eval(
     folder: Path, name: str, key: str, compute: Callable[[], dict[str, float]], log: Callable[[str], None]
 ) -> tuple[dict[str, float], float]:
     """The scores of one evaluation, from its cache file when the key matches, else computed."""

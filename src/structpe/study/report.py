@@ -13,19 +13,19 @@ from structpe.study.aggregate import aggregate, load_cell_metrics, machine_of
 from structpe.study.spec import LIKELIHOODS, GlueSpec, StudySpec, folder_commands, folder_plan
 from structpe.study.wording import (
     COLUMNS,
-    _across,
-    _num,
-    _p,
-    _paper_cell,
-    _summary,
-    _zero_nan,
+    across_rows,
+    claim_summary,
     count_of,
     describe,
+    fmt_num,
+    fmt_p,
     md_table,
     mode_note,
+    paper_cell,
     pm,
     portable,
     rule_text,
+    zero_nan,
 )
 
 BLIMP_CHANCE = 0.5  # two sentences per pair, one of them preferred
@@ -119,7 +119,7 @@ def _plots(
         series, errors = {}, {}
         for label, r in recipes.items():
             series[label] = [r["scores"].get(k, {}).get("mean", math.nan) for k in keys]
-            errors[label] = [_zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
+            errors[label] = [zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
         return [k[len(prefix) :] for k in keys], series, errors
 
     groups = (
@@ -156,7 +156,7 @@ def _plots(
             for lab, r in recipes.items()
         }
         errors = {
-            lab: [_zero_nan(r["scores"].get(f"ppl.{m}.word_ppl", {}).get("sd", 0.0)) for m in modes]
+            lab: [zero_nan(r["scores"].get(f"ppl.{m}.word_ppl", {}).get("sd", 0.0)) for m in modes]
             for lab, r in recipes.items()
         }
         plots.append(
@@ -195,7 +195,7 @@ def _glue_plot(out: Path, agg: dict[str, Any], spec: StudySpec, chance: dict[str
     series, errors = {}, {}
     for label, r in agg["recipes"].items():
         series[label] = [100 * r["scores"].get(k, {}).get("mean", math.nan) for k in keys]
-        errors[label] = [100 * _zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
+        errors[label] = [100 * zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
     majority = (chance or {}).get("glue") or {}
     if all(t in majority for t in tasks):
         values = [100 * majority[t] for t in tasks]
@@ -404,7 +404,7 @@ def render(
         "",
         "## Verdicts (generated from the tables below)",
         "",
-        *(_summary(c, cells) for c in agg["claims"]),
+        *(claim_summary(c, cells) for c in agg["claims"]),
         "",
         "## Claims",
         "",
@@ -426,14 +426,14 @@ def render(
                         f"{c['id']}: {c['claim']}",
                         role,
                         describe(r["metric"], cells) + (f" (bound: {r['bound']})" if r["bound"] else ""),
-                        _paper_cell(c["paper"]),
+                        paper_cell(c["paper"]),
                         f"{c['against']}: {pm(r['against'])}",
                         f"{c['recipe']}: {pm(r['recipe'])}",
-                        ", ".join(_num(d) for d in r["signed"]) or "-",
-                        f"{_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]",
-                        _p(r["p"]),
-                        f"{_p(r['p_adj'])} / {_p(r['p_against_adj'])}" if tested else "-",
-                        f"{_p(r['p_perm'])} (min {_p(r['p_perm_min'])})",
+                        ", ".join(fmt_num(d) for d in r["signed"]) or "-",
+                        f"{fmt_num(r['mean'])} [{fmt_num(r['ci95'][0])}, {fmt_num(r['ci95'][1])}]",
+                        fmt_p(r["p"]),
+                        f"{fmt_p(r['p_adj'])} / {fmt_p(r['p_against_adj'])}" if tested else "-",
+                        f"{fmt_p(r['p_perm'])} (min {fmt_p(r['p_perm_min'])})",
                         (r["verdict"] if tested else "-") if r["ran"] else "not run",
                     ]
                 )
@@ -465,7 +465,7 @@ def render(
         "With n seeds a null effect moves every seed the same way (either way) with probability "
         f"2^(1-n) ({chance_same}), so these counts are descriptions, not evidence.",
         "",
-        *_across(agg, [m for _, m in columns], cells),
+        *across_rows(agg, [m for _, m in columns], cells),
         "",
         "## Recipes (mean ± sd over seeds)",
         "",
@@ -515,9 +515,9 @@ def render(
                     [
                         label,
                         describe(k, cells) + (f" (bound: {p['bound']})" if p["bound"] else ""),
-                        ", ".join(_num(d) for d in p["signed"]),
+                        ", ".join(fmt_num(d) for d in p["signed"]),
                         f"{p['n_positive']}/{p['n']}",
-                        f"{_num(p['mean'])} [{_num(p['ci95'][0])}, {_num(p['ci95'][1])}]",
+                        f"{fmt_num(p['mean'])} [{fmt_num(p['ci95'][0])}, {fmt_num(p['ci95'][1])}]",
                     ]
                 )
     lines += md_table(

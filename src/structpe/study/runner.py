@@ -61,11 +61,11 @@ from structpe.study.cell_scores import (
 from structpe.study.cells import (
     CELL_FILE,
     METRICS_FILE,
-    _cached_eval,
-    _check_owner,
     await_baseline,
+    cached_eval,
     cell_dir,
     cells,
+    check_owner,
     claim,
 )
 from structpe.study.data import StudyData
@@ -203,7 +203,7 @@ def run_cell(
     def log(msg: str) -> None:
         print(f"study {spec.name} [{name}]: {msg}", flush=True)
 
-    _check_owner(d / CELL_FILE, train_hash)
+    check_owner(d / CELL_FILE, train_hash)
     if metrics_path.is_file() and read_json(metrics_path).get("config_hash") == config_hash:
         log("finished (metrics.json matches the configuration); skipped")
         return metrics_path
@@ -240,7 +240,7 @@ def run_cell(
     test_sentences = data.test_sentences if tags == "parse" else cell_parser.retag(data.test_sentences)
 
     def run(name: str, compute: Callable[[], dict[str, float]], prefix: str) -> None:
-        s, w = _cached_eval(evals, name, keys[name], compute, log)
+        s, w = cached_eval(evals, name, keys[name], compute, log)
         scores.update(flat(prefix, s))
         wall[name] = w
 
@@ -375,7 +375,7 @@ def run_cell(
             runs[task] = {}
             for ft in ev.glue.seeds:
                 glue_name = glue_eval_name(task, ft)
-                runs[task][ft], wall[glue_name] = _cached_eval(
+                runs[task][ft], wall[glue_name] = cached_eval(
                     evals,
                     glue_name,
                     keys[glue_name],

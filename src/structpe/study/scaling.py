@@ -32,7 +32,7 @@ from structpe.io import atomic_write_text, read_json, save_figure, write_json_at
 from structpe.study.aggregate import aggregate, better_of, load_cell_metrics, machines_text
 from structpe.study.cells import StudyError
 from structpe.study.spec import StudySpec, folder_commands, folder_plan, folder_spec, score_settings
-from structpe.study.wording import COLUMNS, _num, count_of, md_table, mode_note, pm, portable
+from structpe.study.wording import COLUMNS, count_of, fmt_num, md_table, mode_note, pm, portable
 
 NOT_DISTINGUISHABLE = "not distinguishable at these seed counts"
 PROTOCOLS_DIFFER = "protocols differ"
@@ -250,7 +250,7 @@ def _effect(r: dict[str, Any] | None) -> str:
     if r is None or not r["ran"] or not r["n"]:
         return "not run"
     bound = f", bound: {r['bound']}" if r["bound"] else ""
-    return f"{_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}] (n {r['n']}{bound})"
+    return f"{fmt_num(r['mean'])} [{fmt_num(r['ci95'][0])}, {fmt_num(r['ci95'][1])}] (n {r['n']}{bound})"
 
 
 def _change_text(step: dict[str, Any]) -> str:

@@ -53,15 +53,15 @@ from structpe.names import check_name
 from structpe.parser.tag_controls import TAG_SOURCES
 from structpe.study.spec_checks import (
     StudySpecError,
-    _build,
-    _check_choices,
-    _check_dataset,
-    _check_keys,
-    _check_sizes,
-    _merge,
-    _metric_planned,
-    _seed_list,
+    build_spec,
+    check_choices,
+    check_dataset,
     check_dataset_input,
+    check_keys,
+    check_sizes,
+    merge_raw,
+    metric_planned,
+    seed_list,
 )
 from structpe.train.recipe import CONFIG_ROOT, load_recipe
 from structpe.yamlio import load_yaml
@@ -310,7 +310,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     path = resolve_spec_path(spec)
     where = str(path)
     raw = load_yaml(path, StudySpecError) or {}
-    raw = _check_keys(raw, TOP_KEYS, where)
+    raw = check_keys(raw, TOP_KEYS, where)
     profiles = raw.get("profiles") or {}
     if not isinstance(profiles, dict) or not profiles:
         raise StudySpecError(f"{where}: 'profiles' must name at least one profile (e.g. cpu-mini)")
@@ -319,18 +319,18 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     profile = profile or next(iter(profiles))
     if profile not in profiles:
         raise StudySpecError(f"{where}: unknown profile {profile!r}; this spec has {', '.join(profiles)}")
-    prof = _check_keys(profiles[profile], PROFILE_KEYS, f"{where}: profiles.{profile}")
+    prof = check_keys(profiles[profile], PROFILE_KEYS, f"{where}: profiles.{profile}")
     if "recipe_profile" not in prof:
         raise StudySpecError(f"{where}: profiles.{profile}.recipe_profile is required (e.g. tiny)")
 
-    dataset = _build(
+    dataset = build_spec(
         DatasetSpec,
-        _merge(raw.get("dataset") or {}, prof.get("dataset") or {}),
+        merge_raw(raw.get("dataset") or {}, prof.get("dataset") or {}),
         f"{where}: dataset",
     )
-    _check_dataset(dataset, f"{where}: dataset")
-    evals_raw = _check_keys(
-        _merge(raw.get("evaluations") or {}, prof.get("evaluations") or {}),
+    check_dataset(dataset, f"{where}: dataset")
+    evals_raw = check_keys(
+        merge_raw(raw.get("evaluations") or {}, prof.get("evaluations") or {}),
         list(EVAL_SPECS),
         f"{where}: evaluations",
     )
@@ -339,7 +339,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     # an evaluation set to null is skipped (a profile can switch one off)
     evals = EvaluationsSpec(
         **{
-            k: _build(EVAL_SPECS[k], v, f"{where}: evaluations.{k}")
+            k: build_spec(EVAL_SPECS[k], v, f"{where}: evaluations.{k}")
             for k, v in evals_raw.items()
             if v is not None
         }
@@ -347,13 +347,13 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     for name in ("ppl", "blimp", "syntaxgym"):
         sub = getattr(evals, name)
         if sub is not None:
-            _check_choices(sub.likelihoods, LIKELIHOODS, f"{where}: evaluations.{name}.likelihoods")
+            check_choices(sub.likelihoods, LIKELIHOODS, f"{where}: evaluations.{name}.likelihoods")
             for key in ("k", "particles"):
                 v = getattr(sub, key)
                 if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                     at = f"{where}: evaluations.{name}.{key}"
                     raise StudySpecError(f"{at} must be an integer >= 1, got {v!r}")
-            _check_choices([sub.proposal], PROPOSALS, f"{where}: evaluations.{name}.proposal")
+            check_choices([sub.proposal], PROPOSALS, f"{where}: evaluations.{name}.proposal")
     blimp = evals.blimp
     if blimp is not None and blimp.marginal_limit is not None:
         at = f"{where}: evaluations.blimp.marginal_limit"
@@ -362,23 +362,23 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         if blimp.limit is not None and blimp.marginal_limit > blimp.limit:
             raise StudySpecError(f"{at} {blimp.marginal_limit} exceeds limit {blimp.limit}")
     if evals.leakage is not None:
-        _check_choices(
+        check_choices(
             evals.leakage.conditions, LEAKAGE_CONDITIONS, f"{where}: evaluations.leakage.conditions"
         )
         if "full" not in evals.leakage.conditions:
             raise StudySpecError(f"{where}: evaluations.leakage.conditions must include 'full'")
-        _check_choices([evals.leakage.full_parse], FULL_PARSES, f"{where}: evaluations.leakage.full_parse")
+        check_choices([evals.leakage.full_parse], FULL_PARSES, f"{where}: evaluations.leakage.full_parse")
 
     if evals.glue is not None:
         _check_glue(evals.glue, f"{where}: evaluations.glue")
 
-    seeds = _seed_list(prof.get("seeds", raw.get("seeds")), f"{where}: seeds")
+    seeds = seed_list(prof.get("seeds", raw.get("seeds")), f"{where}: seeds")
 
     recipes_raw = raw.get("recipes")
     if not isinstance(recipes_raw, dict) or not recipes_raw:
         raise StudySpecError(f"{where}: recipes must be a mapping label -> {{recipe: family/injection}}")
     if "recipes" in prof:  # a profile that runs some of the study's recipes
-        _check_choices(prof["recipes"], tuple(recipes_raw), f"{where}: profiles.{profile}.recipes")
+        check_choices(prof["recipes"], tuple(recipes_raw), f"{where}: profiles.{profile}.recipes")
         recipes_raw = {label: r for label, r in recipes_raw.items() if label in prof["recipes"]}
     recipe_profile = str(prof["recipe_profile"])
     profile_overrides = [str(o) for o in prof.get("overrides") or []]
@@ -392,7 +392,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     recipes = []
     for label, r in recipes_raw.items():
         check_name(f"{where}: recipe label", label, StudySpecError)
-        r = _check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
+        r = check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
         if "recipe" not in r:
             raise StudySpecError(f"{where}: recipes.{label}: 'recipe' is required (e.g. txl/position)")
         tags = r.get("tags", "parse")
@@ -401,7 +401,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
                 f"{where}: recipes.{label}.tags: unknown tag source {tags!r}; "
                 f"choose from {', '.join(TAG_SOURCES)}"
             )
-        own_seeds = _seed_list(r["seeds"], f"{where}: recipes.{label}.seeds") if "seeds" in r else None
+        own_seeds = seed_list(r["seeds"], f"{where}: recipes.{label}.seeds") if "seeds" in r else None
         if "seeds" in prof:  # the profile's seeds are every recipe's
             own_seeds = None
         rs = RecipeSpec(
@@ -434,7 +434,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     claims = []
     for i, c in enumerate(raw.get("claims") or []):
         cw = f"{where}: claims[{i}]"
-        c = _check_keys(c, CLAIM_KEYS, cw)
+        c = check_keys(c, CLAIM_KEYS, cw)
         if "recipes" in prof and not {c.get("recipe"), c.get("against", baseline)} <= set(labels):
             continue  # a claim about a recipe this profile does not run
         for key in ("id", "claim", "recipe", "metrics", "better"):
@@ -465,13 +465,13 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         if claim.better not in BETTER:
             raise StudySpecError(f"{cw} ({claim.id}): better must be one of {BETTER}, got {claim.better!r}")
         for m in [*claim.metrics, *claim.honest, *claim.show]:
-            if not _metric_planned(m, evals):
+            if not metric_planned(m, evals):
                 raise StudySpecError(
                     f"{cw} ({claim.id}): metric {m!r} is not produced by this spec's evaluations"
                 )
         claims.append(claim)
 
-    _check_sizes(evals, f"{where}: evaluations")
+    check_sizes(evals, f"{where}: evaluations")
     check_dataset_input(dataset, sorted({r.tags for r in recipes} - {"parse"}), f"{where}: dataset")
     return StudySpec(
         name=check_name(f"{where}: name", raw.get("name") or path.stem, StudySpecError),
@@ -546,7 +546,7 @@ def _check_glue(glue: GlueSpec, where: str) -> None:
             raise StudySpecError(f"{where}.tasks: {task!r} is given twice")
         names.append(name)
     glue.tasks = names
-    glue.seeds = _seed_list(glue.seeds, f"{where}.seeds")
+    glue.seeds = seed_list(glue.seeds, f"{where}.seeds")
     if not glue.lr > 0:
         raise StudySpecError(f"{where}.lr: must be > 0, got {glue.lr}")
     if not glue.weight_decay >= 0:

@@ -140,7 +140,8 @@ def pm(s: dict[str, Any] | None, scale: float = 1.0) -> str:
     return f"{s['mean'] * scale:.{prec}f}{tail}"
 
 
-def _num(x: float | None, prec: int = 3) -> str:
+def fmt_num(x: float | None, prec: int = 3) -> str:
+    """A signed number for the tables (``-`` for none / NaN)."""
     return "-" if x is None or math.isnan(x) else f"{x:+.{prec}f}"
 
 
@@ -151,7 +152,8 @@ def md_table(rows: list[list[str]], header: list[str]) -> list[str]:
     return [line(header), "|" + "|".join("---" for _ in header) + "|", *(line(r) for r in rows)]
 
 
-def _paper_cell(paper: dict[str, Any]) -> str:
+def paper_cell(paper: dict[str, Any]) -> str:
+    """The paper's numbers of a claim as one table cell."""
     if not paper:
         return "-"
     base, rec = paper.get("baseline"), paper.get("recipe")
@@ -159,11 +161,13 @@ def _paper_cell(paper: dict[str, Any]) -> str:
     return f"{base} -> {rec} ({where})" if base is not None else str(where)
 
 
-def _zero_nan(x: float | None) -> float:
+def zero_nan(x: float | None) -> float:
+    """0 for a missing or NaN spread (an error bar of one seed)."""
     return 0.0 if x is None or math.isnan(x) else float(x)
 
 
-def _p(x: float | None) -> str:
+def fmt_p(x: float | None) -> str:
+    """A p-value for the tables (``-`` for none / NaN)."""
     if x is None or math.isnan(x):
         return "-"
     return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
@@ -213,7 +217,7 @@ def _seeds_way(r: dict[str, Any]) -> str:
     return f"{r['n_positive']}/{r['n']}" if r["n"] else "-"
 
 
-def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+def claim_summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     """One generated paragraph per claim: its verdicts and the numbers that make them."""
     head = (
         f"- **{c['id']}** ({c['claim']}; `{c['recipe']}` vs `{c['against']}`): "
@@ -233,7 +237,7 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
                 "both": " (both sides bounds: shown, not counted)",
             }.get(r["bound"] or "", "")
             head_p = (
-                f"Holm p {_p(r['p_adj'])} (opposite direction: {_p(r['p_against_adj'])}), "
+                f"Holm p {fmt_p(r['p_adj'])} (opposite direction: {fmt_p(r['p_against_adj'])}), "
                 if r.get("standing", "decides") == "decides"
                 else "not in the family, "
             )
@@ -245,15 +249,15 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
                 else ""
             )
             cost = (
-                f", the largest cost its interval allows {_num(r['ci95'][1])}"
+                f", the largest cost its interval allows {fmt_num(r['ci95'][1])}"
                 if r.get("standing") == "cost"
                 else ""
             )
             parts.append(
                 f"{role} {describe(r['metric'], cells)}{bound}: the paper's way on {_seeds_way(r)} "
-                f"seeds, mean {_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]{cost}, "
-                f"one-sided p {_p(r['p'])}, {head_p}sign-flip p {_p(r['p_perm'])} "
-                f"(smallest possible {_p(r['p_perm_min'])}){conv_text} -> {r['verdict']}"
+                f"seeds, mean {fmt_num(r['mean'])} [{fmt_num(r['ci95'][0])}, {fmt_num(r['ci95'][1])}]{cost}, "
+                f"one-sided p {fmt_p(r['p'])}, {head_p}sign-flip p {fmt_p(r['p_perm'])} "
+                f"(smallest possible {fmt_p(r['p_perm_min'])}){conv_text} -> {r['verdict']}"
             )
     text = head + (" " + "; ".join(parts) + "." if parts else "")
     if c.get("missing_pairs"):
@@ -263,7 +267,7 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     return text
 
 
-def _across(agg: dict[str, Any], metrics: list[str], cells: list[dict[str, Any]]) -> list[str]:
+def across_rows(agg: dict[str, Any], metrics: list[str], cells: list[dict[str, Any]]) -> list[str]:
     """Descriptive lines per metric: how many recipes beat / trail the baseline on every seed."""
     lines = []
     others = list(agg["vs_baseline"])
