@@ -28,7 +28,7 @@ from structpe.study.aggregate import (
 )
 from structpe.study.report import write_study_report
 from structpe.study.spec import SyntaxGymSpec, load_spec
-from structpe.study.wording import md_table
+from structpe.study.tables import md_table
 
 
 def test_paired_test_matches_scipy_on_synthetic_pairs() -> None:

@@ -17,11 +17,11 @@ import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
 from structpe.io import sha256_file
 from structpe.study.aggregate import VERDICTS
-from structpe.study.cell_scores import leakage_summary
 from structpe.study.cells import StudyError, await_baseline, cell_dir, claim
 from structpe.study.data import StudyData
 from structpe.study.runner import eval_keys, run_study, train_config
 from structpe.study.spec import load_spec
+from structpe.study.stages.leakage import leakage_summary
 
 
 class Interrupt(TrainerCallback):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.data.paths import data_root
+from structpe.eval.blimp import CHANCE as BLIMP_CHANCE
 from structpe.quickstart.config import QuickstartConfig, study_spec
 from structpe.quickstart.reference import (
     Reference,
@@ -29,7 +30,6 @@ from structpe.quickstart.reference import (
     reference_section,
 )
 from structpe.quickstart.report import write_report_files
-from structpe.study.report import BLIMP_CHANCE
 
 
 def _step(name: str) -> float:

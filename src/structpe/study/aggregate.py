@@ -54,8 +54,8 @@ import numpy as np
 from scipy import stats
 
 from structpe.io import read_json
-from structpe.study.cell_scores import surviving_share
 from structpe.study.spec import StudySpec
+from structpe.study.stages.leakage import surviving_share
 
 ALPHA = 0.05
 # a claim's verdict words: decided, or why not (and "estimator not converged at N = <n>")

@@ -195,7 +195,7 @@ def merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
 def prepare_study_data(
     ds: DatasetSpec,
     out: Path,
-    data_dir: str | None = None,
+    data_dir: str | Path | None = None,
     *,
     parser: Any,
     progress: bool = True,

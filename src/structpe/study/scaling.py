@@ -32,7 +32,8 @@ from structpe.io import atomic_write_text, read_json, save_figure, write_json_at
 from structpe.study.aggregate import aggregate, better_of, load_cell_metrics, machines_text
 from structpe.study.cells import StudyError
 from structpe.study.spec import StudySpec, folder_commands, folder_plan, folder_spec, score_settings
-from structpe.study.wording import COLUMNS, count_of, fmt_num, md_table, mode_note, pm, portable
+from structpe.study.tables import fmt_num, md_table, pm
+from structpe.study.wording import COLUMNS, count_of, mode_note, portable
 
 NOT_DISTINGUISHABLE = "not distinguishable at these seed counts"
 PROTOCOLS_DIFFER = "protocols differ"

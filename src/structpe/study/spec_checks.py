@@ -91,43 +91,6 @@ def seed_list(seeds: Any, where: str) -> list[int]:
     return list(seeds)
 
 
-def metric_planned(metric: str, evals: Any) -> bool:
-    """Whether ``metric`` (``bench.mode.name``) is among the scores the evaluations write."""
-    parts = metric.split(".")
-    if parts[0] == "val_lm_loss":
-        return True
-    benchmarks = {f.name for f in dataclasses.fields(evals)}  # ppl, leakage, blimp, syntaxgym, glue
-    sub = getattr(evals, parts[0], None) if parts[0] in benchmarks else None
-    if sub is not None and parts[0] == "glue":
-        return _glue_metric_planned(parts[1:], sub)
-    if sub is None or len(parts) < 3:
-        return False
-    if parts[0] == "leakage":
-        return parts[1] in (*sub.conditions, "summary")
-    if parts[0] == "ppl" and parts[1].startswith("marginal_k"):  # the bound at a width of the ladder
-        from structpe.eval.scoring.likelihood import MARGINAL_LADDER
-
-        w = parts[1].removeprefix("marginal_k")
-        return "marginal" in sub.likelihoods and w in {str(x) for x in MARGINAL_LADDER if x <= sub.k}
-    return parts[1] in sub.likelihoods
-
-
-def _glue_metric_planned(parts: list[str], glue: Any) -> bool:
-    """``glue.macro`` / ``glue.macro_last``, ``glue.<task>.<metric>`` (mean over the fine-tuning
-    seeds) and ``glue.<task>.ft<seed>.<metric>`` (one seed), as ``structpe.study.cell_scores.glue_scores``
-    writes them."""
-    from structpe.eval.glue.tasks import task_spec
-
-    if len(parts) == 1:
-        return parts[0] in ("macro", "macro_last")
-    if parts[0] not in glue.tasks or len(parts) not in (2, 3):
-        return False
-    if len(parts) == 3 and parts[1] not in {f"ft{s}" for s in glue.seeds}:
-        return False
-    names = (*task_spec(parts[0]).metrics, "main")
-    return parts[-1] in names or parts[-1].removeprefix("last_") in names
-
-
 def check_dataset(ds: Any, where: str) -> None:
     """The corpus, parser, tokenizer and sizes are known and usable (``--dry-run`` catches them)."""
     from structpe.parser.registry import available_parsers

@@ -4,12 +4,12 @@ hand-written verdict prose that could drift). ``structpe.study.report`` assemble
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from structpe.study.aggregate import ALPHA, CONVERGED_SHARE, bound_of
+from structpe.study.tables import fmt_num, fmt_p
 
 # what each likelihood mode is, per benchmark (docs/likelihoods.md); "*" marks the leaking ones
 MODE_NOTE = {
@@ -131,27 +131,6 @@ def describe(metric: str, cells: list[dict[str, Any]]) -> str:
     return f"`{metric}`" + (f" [{'; '.join(parts)}]" if parts else "")
 
 
-def pm(s: dict[str, Any] | None, scale: float = 1.0) -> str:
-    if not s or s.get("n", 0) == 0 or s["mean"] is None or math.isnan(s["mean"]):
-        return "-"
-    prec = 3 if abs(s["mean"] * scale) < 10 else 1
-    sd = s.get("sd")
-    tail = "" if sd is None or math.isnan(sd) else f" ± {sd * scale:.{prec}f}"
-    return f"{s['mean'] * scale:.{prec}f}{tail}"
-
-
-def fmt_num(x: float | None, prec: int = 3) -> str:
-    """A signed number for the tables (``-`` for none / NaN)."""
-    return "-" if x is None or math.isnan(x) else f"{x:+.{prec}f}"
-
-
-def md_table(rows: list[list[str]], header: list[str]) -> list[str]:
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"  # p(x | T) inside a cell
-
-    return [line(header), "|" + "|".join("---" for _ in header) + "|", *(line(r) for r in rows)]
-
-
 def paper_cell(paper: dict[str, Any]) -> str:
     """The paper's numbers of a claim as one table cell."""
     if not paper:
@@ -159,18 +138,6 @@ def paper_cell(paper: dict[str, Any]) -> str:
     base, rec = paper.get("baseline"), paper.get("recipe")
     where = paper.get("source", "")
     return f"{base} -> {rec} ({where})" if base is not None else str(where)
-
-
-def zero_nan(x: float | None) -> float:
-    """0 for a missing or NaN spread (an error bar of one seed)."""
-    return 0.0 if x is None or math.isnan(x) else float(x)
-
-
-def fmt_p(x: float | None) -> str:
-    """A p-value for the tables (``-`` for none / NaN)."""
-    if x is None or math.isnan(x):
-        return "-"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
 
 
 def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:

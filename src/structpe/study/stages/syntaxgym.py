@@ -1,0 +1,103 @@
+"""The ``syntaxgym`` stage: SyntaxGym suites per likelihood mode (``structpe eval syntaxgym``);
+metrics ``syntaxgym.<mode>.sg_score``, ``.n_suites``, ``.circuit.<name>``, ``.suite.<name>``. Its
+chance row (with BLiMP's) is the study report's *chance* line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL
+
+from . import likelihood
+from .cell import Cell, flat
+
+KEY = "syntaxgym"
+READS_DATA = True  # it reads the study's data root (Cell.data_root)
+
+
+@dataclass
+class SyntaxGymSpec:
+    """SyntaxGym: ``suites: paper31`` is the paper's 31 suites (with circuits), ``all`` every stored one."""
+
+    suites: str | list[str] = "paper31"
+    likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
+    k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
+    particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
+    proposal: str = DEFAULT_PROPOSAL  # the smc estimate's proposal (prior | adapted)
+
+
+SPEC = SyntaxGymSpec  # the class of its section in a study spec's ``evaluations``
+
+
+def check(sub: SyntaxGymSpec, where: str) -> None:
+    """The likelihood settings (:func:`structpe.study.stages.likelihood.check`)."""
+    likelihood.check(sub, where)
+
+
+def cache_keys(sub: SyntaxGymSpec, own: str, baseline: str, trained: str) -> dict[str, str]:
+    """``syntaxgym-<mode>``: the model (``own``) and the settings of that mode."""
+    return likelihood.cache_keys(KEY, sub, own)
+
+
+def sg_scores(r: dict[str, Any]) -> dict[str, float]:
+    """The SG score, the suite count, per circuit and per suite, smc's convergence."""
+    return {
+        "sg_score": r["sg_score"],
+        "n_suites": r["n_suites"],
+        **likelihood.smc_scores(r),
+        **flat("circuit", r["circuits"]),
+        **flat("suite", r["suite_accuracy"]),
+    }
+
+
+def run(sub: SyntaxGymSpec, cell: Cell) -> None:
+    """Every mode on the spec's suites."""
+    from structpe.eval.syntaxgym.evaluate import evaluate_syntaxgym, suite_names
+
+    root = cell.shared_data("syntaxgym")
+    suites = suite_names(sub.suites, root)
+
+    def score(mode: str) -> dict[str, float]:
+        r = evaluate_syntaxgym(
+            cell.model,
+            cell.tokenizer,
+            cell.cell_parser,
+            root,
+            suites,
+            likelihood=mode,
+            k=sub.k,
+            particles=sub.particles,
+            proposal=sub.proposal,
+            progress=cell.progress,
+        )
+        return sg_scores(r)
+
+    likelihood.run_modes(cell, KEY, sub, score)
+
+
+def planned(sub: SyntaxGymSpec, parts: list[str]) -> bool:
+    """``syntaxgym.<mode>.<score>`` for a mode it runs."""
+    return likelihood.planned(sub, parts)
+
+
+def chance(sub: SyntaxGymSpec, row: dict[str, Any], data_root: Path | None) -> dict[str, Any] | None:
+    """BLiMP's 0.5 and SyntaxGym by Monte Carlo per suite and circuit (seed 0), once per study
+    folder (``row``: the folder's ``chance.json``); None without the suites' data."""
+    if "syntaxgym" in row or data_root is None:
+        return None
+    from structpe.eval.blimp import CHANCE as BLIMP_CHANCE
+    from structpe.eval.syntaxgym.evaluate import chance_row, suite_names
+
+    root = data_root / "syntaxgym"
+    try:
+        sg = chance_row(root, suite_names(sub.suites, root))
+    except FileNotFoundError:
+        return None
+    return {
+        "blimp": BLIMP_CHANCE,
+        "syntaxgym": sg["sg_score"],
+        "syntaxgym_circuits": sg["circuits"],
+        "syntaxgym_method": sg["method"],
+    }
