@@ -226,6 +226,52 @@ def render(
         "without a passed convergence check, a cost check: its verdict column says which).",
         "",
     ]
+    lines += _claims_table(agg, cells)
+    lines += [
+        "",
+        f"## Across recipes against `{spec.baseline}` (descriptive, not tests)",
+        "",
+        "With n seeds a null effect moves every seed the same way (either way) with probability "
+        f"2^(1-n) ({chance_same}), so these counts are descriptions, not evidence.",
+        "",
+        *across_rows(agg, [m for _, m in columns], cells),
+        "",
+        "## Recipes (mean ± sd over seeds)",
+        "",
+        "Column headers give the likelihood mode and the count of sentences / pairs / suites; * leaks; "
+        "joint / marginal PPL of a tagged recipe is an upper bound on its perplexity.",
+        "",
+    ]
+    lines += _recipes_table(agg, columns, cells, chance)
+    lines += [
+        "",
+        f"## Paired differences to the baseline `{spec.baseline}` (same seed)",
+        "",
+        "Signed so that > 0 = the recipe is better (lower PPL / loss, higher accuracy). Descriptive: "
+        "no verdict, not in the claims' family.",
+        "",
+    ]
+    lines += _paired_table(agg, columns, cells)
+    for stage in REPORT_SECTIONS:
+        lines += stage.section(agg, spec, cells, chance)
+    lines += [
+        "",
+        "## Cells",
+        "",
+        "Wall times in seconds, measured on the machine that ran the cell (possibly shared); `train s` "
+        "of a cell resumed after an interruption sums its sittings up to the checkpoint it resumed from "
+        "(work redone after that checkpoint is not counted twice).",
+        "",
+    ]
+    lines += _cells_table(cells)
+    lines.append("")
+    lines += [f"![{p.stem}]({p.name})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _claims_table(agg: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
+    """The claims table: each test of each claim by role, and each claim's verdicts."""
+    lines: list[str] = []
     rows = []
     for c in agg["claims"]:
         for role, group in (("replication", c["metrics"]), ("honest", c["honest"]), ("shown", c["show"])):
@@ -268,21 +314,17 @@ def render(
             "verdict",
         ],
     )
-    lines += [
-        "",
-        f"## Across recipes against `{spec.baseline}` (descriptive, not tests)",
-        "",
-        "With n seeds a null effect moves every seed the same way (either way) with probability "
-        f"2^(1-n) ({chance_same}), so these counts are descriptions, not evidence.",
-        "",
-        *across_rows(agg, [m for _, m in columns], cells),
-        "",
-        "## Recipes (mean ± sd over seeds)",
-        "",
-        "Column headers give the likelihood mode and the count of sentences / pairs / suites; * leaks; "
-        "joint / marginal PPL of a tagged recipe is an upper bound on its perplexity.",
-        "",
-    ]
+    return lines
+
+
+def _recipes_table(
+    agg: dict[str, Any],
+    columns: list[tuple[str, str]],
+    cells: list[dict[str, Any]],
+    chance: dict[str, Any] | None,
+) -> list[str]:
+    """The recipes table (mean ± sd per column), with the chance row where it is known."""
+    lines: list[str] = []
     rows = []
     for label, r in agg["recipes"].items():
         s = r["scores"]
@@ -308,14 +350,14 @@ def render(
             f"*chance*: what a model without information scores. BLiMP 0.5; SyntaxGym by Monte Carlo "
             f"({chance['syntaxgym_method']}), per circuit in the SyntaxGym plots (`chance.json`).",
         ]
-    lines += [
-        "",
-        f"## Paired differences to the baseline `{spec.baseline}` (same seed)",
-        "",
-        "Signed so that > 0 = the recipe is better (lower PPL / loss, higher accuracy). Descriptive: "
-        "no verdict, not in the claims' family.",
-        "",
-    ]
+    return lines
+
+
+def _paired_table(
+    agg: dict[str, Any], columns: list[tuple[str, str]], cells: list[dict[str, Any]]
+) -> list[str]:
+    """The paired differences of each recipe to the baseline, per column."""
+    lines: list[str] = []
     rows = []
     for label, per in agg["vs_baseline"].items():
         for _, k in columns:
@@ -333,17 +375,12 @@ def render(
     lines += md_table(
         rows, ["recipe", "metric [mode; n]", "signed diff per seed", "seeds better", "mean [95% t CI]"]
     )
-    for stage in REPORT_SECTIONS:
-        lines += stage.section(agg, spec, cells, chance)
-    lines += [
-        "",
-        "## Cells",
-        "",
-        "Wall times in seconds, measured on the machine that ran the cell (possibly shared); `train s` "
-        "of a cell resumed after an interruption sums its sittings up to the checkpoint it resumed from "
-        "(work redone after that checkpoint is not counted twice).",
-        "",
-    ]
+    return lines
+
+
+def _cells_table(cells: list[dict[str, Any]]) -> list[str]:
+    """One row per cell: its steps, wall times, machine and configuration hash."""
+    lines: list[str] = []
     rows = []
     for c in cells:
         w = c["wall_s"]
@@ -364,9 +401,7 @@ def render(
     lines += md_table(
         rows, ["recipe", "seed", "steps", "train s", "eval s", "total s", "resumed", "machine", "config hash"]
     )
-    lines.append("")
-    lines += [f"![{p.stem}]({p.name})" for p in plots]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _data_root(data_dir: str | Path | None) -> Path | None:
