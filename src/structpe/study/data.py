@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError
-from structpe.io import atomic_write_text, replace_folder, stable_hash, writing
+from structpe.io import atomic_write_text, read_json, replace_folder, stable_hash, writing
 from structpe.study.spec import DatasetSpec
 from structpe.study.spec_checks import dataset_prepare_settings
 
@@ -171,9 +171,7 @@ def merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
     dtrain, meta = load_prepared(train, splits=("train",))
     dvalid, vmeta = load_prepared(valid, splits=("validation",))
     key = f"{meta['fingerprint']}+{vmeta['fingerprint']}"
-    if (dest / METADATA_FILE).is_file() and json.loads((dest / METADATA_FILE).read_text()).get(
-        "fingerprint"
-    ) == key:
+    if (dest / METADATA_FILE).is_file() and read_json(dest / METADATA_FILE).get("fingerprint") == key:
         return dest
     merged = DatasetDict({"train": dtrain["train"], "validation": dvalid["validation"]})
     meta = {
