@@ -83,21 +83,31 @@ def planned(sub: SyntaxGymSpec, parts: list[str]) -> bool:
 
 
 def chance(sub: SyntaxGymSpec, row: dict[str, Any], data_root: Path | None) -> dict[str, Any] | None:
-    """BLiMP's 0.5 and SyntaxGym by Monte Carlo per suite and circuit (seed 0), once per study
-    folder (``row``: the folder's ``chance.json``); None without the suites' data."""
+    """Its part of the study's chance row, once per study folder (``row``: the folder's
+    ``chance.json``); None without the suites' data."""
     if "syntaxgym" in row or data_root is None:
         return None
-    from structpe.eval.blimp import CHANCE as BLIMP_CHANCE
-    from structpe.eval.syntaxgym.evaluate import chance_row, suite_names
+    from structpe.eval.syntaxgym.evaluate import suite_names
 
     root = data_root / "syntaxgym"
     try:
-        sg = chance_row(root, suite_names(sub.suites, root))
+        return benchmark_chance(root, suite_names(sub.suites, root))
     except FileNotFoundError:
         return None
-    return {
-        "blimp": BLIMP_CHANCE,
-        "syntaxgym": sg["sg_score"],
-        "syntaxgym_circuits": sg["circuits"],
-        "syntaxgym_method": sg["method"],
-    }
+
+
+def benchmark_chance(
+    root: Path, suites: list[str] | None, *, draws: int = 100, seed: int = 0, per_suite: bool = False
+) -> dict[str, Any]:
+    """What a model without information scores, as a study's ``chance.json`` (and the quickstart's
+    results) hold it: BLiMP's 0.5 (``structpe.eval.blimp.CHANCE``) and SyntaxGym by Monte Carlo
+    per circuit (``per_suite``: per suite too) from ``structpe.eval.syntaxgym.evaluate.chance_row``."""
+    from structpe.eval.blimp import CHANCE as BLIMP_CHANCE
+    from structpe.eval.syntaxgym.evaluate import chance_row
+
+    sg = chance_row(root, suites, draws=draws, seed=seed)
+    row = {"blimp": BLIMP_CHANCE, "syntaxgym": sg["sg_score"], "syntaxgym_circuits": sg["circuits"]}
+    if per_suite:
+        row["syntaxgym_suites"] = sg["suite_accuracy"]
+    row["syntaxgym_method"] = sg["method"]
+    return row
