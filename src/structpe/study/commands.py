@@ -83,7 +83,7 @@ against baseline quality, and a generated word per change (the rule is stated on
 
 
 def _scaling(args: argparse.Namespace) -> int:
-    from structpe.study.scaling import write_scaling
+    from structpe.study.scaling_page import write_scaling
 
     parts = ["structpe", "study", "scaling", *args.folders, "--output", args.output]
     if args.x:
