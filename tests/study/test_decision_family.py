@@ -171,7 +171,7 @@ def test_cells_finished_counts_the_profiles_plan(tiny_spec: Path, tmp_path: Path
         "spec": {"name": "tiny-study"},
     }
     write_json_atomic(tmp_path / "spec.json", saved)
-    from structpe.study.spec import folder_spec
+    from structpe.study.selection import folder_spec
 
     write_study_report(tmp_path, folder_spec(tmp_path))
     data = json.loads((tmp_path / "study.json").read_text())

@@ -44,7 +44,8 @@ from structpe.provenance import provenance
 from structpe.study.aggregate import precision_of
 from structpe.study.cells import CELL_FILE, METRICS_FILE, await_baseline, cell_dir, cells, check_owner, claim
 from structpe.study.data import StudyData
-from structpe.study.spec import StudySpec, folder_spec, saved_runs
+from structpe.study.selection import folder_spec, saved_runs
+from structpe.study.spec import StudySpec
 from structpe.study.stages import STAGES
 from structpe.study.stages.cell import Cell
 from structpe.train.prepare_settings import parser_record, prepared_data_files

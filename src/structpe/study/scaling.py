@@ -32,7 +32,8 @@ from typing import Any
 from structpe.io import read_json
 from structpe.study.aggregate import aggregate, better_of, load_cell_metrics
 from structpe.study.cells import StudyError
-from structpe.study.spec import StudySpec, folder_commands, folder_plan, folder_spec, score_settings
+from structpe.study.selection import folder_commands, folder_plan, folder_spec
+from structpe.study.spec import StudySpec, score_settings
 from structpe.study.wording import COLUMNS
 
 NOT_DISTINGUISHABLE = "not distinguishable at these seed counts"

@@ -38,7 +38,6 @@ the file, the key and the valid choices (the same contract as the pre-training r
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -46,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import RecipeError
-from structpe.io import read_json
 from structpe.names import check_name
 from structpe.parser.tag_controls import TAG_SOURCES
+from structpe.study.claims import Claim, parse_claim
 from structpe.study.spec_checks import (
     StudySpecError,
     build_spec,
@@ -60,7 +59,7 @@ from structpe.study.spec_checks import (
     merge_raw,
     seed_list,
 )
-from structpe.study.stages import STAGES, metric_planned, stage
+from structpe.study.stages import STAGES, stage
 from structpe.study.stages import build as build_stage
 from structpe.study.stages.blimp import BlimpSpec
 from structpe.study.stages.glue import GlueSpec
@@ -71,7 +70,6 @@ from structpe.train.recipe import CONFIG_ROOT, load_recipe
 from structpe.yamlio import load_yaml
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
-BETTER = ("higher", "lower")
 
 
 @dataclass
@@ -116,25 +114,6 @@ class RecipeSpec:
     overrides: list[str] = field(default_factory=list)
     tags: str = "parse"  # the tag source of training and evaluation (structpe.parser.tag_controls)
     seeds: list[int] | None = None  # None: the spec's seeds
-
-
-@dataclass
-class Claim:
-    """One claim: ``recipe`` vs ``against`` on ``metrics`` (the replication verdict), ``honest``
-    (a second verdict on leak-free likelihoods) and ``show`` (reported, not tested)."""
-
-    id: str
-    claim: str
-    recipe: str
-    against: str
-    metrics: list[str]
-    better: str
-    show: list[str] = field(default_factory=list)
-    paper: dict[str, Any] = field(default_factory=dict)
-    honest: list[str] = field(default_factory=list)
-    # a cost check (the paper's small BLiMP drop): reported with the largest cost its interval
-    # allows, never a verdict, never in the Holm family (structpe.study.aggregate)
-    cost: bool = False
 
 
 @dataclass
@@ -214,7 +193,6 @@ PROFILE_KEYS = (
     "seeds",
 )
 RECIPE_KEYS = ("recipe", "overrides", "tags", "seeds")
-CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper", "cost")
 # each evaluation's section class, in the order of EvaluationsSpec's fields (its stage module's SPEC)
 EVAL_SPECS: dict[str, type] = {f.name: stage(f.name).SPEC for f in dataclasses.fields(EvaluationsSpec)}
 
@@ -250,7 +228,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     baseline = _baseline(raw.get("baseline"), recipes, seeds, where)
     claims = []
     for i, c in enumerate(raw.get("claims") or []):
-        claim = _claim(c, f"{where}: claims[{i}]", prof, baseline, labels, evals)
+        claim = parse_claim(c, f"{where}: claims[{i}]", prof, baseline, labels, evals)
         if claim is not None:
             claims.append(claim)
     check_sizes(evals, f"{where}: evaluations")
@@ -379,136 +357,6 @@ def _baseline(baseline: Any, recipes: list[RecipeSpec], seeds: list[int], where:
     return baseline
 
 
-def _claim(
-    c: Any, cw: str, prof: dict[str, Any], baseline: str, labels: list[str], evals: EvaluationsSpec
-) -> Claim | None:
-    """One claim, checked; None for a claim this profile does not make (a recipe it does not run,
-    or metrics only from evaluations it switches off, e.g. GLUE)."""
-    c = check_keys(c, CLAIM_KEYS, cw)
-    if "recipes" in prof and not {c.get("recipe"), c.get("against", baseline)} <= set(labels):
-        return None
-    for key in ("id", "claim", "recipe", "metrics", "better"):
-        if key not in c:
-            raise StudySpecError(f"{cw}: '{key}' is required")
-    claim = Claim(
-        id=str(c["id"]),
-        claim=str(c["claim"]),
-        recipe=str(c["recipe"]),
-        against=str(c.get("against", baseline)),
-        metrics=list(c["metrics"]),
-        better=str(c["better"]),
-        show=list(c.get("show") or []),
-        paper=dict(c.get("paper") or {}),
-        honest=list(c.get("honest") or []),
-        cost=c.get("cost", False),
-    )
-    if not isinstance(claim.cost, bool):
-        raise StudySpecError(f"{cw} ({claim.id}): cost must be true or false, got {claim.cost!r}")
-    _check_paper_tasks(claim.paper.get("tasks"), f"{cw} ({claim.id}): paper.tasks")
-    if _all_switched_off([*claim.metrics, *claim.honest, *claim.show], evals):
-        return None
-    for lab in (claim.recipe, claim.against):
-        if lab not in labels:
-            raise StudySpecError(f"{cw} ({claim.id}): unknown recipe {lab!r}; recipes: {', '.join(labels)}")
-    if claim.better not in BETTER:
-        raise StudySpecError(f"{cw} ({claim.id}): better must be one of {BETTER}, got {claim.better!r}")
-    for m in [*claim.metrics, *claim.honest, *claim.show]:
-        if not metric_planned(m, evals):
-            raise StudySpecError(
-                f"{cw} ({claim.id}): metric {m!r} is not produced by this spec's evaluations"
-            )
-    return claim
-
-
-def _all_switched_off(metrics: list[str], evals: EvaluationsSpec) -> bool:
-    """Whether every metric comes from an evaluation this profile does not run (absent or null)."""
-    benches = {str(m).split(".")[0] for m in metrics}
-    return bool(benches) and all(b in EVAL_SPECS and getattr(evals, b) is None for b in benches)
-
-
-def _check_paper_tasks(tasks: Any, where: str) -> None:
-    """The paper's per-task GLUE scores: ``{task: [comparison, recipe]}``, two numbers each."""
-    if tasks is None:
-        return
-
-    def pair(v: Any) -> bool:
-        return (
-            isinstance(v, list)
-            and len(v) == 2
-            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
-        )
-
-    if not isinstance(tasks, dict) or not all(pair(v) for v in tasks.values()):
-        raise StudySpecError(f"{where}: expected {{task: [comparison, recipe]}} with two numbers each")
-
-
-def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] | None = None) -> StudySpec:
-    """The spec restricted to some recipes / seeds (the baseline is always kept: claims need it)."""
-    out = copy.deepcopy(spec)
-    if recipes:
-        unknown = [r for r in recipes if r not in [x.label for x in spec.recipes]]
-        if unknown:
-            raise StudySpecError(
-                f"--recipes: unknown {unknown}; the spec has {', '.join(x.label for x in spec.recipes)}"
-            )
-        keep = {spec.baseline, *recipes}
-        out.recipes = [r for r in out.recipes if r.label in keep]  # the copies: `spec` stays as it was
-        out.claims = [c for c in out.claims if c.recipe in keep and c.against in keep]
-    if seeds:
-        every = spec.all_seeds()
-        unknown_s = [s for s in seeds if s not in every]
-        if unknown_s:
-            raise StudySpecError(f"--seeds: {unknown_s} not in the spec's seeds {every}")
-        out.seeds = [s for s in spec.seeds if s in seeds]
-        for r in out.recipes:
-            if r.seeds is not None:
-                r.seeds = [s for s in r.seeds if s in seeds]
-    return out
-
-
-def select_union(spec: StudySpec, selections: list[tuple[list[str] | None, list[int] | None]]) -> StudySpec:
-    """The spec restricted to every cell that some selection (recipes, seeds; see :func:`select`)
-    picks: a study run in slices (``--recipes none position --seeds 1 2 3``, then ``--recipes
-    position --seeds 4 5``) plans the cells of all its slices, which no single selection expresses."""
-    parts = [select(spec, recipes, seeds) for recipes, seeds in selections]
-    picked: dict[str, set[int]] = {}
-    for part in parts:
-        for r in part.recipes:
-            picked.setdefault(r.label, set()).update(part.recipe_seeds(r.label))
-    out = copy.deepcopy(spec)
-    out.recipes = [r for r in out.recipes if r.label in picked]
-    for r in out.recipes:  # each recipe's own seeds: the union need not be recipes x seeds
-        r.seeds = [s for s in spec.recipe_seeds(r.label) if s in picked[r.label]]
-    out.seeds = [s for s in spec.seeds if any(s in seeds for seeds in picked.values())]
-    out.claims = [c for c in spec.claims if c.recipe in picked and c.against in picked]
-    return out
-
-
-def saved_runs(saved: dict[str, Any]) -> list[dict[str, Any]]:
-    """The selections (recipes, seeds, command) recorded in a study folder's ``spec.json``; a
-    folder written before ``runs`` existed holds one, at the top level."""
-    return list(saved.get("runs") or [{k: saved.get(k) for k in ("recipes", "seeds", "command")}])
-
-
-def folder_spec(out: str | Path) -> StudySpec:
-    """The spec a study folder was run with: its ``spec.json`` names the spec file (or, for a folder
-    copied from another machine where that path is gone, the shipped spec by name), the profile
-    and the recipes / seeds that its runs selected (``runs``: one entry per distinct command)."""
-    spec_file = Path(out) / "spec.json"
-    if not spec_file.is_file():
-        raise StudySpecError(f"{spec_file} not found (not a study folder)")
-    saved = read_json(spec_file)
-    selections = [(r["recipes"], r["seeds"]) for r in saved_runs(saved)]
-    return select_union(_saved_profile(saved), selections)
-
-
-def _saved_profile(saved: dict[str, Any]) -> StudySpec:
-    """The whole profile a ``spec.json`` names: its spec file, or for a folder copied from another
-    machine where that path is gone, the shipped spec by name."""
-    source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
-    return load_spec(source, saved["profile"])
-
-
 def with_defaults(cls: type, saved: dict[str, Any]) -> dict[str, Any]:
     """A ``spec.json`` section with the fields it lacks at their defaults: a field added after a
     folder ran defaults to the behaviour from before it existed (e.g. BLiMP's ``marginal_limit``:
@@ -539,22 +387,3 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
     }
     kept = {f"evaluations.{bench}.{k}": v for k, v in sub.items() if k not in drop}
     return json.loads(json.dumps(kept))  # tuples as lists, as spec.json holds them
-
-
-def folder_plan(out: str | Path) -> list[tuple[str, int]] | None:
-    """Every (recipe, seed) cell the folder's profile plans, whatever its runs selected (None for a
-    folder without ``spec.json``): "cells finished" counts against the profile, not the slices run."""
-    spec_file = Path(out) / "spec.json"
-    if not spec_file.is_file():
-        return None
-    spec = _saved_profile(read_json(spec_file))
-    return [(r.label, s) for r in spec.recipes for s in spec.recipe_seeds(r.label)]
-
-
-def folder_commands(out: str | Path) -> list[str]:
-    """The distinct commands that ran into a study folder, in order (its ``spec.json``'s ``runs``)."""
-    spec_file = Path(out) / "spec.json"
-    if not spec_file.is_file():
-        return []
-    saved = read_json(spec_file)
-    return list(dict.fromkeys(r["command"] for r in saved_runs(saved) if r["command"]))
