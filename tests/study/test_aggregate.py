@@ -20,12 +20,11 @@ from structpe.study.aggregate import (
     combine,
     diff_bound,
     holm,
-    load_cell_metrics,
-    machine_of,
     mean_sd,
     paired,
     paired_test,
 )
+from structpe.study.cell_metrics import load_cell_metrics, machine_of
 from structpe.study.report import write_study_report
 from structpe.study.spec import SyntaxGymSpec, load_spec
 from structpe.study.tables import md_table

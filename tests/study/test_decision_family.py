@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from structpe.io import write_json_atomic
-from structpe.study.aggregate import CONVERGED_SHARE, aggregate, load_cell_metrics
+from structpe.study.aggregate import CONVERGED_SHARE, aggregate
+from structpe.study.cell_metrics import load_cell_metrics
 from structpe.study.report import write_study_report
 from structpe.study.spec import Claim, load_spec
 
@@ -184,7 +185,8 @@ def test_cells_finished_counts_the_profiles_plan(tiny_spec: Path, tmp_path: Path
 
 
 def test_pairs_need_the_same_hardware_and_precision() -> None:
-    from structpe.study.aggregate import pair_key, paired
+    from structpe.study.aggregate import paired
+    from structpe.study.cell_metrics import pair_key
 
     def cell(label: str, seed: int, **hw: str) -> dict:
         c = _cell(label, seed, {"m": 1.0 if label == "r" else 0.0})

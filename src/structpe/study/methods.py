@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import atomic_write_text
-from structpe.study.aggregate import load_cell_metrics, machines_text, paired, paired_test
+from structpe.study.aggregate import paired, paired_test
+from structpe.study.cell_metrics import load_cell_metrics, machines_text
 from structpe.study.cells import StudyError
 from structpe.study.selection import folder_commands, folder_spec
 from structpe.study.spec import StudySpec, load_spec

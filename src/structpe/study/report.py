@@ -8,7 +8,8 @@ from typing import Any
 
 from structpe.choices import LIKELIHOODS
 from structpe.io import atomic_write_text, read_json, write_json_atomic
-from structpe.study.aggregate import aggregate, load_cell_metrics, machine_of
+from structpe.study.aggregate import aggregate
+from structpe.study.cell_metrics import load_cell_metrics, machine_of
 from structpe.study.selection import folder_commands, folder_plan
 from structpe.study.spec import StudySpec
 from structpe.study.stages import REPORT_SECTIONS, STAGES

@@ -41,7 +41,7 @@ from filelock import FileLock
 
 from structpe.io import read_json, stable_hash, write_json_atomic
 from structpe.provenance import provenance
-from structpe.study.aggregate import precision_of
+from structpe.study.cell_metrics import precision_of
 from structpe.study.cells import CELL_FILE, METRICS_FILE, await_baseline, cell_dir, cells, check_owner, claim
 from structpe.study.data import StudyData
 from structpe.study.selection import folder_spec, saved_runs

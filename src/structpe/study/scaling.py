@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import read_json
-from structpe.study.aggregate import aggregate, better_of, load_cell_metrics
+from structpe.study.aggregate import aggregate, better_of
+from structpe.study.cell_metrics import load_cell_metrics
 from structpe.study.cells import StudyError
 from structpe.study.selection import folder_commands, folder_plan, folder_spec
 from structpe.study.spec import StudySpec, score_settings

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import atomic_write_text, save_figure, write_json_atomic
-from structpe.study.aggregate import better_of, machines_text
+from structpe.study.aggregate import better_of
+from structpe.study.cell_metrics import machines_text
 from structpe.study.cells import StudyError
 from structpe.study.scaling import (
     KINDS,
