@@ -10,7 +10,7 @@ from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL
 from structpe.study.spec_checks import StudySpecError
 
 from . import likelihood
-from .cell import Cell, flat
+from .cell import Cell
 
 KEY = "blimp"
 READS_DATA = True  # it reads the study's data root (Cell.data_root)
@@ -59,13 +59,9 @@ def cache_keys(sub: BlimpSpec, own: str, baseline: str, trained: str) -> dict[st
 
 def blimp_scores(r: dict[str, Any]) -> dict[str, float]:
     """Accuracy overall, per phenomenon and per paradigm, the pair count, smc's convergence."""
-    return {
-        "overall": r["overall"],
-        "n_pairs": r["n_pairs"],
-        **likelihood.smc_scores(r),
-        **flat("phenomenon", r["per_phenomenon"]),
-        **flat("paradigm", r["per_paradigm"]),
-    }
+    return likelihood.result_scores(
+        r, ("overall", "n_pairs"), {"phenomenon": "per_phenomenon", "paradigm": "per_paradigm"}
+    )
 
 
 def run(sub: BlimpSpec, cell: Cell) -> None:
@@ -85,10 +81,7 @@ def run(sub: BlimpSpec, cell: Cell) -> None:
             paradigms,
             limit=sub.limit_for(mode),
             likelihood=mode,
-            k=sub.k,
-            particles=sub.particles,
-            proposal=sub.proposal,
-            progress=cell.progress,
+            **likelihood.options(sub, cell),
         )
         return blimp_scores(r)
 

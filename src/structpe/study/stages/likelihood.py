@@ -12,7 +12,7 @@ from structpe.eval.scoring.smc import SMC_SYSTEMS
 from structpe.io import stable_hash
 from structpe.study.spec_checks import StudySpecError, check_choices
 
-from .cell import Cell
+from .cell import Cell, flat
 
 # what an smc result records about its budgets N and 4N (structpe.eval.scoring.smc.convergence):
 # the share of decisions that flip between them, N, the 4N score's standard error, the score at N
@@ -26,6 +26,21 @@ MODE_SETTINGS = ("k", "marginal_limit", "particles", "proposal")
 def smc_scores(r: dict[str, Any]) -> dict[str, float]:
     """The smc convergence fields of a result (none for the other modes)."""
     return {k: float(r[k]) for k in SMC_FIELDS if r.get(k) is not None}
+
+
+def result_scores(r: dict[str, Any], head: tuple[str, ...], groups: dict[str, str]) -> dict[str, float]:
+    """A benchmark result as a stage caches it: its ``head`` numbers as they are, smc's convergence
+    fields, and each per-group mapping ``groups[name]`` of the result flat under ``name``."""
+    out = {k: r[k] for k in head}
+    out.update(smc_scores(r))
+    for name, key in groups.items():
+        out.update(flat(name, r[key]))
+    return out
+
+
+def options(sub: Any, cell: Cell) -> dict[str, Any]:
+    """The keyword options every likelihood evaluation takes from its section and the cell."""
+    return {"k": sub.k, "particles": sub.particles, "proposal": sub.proposal, "progress": cell.progress}
 
 
 def check(sub: Any, where: str) -> None:

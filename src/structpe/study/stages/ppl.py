@@ -31,9 +31,7 @@ class PplSpec:
 SPEC = PplSpec  # the class of its section in a study spec's ``evaluations``
 
 
-def check(sub: PplSpec, where: str) -> None:
-    """The likelihood settings (:func:`structpe.study.stages.likelihood.check`)."""
-    likelihood.check(sub, where)
+check = likelihood.check  # its checks are the likelihood settings
 
 
 def cache_keys(sub: PplSpec, own: str, baseline: str, trained: str) -> dict[str, str]:
@@ -64,10 +62,7 @@ def run(sub: PplSpec, cell: Cell) -> None:
             cell.tokenizer,
             sents,
             likelihood=mode,
-            k=sub.k,
-            particles=sub.particles,
-            proposal=sub.proposal,
-            progress=cell.progress,
+            **likelihood.options(sub, cell),
         )
         return ppl_scores(r)
 

@@ -11,7 +11,7 @@ from typing import Any
 from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL
 
 from . import likelihood
-from .cell import Cell, flat
+from .cell import Cell
 
 KEY = "syntaxgym"
 READS_DATA = True  # it reads the study's data root (Cell.data_root)
@@ -31,9 +31,7 @@ class SyntaxGymSpec:
 SPEC = SyntaxGymSpec  # the class of its section in a study spec's ``evaluations``
 
 
-def check(sub: SyntaxGymSpec, where: str) -> None:
-    """The likelihood settings (:func:`structpe.study.stages.likelihood.check`)."""
-    likelihood.check(sub, where)
+check = likelihood.check  # its checks are the likelihood settings
 
 
 def cache_keys(sub: SyntaxGymSpec, own: str, baseline: str, trained: str) -> dict[str, str]:
@@ -43,13 +41,9 @@ def cache_keys(sub: SyntaxGymSpec, own: str, baseline: str, trained: str) -> dic
 
 def sg_scores(r: dict[str, Any]) -> dict[str, float]:
     """The SG score, the suite count, per circuit and per suite, smc's convergence."""
-    return {
-        "sg_score": r["sg_score"],
-        "n_suites": r["n_suites"],
-        **likelihood.smc_scores(r),
-        **flat("circuit", r["circuits"]),
-        **flat("suite", r["suite_accuracy"]),
-    }
+    return likelihood.result_scores(
+        r, ("sg_score", "n_suites"), {"circuit": "circuits", "suite": "suite_accuracy"}
+    )
 
 
 def run(sub: SyntaxGymSpec, cell: Cell) -> None:
@@ -67,10 +61,7 @@ def run(sub: SyntaxGymSpec, cell: Cell) -> None:
             root,
             suites,
             likelihood=mode,
-            k=sub.k,
-            particles=sub.particles,
-            proposal=sub.proposal,
-            progress=cell.progress,
+            **likelihood.options(sub, cell),
         )
         return sg_scores(r)
 
