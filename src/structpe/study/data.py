@@ -92,7 +92,7 @@ def read_test_units(path: Path, fmt: str, n: int, seed: int = 0) -> list[str]:
         if para:
             units.append(" ".join(para))
             doc_of.append(doc)
-    genres = _test_genres(path) if fmt == "lines" else None
+    genres = genres_of_test_documents(path) if fmt == "lines" else None
     if genres is not None and len(genres) != len(set(doc_of)):
         raise StructpeError(
             f"{path}: the manifest lists {len(genres)} test documents, the file holds {len(set(doc_of))}"
@@ -115,7 +115,7 @@ def read_test_units(path: Path, fmt: str, n: int, seed: int = 0) -> list[str]:
     return [units[i] for _, _, i in sorted(keyed)]
 
 
-def _test_genres(path: Path) -> list[str] | None:
+def genres_of_test_documents(path: Path) -> list[str] | None:
     """The genre of each test document, in file order, from the corpus's manifest (None: none)."""
     import gzip
     import json
