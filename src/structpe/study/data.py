@@ -190,6 +190,20 @@ def merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
     return dest
 
 
+def study_data_root(data_dir: str | Path | None, *, required: bool) -> Path | None:
+    """The data root (corpora, BLiMP, SyntaxGym, GLUE), resolved once where a study starts
+    (``run_study``, ``write_study_report``) and passed down as a path; a missing root is the one-line
+    ``DataNotFoundError`` where ``required``, else None."""
+    from structpe.data.paths import DataNotFoundError, data_root
+
+    try:
+        return data_root(data_dir)
+    except DataNotFoundError:
+        if required:
+            raise
+        return None
+
+
 def prepare_study_data(
     ds: DatasetSpec,
     out: Path,

@@ -10,6 +10,7 @@ from structpe.choices import LIKELIHOODS
 from structpe.io import atomic_write_text, read_json, write_json_atomic
 from structpe.study.aggregate import aggregate
 from structpe.study.cell_metrics import load_cell_metrics, machine_of
+from structpe.study.data import study_data_root
 from structpe.study.selection import folder_commands, folder_plan
 from structpe.study.spec import StudySpec
 from structpe.study.stages import REPORT_SECTIONS, STAGES
@@ -406,16 +407,6 @@ def _cells_table(cells: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _data_root(data_dir: str | Path | None) -> Path | None:
-    """The data root of the chance row, resolved once; None where there is none (no chance row)."""
-    from structpe.data.paths import DataNotFoundError, data_root
-
-    try:
-        return data_root(data_dir)
-    except DataNotFoundError:
-        return None
-
-
 def write_study_report(
     out: str | Path, spec: StudySpec, command: str | None = None, data_dir: str | Path | None = None
 ) -> dict[str, Path]:
@@ -425,7 +416,7 @@ def write_study_report(
     out = Path(out)
     cells = load_cell_metrics(out)
     agg = aggregate(cells, spec, folder_plan(out))
-    chance = chance_row(out, spec, _data_root(data_dir)) if cells else None
+    chance = chance_row(out, spec, study_data_root(data_dir, required=False)) if cells else None
     plots = _plots(out, agg, cells, spec, chance) if cells else []
     commands = folder_commands(out) or ([command] if command else [])
     summary = {

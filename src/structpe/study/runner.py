@@ -43,7 +43,7 @@ from structpe.io import read_json, stable_hash, write_json_atomic
 from structpe.provenance import provenance
 from structpe.study.cell_metrics import precision_of
 from structpe.study.cells import CELL_FILE, METRICS_FILE, await_baseline, cell_dir, cells, check_owner, claim
-from structpe.study.data import StudyData
+from structpe.study.data import StudyData, study_data_root
 from structpe.study.selection import folder_spec, saved_runs
 from structpe.study.spec import StudySpec
 from structpe.study.stages import STAGES
@@ -272,15 +272,6 @@ def _provenance(
     )
 
 
-def study_data_root(spec: StudySpec, data_dir: str | Path | None, *, preparing: bool) -> Path | None:
-    """The data root every stage of the study reads, resolved once (``structpe.data.paths``); None
-    when nothing reads it (data given by the caller, and no stage that reads shared data)."""
-    from structpe.data.paths import data_root
-
-    reads = any(getattr(s, "READS_DATA", False) and getattr(spec.evaluations, s.KEY) for s in STAGES)
-    return data_root(data_dir) if preparing or reads else None
-
-
 def spec_record(
     spec: StudySpec, command: str | None, data_fingerprint: str, earlier: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -328,7 +319,8 @@ def run_study(
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    root = study_data_root(spec, data_dir, preparing=data is None)
+    reads = any(getattr(s, "READS_DATA", False) and getattr(spec.evaluations, s.KEY) for s in STAGES)
+    root = study_data_root(data_dir, required=data is None or reads)
     if parser is None:
         from structpe.parser.cached import CachedParser
         from structpe.parser.registry import get_parser
