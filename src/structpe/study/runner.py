@@ -141,8 +141,9 @@ def run_cell(
         return metrics_path
     write_json_atomic(d / CELL_FILE, {"train_hash": train_hash, "config": config})
     summary, val_loss = _pretrain(spec, label, seed, training, d / "run", log, progress, callbacks)
-    cell = _cell(spec, label, data, d / "run", keys, parser, data_root, log, progress)
-    cell.baseline_model = lambda: await_baseline(out, spec, seed, log, poll_s)  # only if a stage asks
+    # the same seed's baseline model, waited for only when a stage asks (the leakage audit)
+    baseline = lambda: await_baseline(out, spec, seed, log, poll_s)  # noqa: E731
+    cell = _cell(spec, label, data, d / "run", keys, parser, data_root, log, progress, baseline)
     cell.wall["train"] = float(summary["train_wall_s"])
     if val_loss is not None:
         cell.scores["val_lm_loss"] = val_loss
@@ -221,6 +222,7 @@ def _cell(
     data_root: Path | None,
     log: Callable[[str], None],
     progress: bool,
+    baseline_model: Callable[[], Path],
 ) -> Cell:
     """The trained cell as its evaluation stages see it: the final model, the tokenizer, and the
     cell's tag source, which a tag control reads everywhere it is evaluated (the leakage audit
@@ -248,7 +250,7 @@ def _cell(
         log=log,
         tagged=uses_tags(model),
         causal=model_kind(model) == "causal",
-        baseline_model=lambda: run_dir,  # replaced by the caller
+        baseline_model=baseline_model,
         progress=progress,
     )
 
