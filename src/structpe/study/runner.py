@@ -141,8 +141,9 @@ def run_cell(
         return metrics_path
     write_json_atomic(d / CELL_FILE, {"train_hash": train_hash, "config": config})
     summary, val_loss = _pretrain(spec, label, seed, training, d / "run", log, progress, callbacks)
-    # the same seed's baseline model, waited for only when a stage asks (the leakage audit)
-    baseline = lambda: await_baseline(out, spec, seed, log, poll_s)  # noqa: E731
+    def baseline() -> Path:  # the same seed's baseline model, waited for when a stage asks (leakage)
+        return await_baseline(out, spec, seed, log, poll_s)
+
     cell = _cell(spec, label, data, d / "run", keys, parser, data_root, log, progress, baseline)
     cell.wall["train"] = float(summary["train_wall_s"])
     if val_loss is not None:
