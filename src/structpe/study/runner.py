@@ -141,6 +141,7 @@ def run_cell(
         return metrics_path
     write_json_atomic(d / CELL_FILE, {"train_hash": train_hash, "config": config})
     summary, val_loss = _pretrain(spec, label, seed, training, d / "run", log, progress, callbacks)
+
     def baseline() -> Path:  # the same seed's baseline model, waited for when a stage asks (leakage)
         return await_baseline(out, spec, seed, log, poll_s)
 
