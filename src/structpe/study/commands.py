@@ -109,9 +109,8 @@ seeds, beside the published rows of Hu et al. (2020) and of the SiPE paper's Tab
 def _methods(args: argparse.Namespace) -> int:
     from structpe.study.methods import write_methods
 
-    command = " ".join(
-        shlex.quote(a) for a in ["structpe", "study", "methods", *args.folders, "--output", args.output]
-    )
+    command = " ".join(shlex.quote(a) for a in ["structpe", "study", "methods", *args.folders,
+                                                 "--output", args.output])
     write_methods(args.folders, args.output, command=command)
     return 0
 

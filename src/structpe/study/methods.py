@@ -144,14 +144,8 @@ def method_row(p: Profile, label: str) -> list[str]:
     planned = spec.recipe_seeds(label)
     if not mine:
         params = f"{_planned_parameters(spec, label):,} (recipe)"
-        return [
-            name,
-            "yes" if reads else "no",
-            *(["no finished cells"] * 4),
-            params,
-            "-",
-            f"0 of {len(planned)}",
-        ]
+        return [name, "yes" if reads else "no", *(["no finished cells"] * 4), params, "-",
+                f"0 of {len(planned)}"]
     sg = _values(mine, HONEST["SyntaxGym"])
     blimp = _values(mine, HONEST["BLiMP"])
     ppl = _values(mine, HONEST["word PPL"])
@@ -181,17 +175,8 @@ def method_row(p: Profile, label: str) -> list[str]:
     ]
 
 
-HEADER = [
-    "method (recipe)",
-    "reads tags",
-    "SyntaxGym %",
-    "SG vs baseline",
-    "BLiMP %",
-    "word PPL",
-    "parameters",
-    "step cost / baseline",
-    "seeds",
-]
+HEADER = ["method (recipe)", "reads tags", "SyntaxGym %", "SG vs baseline", "BLiMP %", "word PPL",
+          "parameters", "step cost / baseline", "seeds"]
 
 
 def render(profiles: Sequence[Profile], command: str | None = None) -> str:
@@ -234,10 +219,8 @@ def render(profiles: Sequence[Profile], command: str | None = None) -> str:
         "and BLLIP-SM (~5M tokens), in percent:",
         "",
     ]
-    lines += md_table(
-        [[m, f"{100 * xs:.0f}", f"{100 * sm:.0f}"] for m, xs, sm in HU_2020],
-        ["model", "BLLIP-XS", "BLLIP-SM"],
-    )
+    lines += md_table([[m, f"{100 * xs:.0f}", f"{100 * sm:.0f}"] for m, xs, sm in HU_2020],
+                      ["model", "BLLIP-XS", "BLLIP-SM"])
     lines += [
         "",
         "The SiPE paper's Table 2 (decoders trained on BLLIP-LG; its SiPE rows' PPL is conditioned on "
@@ -245,9 +228,8 @@ def render(profiles: Sequence[Profile], command: str | None = None) -> str:
         "",
     ]
     fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-    lines += md_table(
-        [[m, fmt(b), fmt(pp), fmt(sg)] for m, b, pp, sg in TABLE_2], ["model", "BLiMP", "PPL", "SyntaxGym"]
-    )
+    lines += md_table([[m, fmt(b), fmt(pp), fmt(sg)] for m, b, pp, sg in TABLE_2],
+                      ["model", "BLiMP", "PPL", "SyntaxGym"])
     return "\n".join(lines) + "\n"
 
 
@@ -269,14 +251,5 @@ def write_methods(folders: Sequence[str | Path], output: str | Path, command: st
     return output
 
 
-__all__ = [
-    "HONEST",
-    "HU_2020",
-    "TABLE_2",
-    "Profile",
-    "load_profile",
-    "method_row",
-    "render",
-    "step_costs",
-    "write_methods",
-]
+__all__ = ["HONEST", "HU_2020", "TABLE_2", "Profile", "load_profile", "method_row", "render", "step_costs",
+           "write_methods"]

@@ -114,14 +114,8 @@ def dataset_prepare_settings(ds: Any, n: int, tags: str = "parse") -> Any:
     for the run (``study.data``) and the checks of ``--dry-run`` (:func:`check_dataset_input`)."""
     from structpe.train.prepare_settings import KNOWN_CORPORA, PrepareSettings
 
-    return PrepareSettings(
-        parser=ds.parser,
-        input_format=KNOWN_CORPORA[ds.corpus][2],
-        seq_len=ds.seq_len,
-        max_units=n,
-        tags=tags,
-        max_words=ds.max_sentence_words,
-    )
+    return PrepareSettings(parser=ds.parser, input_format=KNOWN_CORPORA[ds.corpus][2], seq_len=ds.seq_len,
+                           max_units=n, tags=tags, max_words=ds.max_sentence_words)
 
 
 def check_dataset_input(ds: Any, tag_sources: Any, where: str) -> None:
