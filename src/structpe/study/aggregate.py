@@ -185,7 +185,7 @@ def paired(
     """``label`` against ``against`` on ``metric``, paired by seed: raw differences (recipe -
     comparison), the same signed to ``better`` (> 0 = better / the paper's way) and their tests.
     ``bound``: :func:`diff_bound` of the comparison. A seed whose two cells differ in
-    :func:`pair_key` is no pair: it is listed in ``missing`` with the reason, as is a seed that
+    ``cell_metrics.pair_key`` is no pair: it is listed in ``missing`` with the reason, as is a seed that
     only one side has a value for."""
     a, b = by_seed(cells, label, metric), by_seed(cells, against, metric)
     mine, theirs = cells_by_seed(cells, label), cells_by_seed(cells, against)

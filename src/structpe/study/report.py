@@ -177,7 +177,7 @@ def render(
     commands: list[str] | None = None,
     chance: dict[str, Any] | None = None,
 ) -> str:
-    """The Markdown of study.md (``commands``: the runs' commands in order, see :func:`folder_commands`;
+    """The Markdown of study.md (``commands``: the runs' commands in order, see ``selection.folder_commands``;
     ``chance``: the chance row, see :func:`chance_row`). Every verdict word and summary line is
     generated from the numbers; nothing is written by hand."""
     claimed = {r["metric"] for c in agg["claims"] for g in ("metrics", "honest", "show") for r in c[g]}

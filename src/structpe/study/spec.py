@@ -369,7 +369,7 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
     ``spec.json`` records it (``StudySpec.to_dict()``): the bench's fields by name, less the list
     of modes run (it changes which numbers exist, not their values), outside the marginal mode
     its beam width, outside ``smc`` its particles and proposal, and BLiMP's ``marginal_limit`` (as the
-    evaluation cache keys of ``structpe.study.runner.eval_keys``); BLiMP's ``limit`` is the pairs
+    evaluation cache keys of ``structpe.study.stages.likelihood.cache_keys``); BLiMP's ``limit`` is the pairs
     this mode scores. Empty for a score no evaluation setting shapes (``val_lm_loss``) or a bench
     the spec does not run."""
     bench, _, rest = metric.partition(".")
