@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.study.aggregate import ALPHA, CONVERGED_SHARE, bound_of
+from structpe.study.stages import STAGES, stage
 from structpe.study.tables import fmt_num, fmt_p
 
 # what each likelihood mode is, per benchmark (docs/likelihoods.md); "*" marks the leaking ones
@@ -17,29 +18,11 @@ MODE_NOTE = {
     "joint": "joint p(x, T)",
     "marginal": "k-best marginal",
 }
-SG_JOINT_NOTE = "joint*: region surprisals leak"  # earlier words' tags come from the whole-sentence parse
-SG_MARGINAL_NOTE = "prefix marginal: leak-free"
-COUNT_KEYS = {
-    "ppl": ("n_sentences", "sentences"),
-    "blimp": ("n_pairs", "pairs"),
-    "syntaxgym": ("n_suites", "suites"),
-}
-COLUMNS = (  # the recipes table: (short name, metric); a column appears when a cell or claim has it
-    ("val LM loss", "val_lm_loss"),
-    ("word PPL", "ppl.conditional.word_ppl"),
-    ("word PPL", "ppl.joint.word_ppl"),
-    ("word PPL", "ppl.marginal_k1.word_ppl"),
-    ("word PPL", "ppl.marginal_k10.word_ppl"),
-    ("word PPL", "ppl.marginal_k100.word_ppl"),
-    ("word PPL", "ppl.marginal.word_ppl"),
-    ("BLiMP", "blimp.conditional.overall"),
-    ("BLiMP", "blimp.joint.overall"),
-    ("BLiMP", "blimp.marginal.overall"),
-    ("SG", "syntaxgym.conditional.sg_score"),
-    ("SG", "syntaxgym.joint.sg_score"),
-    ("SG", "syntaxgym.marginal.sg_score"),
-    ("GLUE macro", "glue.macro"),
-)
+KEYS = tuple(s.KEY for s in STAGES)
+COUNT_KEYS = {s.KEY: s.COUNT for s in STAGES if hasattr(s, "COUNT")}  # bench: (n_* score, its noun)
+# the recipes table: (short name, metric), each stage's columns in order; a column appears when a
+# cell or claim has it
+COLUMNS = (("val LM loss", "val_lm_loss"), *(c for s in STAGES for c in getattr(s, "COLUMNS", ())))
 
 
 # an absolute POSIX path inside a command line or a folder name (not the "//" of a URL)
@@ -72,13 +55,9 @@ def mode_note(metric: str) -> str:
     mode = mode_of(metric)
     if mode is None:
         return ""
-    bench = metric.split(".")[0]
+    own = getattr(stage(metric.split(".")[0]), "MODE_NOTES", {})  # a bench's own word for a mode
     base, _, k = mode.partition("_k")
-    if bench == "syntaxgym" and base == "joint":
-        return SG_JOINT_NOTE
-    note = MODE_NOTE.get(base, mode) + (f" at k = {k}" if k else "")
-    if bench == "syntaxgym" and base == "marginal":
-        note = SG_MARGINAL_NOTE
+    note = own.get(base) or MODE_NOTE.get(base, mode) + (f" at k = {k}" if k else "")
     if bound_of(metric, reads_tags=True):
         note += ": upper bound if tagged"
     return note
@@ -102,32 +81,18 @@ def count_of(metric: str, cells: list[dict[str, Any]]) -> str:
     return f"n = {ns[0]} {noun}" if len(ns) == 1 else f"n = {ns[0]}-{ns[-1]} {noun}"
 
 
-def glue_note(metric: str, cells: list[dict[str, Any]]) -> str:
-    """``best dev epoch; 3 fine-tuning seeds; cola, rte`` for a GLUE score (empty for any other):
-    the epoch it is read at, the fine-tuning seeds each cell averages and, for a macro, its tasks."""
-    parts = metric.split(".")
-    if parts[0] != "glue" or len(parts) < 2:
+def stage_note(metric: str, cells: list[dict[str, Any]]) -> str:
+    """What the metric's stage says of it beyond its mode and count (GLUE: the epoch, the
+    fine-tuning seeds, a macro's tasks); empty for the others."""
+    bench = metric.split(".")[0]
+    if bench not in KEYS or not hasattr(stage(bench), "note"):
         return ""
-    per_seed = re.compile(r"glue\.[^.]+\.(ft\d+)\.main$")
-    runs = sorted({len({m.group(1) for k in c["scores"] if (m := per_seed.match(k))}) for c in cells} - {0})
-    tasks = sorted(
-        {k.split(".")[1] for c in cells for k in c["scores"] if re.match(r"glue\.[^.]+\.n_dev$", k)}
-    )
-    last = parts[-1].startswith("last_") or parts[-1] == "macro_last"
-    return "; ".join(
-        x
-        for x in (
-            "last epoch" if last else "best dev epoch",
-            f"{'-'.join(str(n) for n in sorted({runs[0], runs[-1]}))} fine-tuning seeds" if runs else "",
-            ", ".join(tasks) if parts[1].startswith("macro") else "",
-        )
-        if x
-    )
+    return stage(bench).note(metric, cells)
 
 
 def describe(metric: str, cells: list[dict[str, Any]]) -> str:
     """``metric`` with its mode and count, the way every table names a column or row."""
-    parts = [x for x in (mode_note(metric), count_of(metric, cells), glue_note(metric, cells)) if x]
+    parts = [x for x in (mode_note(metric), count_of(metric, cells), stage_note(metric, cells)) if x]
     return f"`{metric}`" + (f" [{'; '.join(parts)}]" if parts else "")
 
 

@@ -14,6 +14,8 @@ from .cell import Cell
 
 KEY = "blimp"
 READS_DATA = True  # it reads the study's data root (Cell.data_root)
+COUNT = ("n_pairs", "pairs")  # what its n_* score counts (the report's column headers)
+COLUMNS = tuple(("BLiMP", f"blimp.{m}.overall") for m in ("conditional", "joint", "marginal"))
 
 
 @dataclass

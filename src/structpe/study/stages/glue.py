@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from .cell import Cell, flat
 
 KEY = "glue"
 READS_DATA = True  # it reads the study's data root (Cell.data_root)
+COLUMNS = (("GLUE macro", "glue.macro"),)  # its column of the report's recipes table
 # how the GLUE section names `evaluations.glue.bf16`
 PRECISION = {False: "float32", True: "bf16 autocast", "auto": "bf16 autocast where native (else float32)"}
 
@@ -223,6 +225,30 @@ def chance(sub: GlueSpec, row: dict[str, Any], data_root: Path | None) -> dict[s
     except FileNotFoundError:
         return None
     return {"glue": scores, "glue_settings": settings}
+
+
+def note(metric: str, cells: list[dict[str, Any]]) -> str:
+    """How the report describes a GLUE score beside its name, e.g. ``best dev epoch; 3 fine-tuning
+    seeds; cola, rte`` (empty for a score that is not GLUE's):
+    the epoch it is read at, the fine-tuning seeds each cell averages and, for a macro, its tasks."""
+    parts = metric.split(".")
+    if parts[0] != "glue" or len(parts) < 2:
+        return ""
+    per_seed = re.compile(r"glue\.[^.]+\.(ft\d+)\.main$")
+    runs = sorted({len({m.group(1) for k in c["scores"] if (m := per_seed.match(k))}) for c in cells} - {0})
+    tasks = sorted(
+        {k.split(".")[1] for c in cells for k in c["scores"] if re.match(r"glue\.[^.]+\.n_dev$", k)}
+    )
+    last = parts[-1].startswith("last_") or parts[-1] == "macro_last"
+    return "; ".join(
+        x
+        for x in (
+            "last epoch" if last else "best dev epoch",
+            f"{'-'.join(str(n) for n in sorted({runs[0], runs[-1]}))} fine-tuning seeds" if runs else "",
+            ", ".join(tasks) if parts[1].startswith("macro") else "",
+        )
+        if x
+    )
 
 
 def _report_tasks(agg: dict[str, Any], spec: Any) -> list[str]:

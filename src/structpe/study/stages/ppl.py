@@ -13,6 +13,15 @@ from . import likelihood
 from .cell import Cell
 
 KEY = "ppl"
+COUNT = ("n_sentences", "sentences")  # what its n_* score counts (the report's column headers)
+COLUMNS = (  # its columns of the report's recipes table
+    ("word PPL", "ppl.conditional.word_ppl"),
+    ("word PPL", "ppl.joint.word_ppl"),
+    ("word PPL", "ppl.marginal_k1.word_ppl"),
+    ("word PPL", "ppl.marginal_k10.word_ppl"),
+    ("word PPL", "ppl.marginal_k100.word_ppl"),
+    ("word PPL", "ppl.marginal.word_ppl"),
+)
 
 
 @dataclass

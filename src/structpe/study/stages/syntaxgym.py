@@ -15,6 +15,11 @@ from .cell import Cell
 
 KEY = "syntaxgym"
 READS_DATA = True  # it reads the study's data root (Cell.data_root)
+COUNT = ("n_suites", "suites")  # what its n_* score counts (the report's column headers)
+COLUMNS = tuple(("SG", f"syntaxgym.{m}.sg_score") for m in ("conditional", "joint", "marginal"))
+# its own words for two modes (docs/likelihoods.md): the joint's region surprisals leak (earlier
+# words' tags come from the whole-sentence parse); the prefix marginal does not
+MODE_NOTES = {"joint": "joint*: region surprisals leak", "marginal": "prefix marginal: leak-free"}
 
 
 @dataclass
