@@ -13,7 +13,7 @@ from structpe.study.cell_metrics import load_cell_metrics, machine_of
 from structpe.study.data import study_data_root
 from structpe.study.selection import folder_commands, folder_plan
 from structpe.study.spec import StudySpec
-from structpe.study.stages import REPORT_SECTIONS, STAGES
+from structpe.study.stages import REPORT_PLOTS, REPORT_SECTIONS, STAGES
 from structpe.study.tables import fmt_num, fmt_p, md_table, pm, zero_nan
 from structpe.study.wording import (
     COLUMNS,
@@ -70,6 +70,7 @@ def _plots(
     spec: StudySpec,
     chance: dict[str, Any] | None = None,
 ) -> list[Path]:
+    from structpe.eval.blimp import CHANCE as BLIMP_CHANCE
     from structpe.eval.report import bar_plot
 
     recipes = agg["recipes"]
@@ -83,17 +84,14 @@ def _plots(
             errors[label] = [zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
         return [k[len(prefix) :] for k in keys], series, errors
 
-    groups = (
-        ("syntaxgym", "circuit", "SyntaxGym per circuit", "sg_score"),
-        ("blimp", "phenomenon", "BLiMP per phenomenon", "overall"),
-    )
     for mode in LIKELIHOODS:
-        for bench, group, title, total in groups:
+        for stage in REPORT_PLOTS:  # each stage's accuracy per group (circuit, phenomenon), per mode
+            bench, (group, title, total) = stage.KEY, stage.GROUP_PLOT
             labels, series, errors = grouped(f"{bench}.{mode}.{group}.")
-            hline = 0.5
-            if bench == "syntaxgym" and chance and "syntaxgym" in chance:  # per circuit: bars, no line
-                circuits = chance["syntaxgym_circuits"]
-                series["chance"] = [circuits.get(c, math.nan) for c in labels]
+            hline = BLIMP_CHANCE  # a two-way choice's chance line, unless the stage has its own bars
+            bars = stage.chance_bars(chance, labels) if hasattr(stage, "chance_bars") else None
+            if bars is not None:
+                series["chance"] = bars
                 errors["chance"] = [0.0] * len(labels)
                 hline = None
             if labels:

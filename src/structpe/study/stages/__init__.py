@@ -17,6 +17,9 @@ its key in :class:`structpe.study.spec.EvaluationsSpec` (and :data:`STAGES`) and
 ``chance(sub, row, root)``    optional: its part of the report's chance row (``chance.json``)
 ``section(agg, spec, cells, chance)`` / ``plot(out, agg, spec, chance)``
                               optional: its own section / plot of ``study.md``
+``COLUMNS`` / ``COUNT`` / ``MODE_NOTES`` / ``GROUP_PLOT`` / ``note(metric, cells)``
+                              optional: its columns of the recipes table, what its ``n_*`` score
+                              counts, its own words for a mode or a score, its accuracy per group
 
 The likelihood stages (``ppl``, ``blimp``, ``syntaxgym``) share :mod:`.likelihood`: one cache key
 and one run per likelihood mode, and the filing of a no-tag decoder's p(x) under every mode.
@@ -30,8 +33,9 @@ from . import blimp, glue, leakage, ppl, syntaxgym
 
 # the order a cell runs them (and so the order of its metrics.json scores and wall times)
 STAGES: tuple[ModuleType, ...] = (ppl, blimp, syntaxgym, leakage, glue)
-# the order of the stages' own sections in study.md
+# the order of the stages' own sections in study.md, and of their plots per group (``GROUP_PLOT``)
 REPORT_SECTIONS: tuple[ModuleType, ...] = (glue, leakage)
+REPORT_PLOTS: tuple[ModuleType, ...] = (syntaxgym, blimp)
 
 
 def stage(key: str) -> ModuleType:

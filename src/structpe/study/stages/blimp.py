@@ -16,6 +16,8 @@ KEY = "blimp"
 READS_DATA = True  # it reads the study's data root (Cell.data_root)
 COUNT = ("n_pairs", "pairs")  # what its n_* score counts (the report's column headers)
 COLUMNS = tuple(("BLiMP", f"blimp.{m}.overall") for m in ("conditional", "joint", "marginal"))
+# the report's plot of it per mode: (group, title, total score)
+GROUP_PLOT = ("phenomenon", "BLiMP per phenomenon", "overall")
 
 
 @dataclass

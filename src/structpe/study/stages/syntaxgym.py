@@ -4,6 +4,7 @@ chance row (with BLiMP's) is the study report's *chance* line."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ KEY = "syntaxgym"
 READS_DATA = True  # it reads the study's data root (Cell.data_root)
 COUNT = ("n_suites", "suites")  # what its n_* score counts (the report's column headers)
 COLUMNS = tuple(("SG", f"syntaxgym.{m}.sg_score") for m in ("conditional", "joint", "marginal"))
+# the report's plot of it per mode: (group, title, total score)
+GROUP_PLOT = ("circuit", "SyntaxGym per circuit", "sg_score")
 # its own words for two modes (docs/likelihoods.md): the joint's region surprisals leak (earlier
 # words' tags come from the whole-sentence parse); the prefix marginal does not
 MODE_NOTES = {"joint": "joint*: region surprisals leak", "marginal": "prefix marginal: leak-free"}
@@ -90,6 +93,14 @@ def chance(sub: SyntaxGymSpec, row: dict[str, Any], data_root: Path | None) -> d
         return benchmark_chance(root, suite_names(sub.suites, root))
     except FileNotFoundError:
         return None
+
+
+def chance_bars(chance: dict[str, Any] | None, circuits: list[str]) -> list[float] | None:
+    """The chance of each circuit, as bars beside the recipes' in the per-circuit plots (SyntaxGym's
+    chance is not 0.5 everywhere); None without a chance row."""
+    if not chance or "syntaxgym" not in chance:
+        return None
+    return [chance["syntaxgym_circuits"].get(c, math.nan) for c in circuits]
 
 
 def benchmark_chance(
