@@ -368,17 +368,19 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
     """The evaluation settings that shape ``metric``'s number (``bench.mode.score``) in a spec as
     ``spec.json`` records it (``StudySpec.to_dict()``): the bench's fields by name, less the list
     of modes run (it changes which numbers exist, not their values), outside the marginal mode
-    its beam width, outside ``smc`` its particles and proposal, and BLiMP's ``marginal_limit`` (as the
-    evaluation cache keys of ``structpe.study.stages.likelihood.cache_keys``); BLiMP's ``limit`` is the pairs
-    this mode scores. Empty for a score no evaluation setting shapes (``val_lm_loss``) or a bench
+    its beam width, outside ``smc`` its particles and proposal, and BLiMP's ``marginal_limit`` (as
+    the cache keys of ``structpe.study.stages.likelihood.cache_keys``); BLiMP's ``limit`` is the
+    pairs this mode scores. Empty for a score no evaluation setting shapes (``val_lm_loss``) or a bench
     the spec does not run."""
     bench, _, rest = metric.partition(".")
-    if bench not in ("ppl", "blimp", "syntaxgym") or not (saved.get("evaluations") or {}).get(bench):
+    cls = EVAL_SPECS.get(bench)
+    likelihood_bench = cls is not None and "likelihoods" in {f.name for f in dataclasses.fields(cls)}
+    if not likelihood_bench or not (saved.get("evaluations") or {}).get(bench):
         return {}
-    sub = with_defaults(EVAL_SPECS[bench], saved["evaluations"][bench])
+    sub = with_defaults(cls, saved["evaluations"][bench])
     mode = rest.split(".")[0]
-    if bench == "blimp":
-        sub["limit"] = BlimpSpec(**sub).limit_for(mode)
+    if hasattr(cls, "limit_for"):  # the items this mode scores (BLiMP's marginal_limit)
+        sub["limit"] = cls(**sub).limit_for(mode)
     drop = {
         "likelihoods",
         "marginal_limit",
