@@ -30,7 +30,8 @@ import sys
 from pathlib import Path
 
 from structpe.io import read_json
-from structpe.study.aggregate import machine_of, paired_test
+from structpe.study.aggregate import paired_test
+from structpe.study.cell_metrics import machine_of
 
 METRICS = (
     "val_lm_loss",

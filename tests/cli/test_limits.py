@@ -79,7 +79,7 @@ def test_generate_max_words_past_the_positions_is_one_line(tiny_model: Path, cli
 
 
 def test_study_report_names_a_score_that_is_not_a_number(tmp_path: Path) -> None:
-    from structpe.study.aggregate import load_cell_metrics
+    from structpe.study.cell_metrics import load_cell_metrics
 
     cell = tmp_path / "cells" / "none" / "seed-1"
     cell.mkdir(parents=True)

@@ -143,7 +143,7 @@ def test_broken_weights_and_foreign_tokenizers_are_refused(
 
 
 def test_study_report_refuses_nan_scores(tmp_path: Path) -> None:
-    from structpe.study.aggregate import load_cell_metrics
+    from structpe.study.cell_metrics import load_cell_metrics
 
     cell = tmp_path / "cells" / "none" / "seed-1"
     cell.mkdir(parents=True)

@@ -184,7 +184,9 @@ def test_blimp_and_ppl_record_the_budgets(tok):  # noqa: F811
     decisions, the jackknife standard error, N; and the study's flat keys carry them."""
     from structpe.eval.blimp import BlimpPair, evaluate_blimp
     from structpe.eval.ppl import evaluate_ppl
-    from structpe.study.cell_scores import blimp_scores, flat, ppl_scores
+    from structpe.study.stages.blimp import blimp_scores
+    from structpe.study.stages.cell import flat
+    from structpe.study.stages.ppl import ppl_scores
 
     model = tiny_txl(tok, "input", seed=4)
     rng = random.Random(2)

@@ -20,15 +20,14 @@ from structpe.study.aggregate import (
     combine,
     diff_bound,
     holm,
-    load_cell_metrics,
-    machine_of,
     mean_sd,
     paired,
     paired_test,
 )
+from structpe.study.cell_metrics import load_cell_metrics, machine_of
 from structpe.study.report import write_study_report
 from structpe.study.spec import SyntaxGymSpec, load_spec
-from structpe.study.wording import md_table
+from structpe.study.tables import md_table
 
 
 def test_paired_test_matches_scipy_on_synthetic_pairs() -> None:

@@ -17,7 +17,8 @@ from structpe.parser.tag_controls import POOL_FILE, PrefixParser, ShuffledParser
 from structpe.study.cells import cell_dir, cells
 from structpe.study.data import StudyData, TagVariant
 from structpe.study.runner import run_study, train_config
-from structpe.study.spec import load_spec, select
+from structpe.study.selection import select
+from structpe.study.spec import load_spec
 from structpe.study.spec_checks import StudySpecError
 from structpe.train.prepare import load_prepared, prepare
 from structpe.train.prepare_settings import PrepareSettings

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from structpe.io import write_json_atomic
-from structpe.study.aggregate import CONVERGED_SHARE, aggregate, load_cell_metrics
+from structpe.study.aggregate import CONVERGED_SHARE, aggregate
+from structpe.study.cell_metrics import load_cell_metrics
 from structpe.study.report import write_study_report
 from structpe.study.spec import Claim, load_spec
 
@@ -171,7 +172,7 @@ def test_cells_finished_counts_the_profiles_plan(tiny_spec: Path, tmp_path: Path
         "spec": {"name": "tiny-study"},
     }
     write_json_atomic(tmp_path / "spec.json", saved)
-    from structpe.study.spec import folder_spec
+    from structpe.study.selection import folder_spec
 
     write_study_report(tmp_path, folder_spec(tmp_path))
     data = json.loads((tmp_path / "study.json").read_text())
@@ -184,7 +185,8 @@ def test_cells_finished_counts_the_profiles_plan(tiny_spec: Path, tmp_path: Path
 
 
 def test_pairs_need_the_same_hardware_and_precision() -> None:
-    from structpe.study.aggregate import pair_key, paired
+    from structpe.study.aggregate import paired
+    from structpe.study.cell_metrics import pair_key
 
     def cell(label: str, seed: int, **hw: str) -> dict:
         c = _cell(label, seed, {"m": 1.0 if label == "r" else 0.0})

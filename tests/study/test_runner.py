@@ -17,11 +17,11 @@ import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
 from structpe.io import sha256_file
 from structpe.study.aggregate import VERDICTS
-from structpe.study.cell_scores import leakage_summary
 from structpe.study.cells import StudyError, await_baseline, cell_dir, claim
 from structpe.study.data import StudyData
 from structpe.study.runner import eval_keys, run_study, train_config
 from structpe.study.spec import load_spec
+from structpe.study.stages.leakage import leakage_summary
 
 
 class Interrupt(TrainerCallback):
@@ -386,7 +386,7 @@ def test_a_study_run_in_slices_plans_and_reports_every_slice(tmp_path: Path) -> 
     from structpe.study.cells import cells
     from structpe.study.report import write_study_report
     from structpe.study.runner import spec_record
-    from structpe.study.spec import folder_commands, folder_spec, select
+    from structpe.study.selection import folder_commands, folder_spec, select
 
     full = load_spec("sipe-txl", "cpu-small")
     out = tmp_path / "study"
@@ -429,7 +429,7 @@ def test_a_folder_written_before_runs_keeps_its_one_selection(tmp_path: Path) ->
     the next command adds its own beside it instead of replacing it."""
     from structpe.study.cells import cells
     from structpe.study.runner import spec_record
-    from structpe.study.spec import folder_commands, folder_spec, select
+    from structpe.study.selection import folder_commands, folder_spec, select
 
     full = load_spec("sipe-txl", "cpu-small")
     out = tmp_path / "old"

@@ -12,7 +12,8 @@ import pytest
 
 from structpe.cli import main
 from structpe.io import write_json_atomic
-from structpe.study.scaling import NOT_DISTINGUISHABLE, PROTOCOLS_DIFFER, change, write_scaling
+from structpe.study.scaling import NOT_DISTINGUISHABLE, PROTOCOLS_DIFFER, change
+from structpe.study.scaling_page import write_scaling
 from structpe.study.spec import load_spec
 
 T975_2 = 4.302652729911275  # t_{0.975} on 2 degrees of freedom: three paired seeds
@@ -343,7 +344,7 @@ def test_bad_input(scales: dict[str, Path], tmp_path: Path, capsys: pytest.Captu
 def test_plot_panels_show_every_interval(scales: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     # each panel's axes must hold every plotted mean and interval end, however large (PPL in
     # points, SyntaxGym in fractions), and both scales' x positions
-    from structpe.study import scaling
+    from structpe.study import scaling_page as scaling
 
     figures = []
     monkeypatch.setattr(scaling, "save_figure", lambda fig, path: figures.append(fig) or Path(path))

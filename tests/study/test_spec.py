@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from structpe.cli import main
-from structpe.study.spec import load_spec, select
+from structpe.study.selection import select
+from structpe.study.spec import load_spec
 from structpe.study.spec_checks import StudySpecError
 
 

@@ -16,12 +16,12 @@ import structpe.eval.glue.finetune as glue_finetune
 import structpe.eval.ppl as ppl_module
 import structpe.train.pretrain as pretrain_module
 from structpe.io import read_json, stable_hash
-from structpe.study.cell_scores import glue_scores
 from structpe.study.cells import cell_dir
 from structpe.study.data import StudyData, TagVariant
 from structpe.study.runner import eval_keys, run_study, train_config
 from structpe.study.spec import load_spec
 from structpe.study.spec_checks import StudySpecError
+from structpe.study.stages.glue import glue_scores
 from structpe.syntax.tagged import TaggedSentence
 
 GLUE = "  glue: {tasks: [RTE, cola], epochs: 1, seeds: [0, 1], limit: 8, batch_size: 4, lr: 1e-3}\n"

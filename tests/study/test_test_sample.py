@@ -11,7 +11,7 @@ import pytest
 
 from structpe.data.paths import data_root
 from structpe.errors import StructpeError
-from structpe.study.data import _test_genres, read_test_units
+from structpe.study.data import genres_of_test_documents, read_test_units
 
 
 def _corpus(tmp_path: Path, docs: list[tuple[str, int]]) -> Path:
@@ -50,14 +50,14 @@ def test_without_a_manifest_one_stratum(tmp_path: Path) -> None:
     path = tmp_path / "plain.txt"
     path.write_text("".join(f"sentence {i} .\n" for i in range(30)))
     sample = read_test_units(path, "lines", 10, seed=3)
-    assert len(set(sample)) == 10 and _test_genres(path) is None
+    assert len(set(sample)) == 10 and genres_of_test_documents(path) is None
 
 
 def test_brown_test_sample_covers_its_genres() -> None:
     path = data_root(None) / "corpus" / "brown" / "brown.test.txt.gz"
     if not path.is_file():
         pytest.skip("Brown is not in the data folder")
-    genres = _test_genres(path)
+    genres = genres_of_test_documents(path)
     assert genres is not None and len(genres) == 41 and len(set(genres)) == 13
     sample = read_test_units(path, "lines", 500, seed=0)
     assert len(sample) == 500 and len(set(sample)) >= 495  # Brown repeats a few lines ("1 .")

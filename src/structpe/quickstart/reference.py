@@ -26,9 +26,11 @@ from typing import Any
 from structpe.errors import StructpeError
 from structpe.io import read_json
 from structpe.quickstart.config import PROFILE, REFERENCE_DIR, STUDY
-from structpe.study.aggregate import by_seed, load_cell_metrics, machines_text, mean_sd
+from structpe.study.aggregate import mean_sd
+from structpe.study.cell_metrics import by_seed, load_cell_metrics, machines_text
 from structpe.study.spec import DatasetSpec, score_settings, with_defaults
-from structpe.study.wording import md_table, pm, portable
+from structpe.study.tables import md_table, pm
+from structpe.study.wording import portable
 
 MAKE_REFERENCE = f"structpe study run {STUDY} --profile {PROFILE} --output DIR"
 # how the data stage runs, not what it builds (structpe.study.spec.DatasetSpec): never a mismatch

@@ -29,7 +29,6 @@ from structpe.quickstart.reference import (
     reference_section,
 )
 from structpe.quickstart.report import write_report_files
-from structpe.study.report import BLIMP_CHANCE
 
 
 def _step(name: str) -> float:
@@ -40,20 +39,11 @@ def _step(name: str) -> float:
 def chance_row(cfg: QuickstartConfig) -> dict[str, Any]:
     """What a model without information scores: SyntaxGym by Monte Carlo per suite / circuit /
     overall (independent random region surprisals), BLiMP 0.5."""
-    from structpe.eval.syntaxgym.evaluate import chance_scores
-    from structpe.eval.syntaxgym.suites import load_suites
+    from structpe.study.stages.syntaxgym import benchmark_chance
 
     suites = list(cfg.syntaxgym_suites) if cfg.syntaxgym_suites else None
-    sg = chance_scores(load_suites(data_root(cfg.data_dir) / "syntaxgym", suites), draws=cfg.chance_draws,
-                       seed=cfg.seed)
-    return {
-        "blimp": BLIMP_CHANCE,
-        "syntaxgym": sg["sg_score"],
-        "syntaxgym_circuits": sg["circuits"],
-        "syntaxgym_suites": sg["suite_accuracy"],
-        "syntaxgym_method": f"{sg['distribution']}, {sg['draws_per_item']} draws per item, "
-        f"seed {sg['seed']}",
-    }
+    root = data_root(cfg.data_dir) / "syntaxgym"
+    return benchmark_chance(root, suites, draws=cfg.chance_draws, seed=cfg.seed, per_suite=True)
 
 
 def _below(scores: dict[str, float], prefix: str) -> dict[str, float]:

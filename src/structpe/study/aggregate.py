@@ -1,6 +1,6 @@
 """Aggregating a study: mean ± sd per recipe, paired differences, tests and verdicts.
 
-Verdict rule (the one study.md states, ``structpe.study.report.rule_text``): for a claim "recipe R beats A on
+Verdict rule (the one study.md states, ``structpe.study.wording.rule_text``): for a claim "recipe R beats A on
 metric m", take the paired per-seed differences d_s = m(R, s) - m(A, s), signed so that d_s > 0
 is the direction the paper claims. The decision test is the one-sided paired t-test of mean d > 0
 (scipy's ``ttest_1samp`` on the signed differences, ``alternative="greater"``); its p-values over
@@ -33,9 +33,7 @@ A claim with several deciding metrics of one kind (the replication ``metrics`` o
 ones) replicates when at least one of them replicates and none contradicts (the family-wise
 correction covers every metric), contradicts in the mirror case, and is not shown otherwise.
 
-Pairs: a seed's two cells are paired only when they ran on the same CPU type (model and torch's
-SIMD level) in the same training precision (:func:`pair_key`); the others are listed as missing
-pairs with the reason.
+Pairs: a seed's cells pair only on the same machine and precision (``cell_metrics.pair_key``).
 
 Robustness figure beside each test: the exact sign-flip permutation p of the mean (all 2^n sign
 patterns of n paired seeds enumerated); its smallest possible value is 2^-n (0.125 with 3 seeds).
@@ -47,15 +45,14 @@ import math
 import re
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from structpe.io import read_json
-from structpe.study.cell_scores import surviving_share
+from structpe.study.cell_metrics import by_seed, cells_by_seed, key_text, machine_of, pair_key
 from structpe.study.spec import StudySpec
+from structpe.study.stages.leakage import surviving_share
 
 ALPHA = 0.05
 # a claim's verdict words: decided, or why not (and "estimator not converged at N = <n>")
@@ -77,91 +74,6 @@ LOWER_BOUND_MODES = ("marginal",)
 # the particle estimator of p(x): decides where its N vs 4N decisions agree (docs/studies/README.md)
 ESTIMATOR_MODES = ("smc",)
 CONVERGED_SHARE = 0.02
-
-
-def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
-    """Every finished cell's ``metrics.json`` under ``out/cells`` (sorted by recipe, seed)."""
-    found = []
-    for p in sorted(Path(out).glob("cells/*/seed-*/metrics.json")):
-        found.append(_check_cell(read_json(p, finite=True), p))
-    return sorted(found, key=lambda m: (m["recipe_label"], m["seed"]))
-
-
-def _check_cell(cell: Any, path: Path) -> dict[str, Any]:
-    """A cell's metrics as the report reads them, else one error naming the file and the key: an
-    edited or foreign file (a score written as a string) would otherwise fail deep in the arithmetic."""
-    from structpe.errors import StructpeError
-
-    def bad(key: str, value: Any, want: str) -> StructpeError:
-        return StructpeError(f"{path}: {key} is {value!r}, not {want} (a broken or edited result)")
-
-    if not isinstance(cell, dict):
-        raise bad("the file", type(cell).__name__, "a JSON object")
-    if not isinstance(cell.get("recipe_label"), str):
-        raise bad("recipe_label", cell.get("recipe_label"), "a recipe label")
-    if not isinstance(cell.get("seed"), int) or isinstance(cell.get("seed"), bool):
-        raise bad("seed", cell.get("seed"), "an integer")
-    scores = cell.get("scores")
-    if not isinstance(scores, dict):
-        raise bad("scores", scores, "an object of metric -> number")
-    for key, value in scores.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise bad(f"scores.{key}", value, "a number")
-    return cell
-
-
-def machine_of(cell: dict[str, Any]) -> str | None:
-    """The machine a cell ran on, from its provenance: CPU model, core count, torch's SIMD level and
-    the training precision where recorded (cells trained on different CPUs or in bf16 / bf16-fast /
-    fp32 are not interchangeable: a paired difference across machines includes the machines'
-    difference)."""
-    hw = cell.get("provenance", {}).get("hardware") or {}
-    if not hw.get("cpu"):
-        return None
-    extra = [f"{hw.get('cpu_count', '?')} CPUs"]
-    if hw.get("cpu_capability"):
-        extra.append(hw["cpu_capability"])
-    name = f"{hw['cpu']} ({', '.join(extra)})"
-    precision = precision_of(cell)
-    return name if precision is None else f"{name}, {precision}"
-
-
-def precision_of(cell: dict[str, Any]) -> str | None:
-    """The cell's training precision: ``metrics.json``'s ``precision``, else (cells written before
-    it) its ``train``: ``bf16-fast`` (bf16 parameters with float32 masters, not autocast:
-    structpe.train.master_weights), ``bf16`` or ``fp32``; None when neither is recorded."""
-    if cell.get("precision"):
-        return str(cell["precision"])
-    train = cell.get("train") or {}
-    if train.get("fast_bf16"):
-        return "bf16-fast"
-    bf16 = train.get("bf16")
-    return None if bf16 is None else ("bf16" if bf16 else "fp32")
-
-
-def pair_key(cell: dict[str, Any]) -> tuple[str | None, ...]:
-    """What two cells of one seed must share to be paired: the CPU model, torch's SIMD level, the
-    GPU where one trained it, and the training precision (numerics alone move a seed's SyntaxGym by
-    the size of the control effects). A field that neither cell records matches (``auto``
-    precision resolves by the hardware)."""
-    hw = (cell.get("provenance") or {}).get("hardware") or {}
-    return hw.get("cpu"), hw.get("cpu_capability"), hw.get("gpu"), precision_of(cell)
-
-
-def _key_text(key: tuple[str | None, ...]) -> str:
-    cpu, cap, gpu, precision = key
-    where = (cpu or "CPU not recorded") + (f" ({cap})" if cap else "") + (f", {gpu}" if gpu else "")
-    return f"{where}, {precision or 'precision not recorded'}"
-
-
-def machines_text(cells: Sequence[dict[str, Any]]) -> str:
-    """The machines of ``cells`` in order of first appearance, for a report line."""
-    found: list[str] = []
-    for c in cells:
-        name = machine_of(c)
-        if name and name not in found:
-            found.append(name)
-    return "; ".join(found) or "not recorded"
 
 
 def mean_sd(values: Sequence[float]) -> dict[str, float]:
@@ -262,18 +174,6 @@ def diff_bound(better: str, recipe_bound: str | None, against_bound: str | None)
     return kinds.pop() if kinds else None
 
 
-def by_seed(cells: Sequence[dict[str, Any]], label: str, metric: str) -> dict[int, float]:
-    return {
-        int(c["seed"]): float(c["scores"][metric])
-        for c in cells
-        if c["recipe_label"] == label and metric in c["scores"] and c["scores"][metric] is not None
-    }
-
-
-def cells_by_seed(cells: Sequence[dict[str, Any]], label: str) -> dict[int, dict[str, Any]]:
-    return {int(c["seed"]): c for c in cells if c["recipe_label"] == label}
-
-
 def paired(
     cells: Sequence[dict[str, Any]],
     label: str,
@@ -285,7 +185,7 @@ def paired(
     """``label`` against ``against`` on ``metric``, paired by seed: raw differences (recipe -
     comparison), the same signed to ``better`` (> 0 = better / the paper's way) and their tests.
     ``bound``: :func:`diff_bound` of the comparison. A seed whose two cells differ in
-    :func:`pair_key` is no pair: it is listed in ``missing`` with the reason, as is a seed that
+    ``cell_metrics.pair_key`` is no pair: it is listed in ``missing`` with the reason, as is a seed that
     only one side has a value for."""
     a, b = by_seed(cells, label, metric), by_seed(cells, against, metric)
     mine, theirs = cells_by_seed(cells, label), cells_by_seed(cells, against)
@@ -294,7 +194,7 @@ def paired(
         if s not in a or s not in b:
             missing.append({"seed": s, "why": f"no `{label if s not in a else against}` value"})
         elif (ka := pair_key(mine[s])) != (kb := pair_key(theirs[s])):
-            missing.append({"seed": s, "why": f"`{label}` {_key_text(ka)}; `{against}` {_key_text(kb)}"})
+            missing.append({"seed": s, "why": f"`{label}` {key_text(ka)}; `{against}` {key_text(kb)}"})
         else:
             seeds.append(s)
     diffs = [a[s] - b[s] for s in seeds]

@@ -15,7 +15,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from structpe.errors import StructpeError
-from structpe.io import read_json, write_json_atomic
+from structpe.io import read_json
 from structpe.names import check_inside
 from structpe.study.spec import StudySpec
 
@@ -77,7 +77,8 @@ def cells(spec: StudySpec) -> list[tuple[str, int]]:
     return [(label, seed) for seed in spec.all_seeds() for label in order if seed in spec.recipe_seeds(label)]
 
 
-def _check_owner(path: Path, train_hash: str) -> None:
+def check_owner(path: Path, train_hash: str) -> None:
+    """Refuse to overwrite a cell folder whose model was trained under another configuration."""
     if path.is_file():
         old = read_json(path).get("train_hash")
         if old != train_hash:
@@ -85,20 +86,3 @@ def _check_owner(path: Path, train_hash: str) -> None:
                 f"{path} was written by a cell trained under another configuration (hash {str(old)[:12]}, "
                 f"now {train_hash[:12]}); use a new --output folder or delete {path.parent} to rerun it"
             )
-
-
-def _cached_eval(
-    folder: Path, name: str, key: str, compute: Callable[[], dict[str, float]], log: Callable[[str], None]
-) -> tuple[dict[str, float], float]:
-    """The scores of one evaluation, from its cache file when the key matches, else computed."""
-    path = folder / f"{name}.json"
-    if path.is_file():
-        cached = read_json(path)
-        if cached.get("key") == key:
-            return cached["scores"], float(cached["wall_s"])
-    log(f"evaluate {name}")
-    t0 = time.time()
-    scores = compute()
-    wall = time.time() - t0
-    write_json_atomic(path, {"key": key, "wall_s": round(wall, 2), "scores": scores})
-    return scores, wall

@@ -20,7 +20,8 @@ share the folder) works as parallel workers: each claims the next free cell. Exa
 
 
 def _spec(args: argparse.Namespace):
-    from structpe.study.spec import load_spec, select
+    from structpe.study.selection import select
+    from structpe.study.spec import load_spec
 
     return select(load_spec(args.spec, args.profile), args.recipes, args.seeds)
 
@@ -67,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from structpe.study.report import write_study_report
-    from structpe.study.spec import folder_spec
+    from structpe.study.selection import folder_spec
 
     write_study_report(args.output, folder_spec(args.output), data_dir=args.data_dir)
     return 0
@@ -83,7 +84,7 @@ against baseline quality, and a generated word per change (the rule is stated on
 
 
 def _scaling(args: argparse.Namespace) -> int:
-    from structpe.study.scaling import write_scaling
+    from structpe.study.scaling_page import write_scaling
 
     parts = ["structpe", "study", "scaling", *args.folders, "--output", args.output]
     if args.x:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError
-from structpe.io import atomic_write_text, replace_folder, stable_hash, writing
+from structpe.io import atomic_write_text, read_json, replace_folder, stable_hash, writing
 from structpe.study.spec import DatasetSpec
 from structpe.study.spec_checks import dataset_prepare_settings
 
@@ -92,7 +92,7 @@ def read_test_units(path: Path, fmt: str, n: int, seed: int = 0) -> list[str]:
         if para:
             units.append(" ".join(para))
             doc_of.append(doc)
-    genres = _test_genres(path) if fmt == "lines" else None
+    genres = genres_of_test_documents(path) if fmt == "lines" else None
     if genres is not None and len(genres) != len(set(doc_of)):
         raise StructpeError(
             f"{path}: the manifest lists {len(genres)} test documents, the file holds {len(set(doc_of))}"
@@ -115,7 +115,7 @@ def read_test_units(path: Path, fmt: str, n: int, seed: int = 0) -> list[str]:
     return [units[i] for _, _, i in sorted(keyed)]
 
 
-def _test_genres(path: Path) -> list[str] | None:
+def genres_of_test_documents(path: Path) -> list[str] | None:
     """The genre of each test document, in file order, from the corpus's manifest (None: none)."""
     import gzip
     import json
@@ -171,9 +171,7 @@ def merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
     dtrain, meta = load_prepared(train, splits=("train",))
     dvalid, vmeta = load_prepared(valid, splits=("validation",))
     key = f"{meta['fingerprint']}+{vmeta['fingerprint']}"
-    if (dest / METADATA_FILE).is_file() and json.loads((dest / METADATA_FILE).read_text()).get(
-        "fingerprint"
-    ) == key:
+    if (dest / METADATA_FILE).is_file() and read_json(dest / METADATA_FILE).get("fingerprint") == key:
         return dest
     merged = DatasetDict({"train": dtrain["train"], "validation": dvalid["validation"]})
     meta = {
@@ -192,10 +190,24 @@ def merge_prepared(train: Path, valid: Path, dest: Path) -> Path:
     return dest
 
 
+def study_data_root(data_dir: str | Path | None, *, required: bool) -> Path | None:
+    """The data root (corpora, BLiMP, SyntaxGym, GLUE), resolved once where a study starts
+    (``run_study``, ``write_study_report``) and passed down as a path; a missing root is the one-line
+    ``DataNotFoundError`` where ``required``, else None."""
+    from structpe.data.paths import DataNotFoundError, data_root
+
+    try:
+        return data_root(data_dir)
+    except DataNotFoundError:
+        if required:
+            raise
+        return None
+
+
 def prepare_study_data(
     ds: DatasetSpec,
     out: Path,
-    data_dir: str | None = None,
+    data_dir: str | Path | None = None,
     *,
     parser: Any,
     progress: bool = True,

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import atomic_write_text
-from structpe.study.aggregate import load_cell_metrics, machines_text, paired, paired_test
+from structpe.study.aggregate import paired, paired_test
+from structpe.study.cell_metrics import load_cell_metrics, machines_text
 from structpe.study.cells import StudyError
-from structpe.study.spec import StudySpec, folder_commands, folder_spec, load_spec
-from structpe.study.wording import md_table
+from structpe.study.selection import folder_commands, folder_spec
+from structpe.study.spec import StudySpec, load_spec
+from structpe.study.tables import md_table
 
 # the honest (leak-free) metric of each column: the particle estimate of p(x), smc (docs/likelihoods.md)
 HONEST = {

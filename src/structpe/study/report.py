@@ -6,83 +6,44 @@ import math
 from pathlib import Path
 from typing import Any
 
-from structpe.eval.glue.tasks import TASKS
-from structpe.eval.syntaxgym.evaluate import suite_names
+from structpe.choices import LIKELIHOODS
 from structpe.io import atomic_write_text, read_json, write_json_atomic
-from structpe.study.aggregate import aggregate, load_cell_metrics, machine_of
-from structpe.study.spec import LIKELIHOODS, GlueSpec, StudySpec, folder_commands, folder_plan
+from structpe.study.aggregate import aggregate
+from structpe.study.cell_metrics import load_cell_metrics, machine_of
+from structpe.study.data import study_data_root
+from structpe.study.selection import folder_commands, folder_plan
+from structpe.study.spec import StudySpec
+from structpe.study.stages import REPORT_PLOTS, REPORT_SECTIONS, STAGES
+from structpe.study.tables import fmt_num, fmt_p, md_table, pm, zero_nan
 from structpe.study.wording import (
     COLUMNS,
-    _across,
-    _num,
-    _p,
-    _paper_cell,
-    _summary,
-    _zero_nan,
+    across_rows,
+    claim_summary,
     count_of,
     describe,
-    md_table,
     mode_note,
-    pm,
+    paper_cell,
     portable,
     rule_text,
 )
 
-BLIMP_CHANCE = 0.5  # two sentences per pair, one of them preferred
-# how the GLUE section names `evaluations.glue.bf16`
-PRECISION = {False: "float32", True: "bf16 autocast", "auto": "bf16 autocast where native (else float32)"}
 
-
-def chance_row(out: Path, spec: StudySpec, data_dir: str | None = None) -> dict[str, Any] | None:
-    """What a model without information scores on the study's benchmarks: BLiMP 0.5, SyntaxGym
-    by Monte Carlo per suite and circuit (``chance_scores``; not 0.5 everywhere), GLUE the majority
-    class of each task's (limited) training examples on its dev examples (``majority_baseline``).
-    Computed once per study folder (``chance.json``; the GLUE part again when its tasks or limit
-    change); None when the study has neither SyntaxGym nor GLUE, or their data is missing."""
+def chance_row(out: Path, spec: StudySpec, data_root: Path | None) -> dict[str, Any] | None:
+    """What a model without information scores on the study's benchmarks, from each stage that
+    has a chance row (``chance``): BLiMP 0.5, SyntaxGym by Monte Carlo per suite and circuit (not
+    0.5 everywhere), GLUE the majority class of each task's (limited) training examples on its dev
+    examples. Computed once per study folder (``chance.json``; a stage's part again when its
+    settings change); None when no stage has one or their data is missing."""
     path = out / "chance.json"
     row: dict[str, Any] = read_json(path) if path.is_file() else {}
     before = dict(row)
-    if spec.evaluations.syntaxgym is not None and "syntaxgym" not in row:
-        row.update(_syntaxgym_chance(spec, data_dir) or {})
-    glue = spec.evaluations.glue
-    if glue is not None and row.get("glue_settings") != {"tasks": glue.tasks, "limit": glue.limit}:
-        row.update(_glue_chance(glue, data_dir) or {})
+    for stage in STAGES:
+        sub = getattr(spec.evaluations, stage.KEY)
+        if sub is not None and hasattr(stage, "chance"):
+            row.update(stage.chance(sub, row, data_root) or {})
     if row != before:
         write_json_atomic(path, row)
     return row or None
-
-
-def _syntaxgym_chance(spec: StudySpec, data_dir: str | None) -> dict[str, Any] | None:
-    from structpe.data.paths import data_root
-    from structpe.eval.syntaxgym.evaluate import chance_scores
-    from structpe.eval.syntaxgym.suites import load_suites
-
-    try:
-        root = Path(data_root(data_dir)) / "syntaxgym"
-        suites = load_suites(root, suite_names(spec.evaluations.syntaxgym.suites, root))
-    except FileNotFoundError:
-        return None
-    sg = chance_scores(suites, seed=0)
-    return {
-        "blimp": BLIMP_CHANCE,
-        "syntaxgym": sg["sg_score"],
-        "syntaxgym_circuits": sg["circuits"],
-        "syntaxgym_method": f"{sg['distribution']}, {sg['draws_per_item']} draws per item, seed {sg['seed']}",
-    }
-
-
-def _glue_chance(glue: GlueSpec, data_dir: str | None) -> dict[str, Any] | None:
-    from structpe.eval.glue.tasks import load_glue, majority_baseline
-
-    try:
-        scores = {}
-        for task in glue.tasks:
-            train = [e.label for e in load_glue(task, "train", data_dir, glue.limit)]
-            dev = [e.label for e in load_glue(task, "dev", data_dir, glue.limit)]
-            scores[task] = majority_baseline(task, train, dev)
-    except FileNotFoundError:
-        return None
-    return {"glue": scores, "glue_settings": {"tasks": glue.tasks, "limit": glue.limit}}
 
 
 def _ppl_modes(recipes: dict[str, Any]) -> list[str]:
@@ -109,6 +70,7 @@ def _plots(
     spec: StudySpec,
     chance: dict[str, Any] | None = None,
 ) -> list[Path]:
+    from structpe.eval.blimp import CHANCE as BLIMP_CHANCE
     from structpe.eval.report import bar_plot
 
     recipes = agg["recipes"]
@@ -119,20 +81,17 @@ def _plots(
         series, errors = {}, {}
         for label, r in recipes.items():
             series[label] = [r["scores"].get(k, {}).get("mean", math.nan) for k in keys]
-            errors[label] = [_zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
+            errors[label] = [zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
         return [k[len(prefix) :] for k in keys], series, errors
 
-    groups = (
-        ("syntaxgym", "circuit", "SyntaxGym per circuit", "sg_score"),
-        ("blimp", "phenomenon", "BLiMP per phenomenon", "overall"),
-    )
     for mode in LIKELIHOODS:
-        for bench, group, title, total in groups:
+        for stage in REPORT_PLOTS:  # each stage's accuracy per group (circuit, phenomenon), per mode
+            bench, (group, title, total) = stage.KEY, stage.GROUP_PLOT
             labels, series, errors = grouped(f"{bench}.{mode}.{group}.")
-            hline = 0.5
-            if bench == "syntaxgym" and chance and "syntaxgym" in chance:  # per circuit: bars, no line
-                circuits = chance["syntaxgym_circuits"]
-                series["chance"] = [circuits.get(c, math.nan) for c in labels]
+            hline = BLIMP_CHANCE  # a two-way choice's chance line, unless the stage has its own bars
+            bars = stage.chance_bars(chance, labels) if hasattr(stage, "chance_bars") else None
+            if bars is not None:
+                series["chance"] = bars
                 errors["chance"] = [0.0] * len(labels)
                 hline = None
             if labels:
@@ -156,7 +115,7 @@ def _plots(
             for lab, r in recipes.items()
         }
         errors = {
-            lab: [_zero_nan(r["scores"].get(f"ppl.{m}.word_ppl", {}).get("sd", 0.0)) for m in modes]
+            lab: [zero_nan(r["scores"].get(f"ppl.{m}.word_ppl", {}).get("sd", 0.0)) for m in modes]
             for lab, r in recipes.items()
         }
         plots.append(
@@ -170,159 +129,11 @@ def _plots(
                 ylabel="word PPL (lower is better)",
             )
         )
-    glue_plot = _glue_plot(out, agg, spec, chance)
-    if glue_plot is not None:
-        plots.append(glue_plot)
+    for stage in STAGES:
+        plot = stage.plot(out, agg, spec, chance) if hasattr(stage, "plot") else None
+        if plot is not None:
+            plots.append(plot)
     return plots
-
-
-def _glue_tasks(agg: dict[str, Any], spec: StudySpec) -> list[str]:
-    """The GLUE tasks the cells hold, in the spec's order (then any others the cells have)."""
-    found = {m.split(".")[1] for r in agg["recipes"].values() for m in r["scores"] if m.endswith(".n_dev")}
-    order = spec.evaluations.glue.tasks if spec.evaluations.glue is not None else []
-    return [t for t in order if t in found] + sorted(t for t in found - set(order) if t in TASKS)
-
-
-def _glue_plot(out: Path, agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] | None) -> Path | None:
-    """Per task (and the macro) each recipe's GLUE score in points, error bars the sd over
-    pre-training seeds; the majority class beside them when known."""
-    from structpe.eval.report import bar_plot
-
-    tasks = _glue_tasks(agg, spec)
-    if not tasks:
-        return None
-    keys = [f"glue.{t}.main" for t in tasks] + ["glue.macro"]
-    series, errors = {}, {}
-    for label, r in agg["recipes"].items():
-        series[label] = [100 * r["scores"].get(k, {}).get("mean", math.nan) for k in keys]
-        errors[label] = [100 * _zero_nan(r["scores"].get(k, {}).get("sd", 0.0)) for k in keys]
-    majority = (chance or {}).get("glue") or {}
-    if all(t in majority for t in tasks):
-        values = [100 * majority[t] for t in tasks]
-        series["majority class"] = [*values, sum(values) / len(values)]
-        errors["majority class"] = [0.0] * len(keys)
-    return bar_plot(
-        out / "glue_tasks.png",
-        [f"{t} ({TASKS[t].metric})" for t in tasks] + ["macro"],
-        series,
-        errors=errors,
-        title="GLUE dev per task: best epoch, mean over fine-tuning seeds\n"
-        "(mean ± sd over pre-training seeds)",
-        ylabel="task metric (points)",
-    )
-
-
-def _glue_section(agg: dict[str, Any], spec: StudySpec, chance: dict[str, Any] | None) -> list[str]:
-    """The GLUE table: per recipe and task the fine-tuned score in points (mean ± sd over
-    pre-training seeds of each cell's mean over fine-tuning seeds; the fine-tuning spread apart),
-    the majority class, and the paper's numbers for the recipes its GLUE claims name."""
-    tasks = _glue_tasks(agg, spec)
-    glue = spec.evaluations.glue
-    if not tasks or glue is None:
-        return []
-
-    def pts(s: dict[str, Any] | None) -> str:  # points, as the paper's tables
-        if not s or not s.get("n") or math.isnan(s["mean"]):
-            return "-"
-        return f"{100 * s['mean']:.1f}" + ("" if math.isnan(s["sd"]) else f" ± {100 * s['sd']:.1f}")
-
-    rows = []
-    for label, r in agg["recipes"].items():
-        sc = r["scores"]
-        if not sc.get("glue.macro", {}).get("n"):
-            continue
-        cells = []
-        for t in tasks:
-            spread = sc.get(f"glue.{t}.ft_sd", {})
-            ft = f" (ft sd {100 * spread['mean']:.1f})" if spread.get("n") else ""
-            cells.append(pts(sc.get(f"glue.{t}.main")) + ft)
-        rows.append(
-            [
-                label,
-                str(sc["glue.macro"]["n"]),
-                *cells,
-                pts(sc.get("glue.macro")),
-                pts(sc.get("glue.macro_last")),
-            ]
-        )
-    majority = (chance or {}).get("glue") or {}
-    if all(t in majority for t in tasks):
-        values = [100 * majority[t] for t in tasks]
-        rows.append(
-            [
-                "*majority class*",
-                "-",
-                *(f"*{v:.1f}*" for v in values),
-                f"*{sum(values) / len(values):.1f}*",
-                "-",
-            ]
-        )
-    for label, numbers, macro, source in _glue_paper(spec):
-        here = [numbers.get(t) for t in tasks]
-        same = f"*{sum(here) / len(here):.2f}*" if None not in here else "-"
-        rows.append(
-            [
-                f"*paper: {label}* ({source})",
-                "-",
-                *(f"*{v:.2f}*" if v is not None else "-" for v in here),
-                f"{same} (its {len(numbers)} tasks: {macro})",
-                "-",
-            ]
-        )
-    header = [
-        "recipe",
-        "pre-training seeds",
-        *(f"{t} [{TASKS[t].metric}; n = {_glue_n(agg, t)} dev]" for t in tasks),
-        "macro",
-        "macro, last epoch",
-    ]
-    limit = f"the first {glue.limit} train and dev examples of each task" if glue.limit else "every example"
-    return [
-        "",
-        "## GLUE: each cell's final model fine-tuned",
-        "",
-        f"Per cell and task: the dev metric at the **best dev epoch** (selected on the dev split it "
-        f"reports, as the paper's tables and `structpe finetune glue` do: optimistic), averaged over "
-        f"the {len(glue.seeds)} fine-tuning seeds {glue.seeds}; the table gives the mean ± sd of "
-        f"those cell means over the pre-training seeds, in points, and after it `ft sd`, the sd over "
-        f"fine-tuning seeds averaged over the cells. Macro = the mean over the tasks run (last epoch: "
-        f"the same after the last epoch, no selection). Settings: {glue.epochs} epochs, lr {glue.lr}, "
-        f"weight decay {glue.weight_decay}, batch {glue.batch_size}, {glue.max_length} tokens, "
-        f"{PRECISION[glue.bf16]}, {limit}. Metrics: MCC (CoLA), F1 (MRPC), Spearman (STS-B), "
-        f"accuracy (SST-2, RTE). "
-        f"*majority class*: the most frequent training label predicted for every dev example (0 for "
-        f"MCC and correlations). The paper fine-tunes 20 epochs on whole tasks and averages 8 tasks "
-        f"(CoLA, SST-2, QQP, QNLI, MNLI, RTE, STS-B, MRPC); its rows give its per-task numbers, "
-        f"their mean over the tasks run here, and its own 8-task macro.",
-        "",
-        *md_table(rows, header),
-    ]
-
-
-def _glue_paper(spec: StudySpec) -> list[tuple[str, dict[str, float], Any, str]]:
-    """(recipe label, the paper's score per task, its macro, source) for each side of each claim on
-    a GLUE metric whose ``paper`` gives ``tasks: {task: [comparison, recipe]}``; a label once."""
-    out: dict[str, tuple[str, dict[str, float], Any, str]] = {}
-    for c in spec.claims:
-        numbers = c.paper.get("tasks") or {}
-        if not numbers or not any(m.startswith("glue.") for m in [*c.metrics, *c.honest, *c.show]):
-            continue
-        for side, label in ((0, c.against), (1, c.recipe)):
-            macro = c.paper.get("recipe" if side else "baseline")
-            per_task = {t: float(v[side]) for t, v in numbers.items()}
-            out.setdefault(label, (label, per_task, macro, str(c.paper.get("source", ""))))
-    return list(out.values())
-
-
-def _glue_n(agg: dict[str, Any], task: str) -> str:
-    ns = sorted(
-        {
-            int(v)
-            for r in agg["recipes"].values()
-            for v in r["scores"].get(f"glue.{task}.n_dev", {}).get("by_seed", {}).values()
-        }
-    )
-    return "-".join(str(n) for n in sorted({ns[0], ns[-1]})) if ns else "-"
 
 
 def _masked_lm_study(spec: StudySpec) -> bool:
@@ -364,7 +175,7 @@ def render(
     commands: list[str] | None = None,
     chance: dict[str, Any] | None = None,
 ) -> str:
-    """The Markdown of study.md (``commands``: the runs' commands in order, see :func:`folder_commands`;
+    """The Markdown of study.md (``commands``: the runs' commands in order, see ``selection.folder_commands``;
     ``chance``: the chance row, see :func:`chance_row`). Every verdict word and summary line is
     generated from the numbers; nothing is written by hand."""
     claimed = {r["metric"] for c in agg["claims"] for g in ("metrics", "honest", "show") for r in c[g]}
@@ -404,7 +215,7 @@ def render(
         "",
         "## Verdicts (generated from the tables below)",
         "",
-        *(_summary(c, cells) for c in agg["claims"]),
+        *(claim_summary(c, cells) for c in agg["claims"]),
         "",
         "## Claims",
         "",
@@ -416,6 +227,52 @@ def render(
         "without a passed convergence check, a cost check: its verdict column says which).",
         "",
     ]
+    lines += _claims_table(agg, cells)
+    lines += [
+        "",
+        f"## Across recipes against `{spec.baseline}` (descriptive, not tests)",
+        "",
+        "With n seeds a null effect moves every seed the same way (either way) with probability "
+        f"2^(1-n) ({chance_same}), so these counts are descriptions, not evidence.",
+        "",
+        *across_rows(agg, [m for _, m in columns], cells),
+        "",
+        "## Recipes (mean ± sd over seeds)",
+        "",
+        "Column headers give the likelihood mode and the count of sentences / pairs / suites; * leaks; "
+        "joint / marginal PPL of a tagged recipe is an upper bound on its perplexity.",
+        "",
+    ]
+    lines += _recipes_table(agg, columns, cells, chance)
+    lines += [
+        "",
+        f"## Paired differences to the baseline `{spec.baseline}` (same seed)",
+        "",
+        "Signed so that > 0 = the recipe is better (lower PPL / loss, higher accuracy). Descriptive: "
+        "no verdict, not in the claims' family.",
+        "",
+    ]
+    lines += _paired_table(agg, columns, cells)
+    for stage in REPORT_SECTIONS:
+        lines += stage.section(agg, spec, cells, chance)
+    lines += [
+        "",
+        "## Cells",
+        "",
+        "Wall times in seconds, measured on the machine that ran the cell (possibly shared); `train s` "
+        "of a cell resumed after an interruption sums its sittings up to the checkpoint it resumed from "
+        "(work redone after that checkpoint is not counted twice).",
+        "",
+    ]
+    lines += _cells_table(cells)
+    lines.append("")
+    lines += [f"![{p.stem}]({p.name})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _claims_table(agg: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
+    """The claims table: each test of each claim by role, and each claim's verdicts."""
+    lines: list[str] = []
     rows = []
     for c in agg["claims"]:
         for role, group in (("replication", c["metrics"]), ("honest", c["honest"]), ("shown", c["show"])):
@@ -426,14 +283,14 @@ def render(
                         f"{c['id']}: {c['claim']}",
                         role,
                         describe(r["metric"], cells) + (f" (bound: {r['bound']})" if r["bound"] else ""),
-                        _paper_cell(c["paper"]),
+                        paper_cell(c["paper"]),
                         f"{c['against']}: {pm(r['against'])}",
                         f"{c['recipe']}: {pm(r['recipe'])}",
-                        ", ".join(_num(d) for d in r["signed"]) or "-",
-                        f"{_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]",
-                        _p(r["p"]),
-                        f"{_p(r['p_adj'])} / {_p(r['p_against_adj'])}" if tested else "-",
-                        f"{_p(r['p_perm'])} (min {_p(r['p_perm_min'])})",
+                        ", ".join(fmt_num(d) for d in r["signed"]) or "-",
+                        f"{fmt_num(r['mean'])} [{fmt_num(r['ci95'][0])}, {fmt_num(r['ci95'][1])}]",
+                        fmt_p(r["p"]),
+                        f"{fmt_p(r['p_adj'])} / {fmt_p(r['p_against_adj'])}" if tested else "-",
+                        f"{fmt_p(r['p_perm'])} (min {fmt_p(r['p_perm_min'])})",
                         (r["verdict"] if tested else "-") if r["ran"] else "not run",
                     ]
                 )
@@ -458,21 +315,17 @@ def render(
             "verdict",
         ],
     )
-    lines += [
-        "",
-        f"## Across recipes against `{spec.baseline}` (descriptive, not tests)",
-        "",
-        "With n seeds a null effect moves every seed the same way (either way) with probability "
-        f"2^(1-n) ({chance_same}), so these counts are descriptions, not evidence.",
-        "",
-        *_across(agg, [m for _, m in columns], cells),
-        "",
-        "## Recipes (mean ± sd over seeds)",
-        "",
-        "Column headers give the likelihood mode and the count of sentences / pairs / suites; * leaks; "
-        "joint / marginal PPL of a tagged recipe is an upper bound on its perplexity.",
-        "",
-    ]
+    return lines
+
+
+def _recipes_table(
+    agg: dict[str, Any],
+    columns: list[tuple[str, str]],
+    cells: list[dict[str, Any]],
+    chance: dict[str, Any] | None,
+) -> list[str]:
+    """The recipes table (mean ± sd per column), with the chance row where it is known."""
+    lines: list[str] = []
     rows = []
     for label, r in agg["recipes"].items():
         s = r["scores"]
@@ -498,14 +351,14 @@ def render(
             f"*chance*: what a model without information scores. BLiMP 0.5; SyntaxGym by Monte Carlo "
             f"({chance['syntaxgym_method']}), per circuit in the SyntaxGym plots (`chance.json`).",
         ]
-    lines += [
-        "",
-        f"## Paired differences to the baseline `{spec.baseline}` (same seed)",
-        "",
-        "Signed so that > 0 = the recipe is better (lower PPL / loss, higher accuracy). Descriptive: "
-        "no verdict, not in the claims' family.",
-        "",
-    ]
+    return lines
+
+
+def _paired_table(
+    agg: dict[str, Any], columns: list[tuple[str, str]], cells: list[dict[str, Any]]
+) -> list[str]:
+    """The paired differences of each recipe to the baseline, per column."""
+    lines: list[str] = []
     rows = []
     for label, per in agg["vs_baseline"].items():
         for _, k in columns:
@@ -515,90 +368,20 @@ def render(
                     [
                         label,
                         describe(k, cells) + (f" (bound: {p['bound']})" if p["bound"] else ""),
-                        ", ".join(_num(d) for d in p["signed"]),
+                        ", ".join(fmt_num(d) for d in p["signed"]),
                         f"{p['n_positive']}/{p['n']}",
-                        f"{_num(p['mean'])} [{_num(p['ci95'][0])}, {_num(p['ci95'][1])}]",
+                        f"{fmt_num(p['mean'])} [{fmt_num(p['ci95'][0])}, {fmt_num(p['ci95'][1])}]",
                     ]
                 )
     lines += md_table(
         rows, ["recipe", "metric [mode; n]", "signed diff per seed", "seeds better", "mean [95% t CI]"]
     )
-    lines += _glue_section(agg, spec, chance)
-    lines += [
-        "",
-        "## Leakage audit: how much of the conditional gain survives causal tagging",
-        "",
-        "Gain = 1 - word PPL / the same seed's baseline p(x) word PPL. Surviving share = best "
-        "causal-condition gain / full-parse gain, **unclipped**: 1 = all of the gain survives "
-        "leak-free tags, 0 = none, < 0 = causal tags make the model worse than the baseline by that "
-        "many full-parse gains (undefined when the full parse gains nothing). The causal conditions "
-        "feed tag contexts a model trained on whole-sentence parses never saw, so a low share says "
-        "the gain needs non-causal tags, not only that it is leakage. `causal` gives each word the "
-        "tags of its word-prefix parse: the tags `position_causal` is trained on, so that row "
-        "compares the leak-free model on its own tags with the baseline.",
-        "",
-    ]
-    leak_ns = sorted(
-        {
-            int(c["scores"]["leakage.summary.n_sentences"])
-            for c in cells
-            if "leakage.summary.n_sentences" in c["scores"]
-        }
-    )
-    n_leak = (
-        f"n = {'-'.join(str(n) for n in sorted({leak_ns[0], leak_ns[-1]}))} sentences"
-        if leak_ns
-        else f"n = {spec.evaluations.leakage.sentences if spec.evaluations.leakage else '-'} sentences (spec)"
-    )
-    conds = sorted(
-        {
-            k.split(".")[1]
-            for r in agg["recipes"].values()
-            for k in r["scores"]
-            if k.startswith("leakage.") and k.endswith(".word_ppl") and k.split(".")[1] != "baseline"
-        },
-        key=lambda c: (c != "full", c),
-    )
-    rows = []
-    for label, r in agg["recipes"].items():
-        s = r["scores"]
-        if not s.get("leakage.full.gain", {}).get("n"):
-            continue  # no audit for this recipe (e.g. the baseline reads no tags)
-        share = r["surviving_share"]
-        rows.append(
-            [
-                label,
-                pm(s.get("leakage.baseline.word_ppl")),
-                *(
-                    f"{pm(s.get(f'leakage.{c}.word_ppl'))} ({pm(s.get(f'leakage.{c}.gain'))})"
-                    for c in conds
-                ),
-                pm(share),
-                ", ".join(f"{v:.2f}" for v in share["by_seed"].values()) or "-",
-            ]
-        )
-    if rows:
-        lines += md_table(
-            rows,
-            [
-                "recipe",
-                f"baseline p(x) word PPL [{n_leak}]",
-                *(f"{c} word PPL (gain) [{n_leak}]" for c in conds),
-                "surviving share",
-                "per seed",
-            ],
-        )
-    else:
-        lines.append("(no leakage audit in this study)")
-    lines += [
-        "",
-        "## Cells",
-        "",
-        "Wall times in seconds, measured on the machine that ran the cell (possibly shared); `train s` "
-        "of a cell resumed after an interruption sums its sittings up to the checkpoint it resumed from "
-        "(work redone after that checkpoint is not counted twice).",
-        "",
-    ]
+    return lines
+
+
+def _cells_table(cells: list[dict[str, Any]]) -> list[str]:
+    """One row per cell: its steps, wall times, machine and configuration hash."""
+    lines: list[str] = []
     rows = []
     for c in cells:
         w = c["wall_s"]
@@ -619,13 +402,11 @@ def render(
     lines += md_table(
         rows, ["recipe", "seed", "steps", "train s", "eval s", "total s", "resumed", "machine", "config hash"]
     )
-    lines.append("")
-    lines += [f"![{p.stem}]({p.name})" for p in plots]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def write_study_report(
-    out: str | Path, spec: StudySpec, command: str | None = None, data_dir: str | None = None
+    out: str | Path, spec: StudySpec, command: str | None = None, data_dir: str | Path | None = None
 ) -> dict[str, Path]:
     """Aggregate the finished cells of ``out`` into study.json, study.md and the plots
     (``command``: the command to print when the folder records none; ``data_dir``: the data root
@@ -633,7 +414,7 @@ def write_study_report(
     out = Path(out)
     cells = load_cell_metrics(out)
     agg = aggregate(cells, spec, folder_plan(out))
-    chance = chance_row(out, spec, data_dir) if cells else None
+    chance = chance_row(out, spec, study_data_root(data_dir, required=False)) if cells else None
     plots = _plots(out, agg, cells, spec, chance) if cells else []
     commands = folder_commands(out) or ([command] if command else [])
     summary = {
@@ -647,4 +428,3 @@ def write_study_report(
     atomic_write_text(out / "study.md", render(agg, spec, cells, plots, commands, chance))
     print(f"study {spec.name}: {len(cells)} cells aggregated -> {out / 'study.md'}")
     return {"json": out / "study.json", "markdown": out / "study.md"}
-

@@ -38,38 +38,38 @@ the file, the key and the valid choices (the same contract as the pre-training r
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL, LIKELIHOODS, PROPOSALS
-from structpe.errors import RecipeError, closest
-from structpe.eval.glue.tasks import FINETUNE_TASKS, task_spec
-from structpe.io import read_json
+from structpe.errors import RecipeError
 from structpe.names import check_name
 from structpe.parser.tag_controls import TAG_SOURCES
+from structpe.study.claims import Claim, parse_claim
 from structpe.study.spec_checks import (
     StudySpecError,
-    _build,
-    _check_choices,
-    _check_dataset,
-    _check_keys,
-    _check_sizes,
-    _merge,
-    _metric_planned,
-    _seed_list,
+    build_spec,
+    check_choices,
+    check_dataset,
     check_dataset_input,
+    check_keys,
+    check_sizes,
+    merge_raw,
+    seed_list,
 )
+from structpe.study.stages import STAGES, stage
+from structpe.study.stages import build as build_stage
+from structpe.study.stages.blimp import BlimpSpec
+from structpe.study.stages.glue import GlueSpec
+from structpe.study.stages.leakage import LeakageSpec
+from structpe.study.stages.ppl import PplSpec
+from structpe.study.stages.syntaxgym import SyntaxGymSpec
 from structpe.train.recipe import CONFIG_ROOT, load_recipe
 from structpe.yamlio import load_yaml
 
 STUDY_ROOT = CONFIG_ROOT / "studies"
-LEAKAGE_CONDITIONS = ("full", "untagged", "no_eos", "prefix", "prefix_drop_last", "causal")
-FULL_PARSES = ("test", "text")
-BETTER = ("higher", "lower")
 
 
 @dataclass
@@ -95,82 +95,11 @@ class DatasetSpec:
 
 
 @dataclass
-class PplSpec:
-    """Perplexity on the corpus's test sentences, every mode on the same ones; ``k``: the marginal
-    bound's beam width (its bounds at k = 1, 10, 100 up to k are reported too); ``particles``: the
-    smc estimate's N (scored at N and 4N, docs/likelihoods.md)."""
-
-    likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint", "marginal"])
-    k: int = 10
-    particles: int = DEFAULT_PARTICLES
-    proposal: str = DEFAULT_PROPOSAL  # the smc estimate's proposal (prior | adapted)
-    sentences: int | None = None  # None = dataset.test_sentences
-
-
-@dataclass
-class LeakageSpec:
-    """The leakage audit (``structpe eval leakage``) against the same seed's baseline model."""
-
-    conditions: list[str] = field(default_factory=lambda: ["full", "prefix", "prefix_drop_last"])
-    sentences: int = 50
-    # where the full-sentence tags come from: ``test`` = the test sentences' parse (the one PPL is
-    # scored with); ``text`` = each audited text parsed whole by the study's parser, the text form
-    # the causal conditions parse (the quickstart's audit)
-    full_parse: str = "test"
-
-
-@dataclass
-class BlimpSpec:
-    """BLiMP: ``paradigms: all`` is the 67; ``limit`` pairs per paradigm (None = all 1,000).
-
-    ``marginal_limit`` caps the leak-free modes alone (``marginal`` and ``smc``; None = ``limit``):
-    they cost a multiple of a plain pass, so a profile can score every pair in the cheap modes and
-    the first N of each paradigm in the leak-free ones (the baseline is scored on the same pairs)."""
-
-    paradigms: str | list[str] = "all"
-    limit: int | None = None
-    likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
-    k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
-    marginal_limit: int | None = None
-    particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
-    proposal: str = DEFAULT_PROPOSAL  # the smc estimate's proposal (prior | adapted)
-
-    def limit_for(self, mode: str) -> int | None:
-        """Pairs per paradigm that ``mode`` scores."""
-        leak_free = mode in ("marginal", "smc")
-        return self.marginal_limit if leak_free and self.marginal_limit is not None else self.limit
-
-
-@dataclass
-class SyntaxGymSpec:
-    """SyntaxGym: ``suites: paper31`` is the paper's 31 suites (with circuits), ``all`` every stored one."""
-
-    suites: str | list[str] = "paper31"
-    likelihoods: list[str] = field(default_factory=lambda: ["conditional", "joint"])
-    k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
-    particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
-    proposal: str = DEFAULT_PROPOSAL  # the smc estimate's proposal (prior | adapted)
-
-
-@dataclass
-class GlueSpec:
-    """GLUE fine-tuning of each cell's final model (``structpe.eval.glue``, the protocol of
-    ``structpe finetune glue`` and its defaults): every task once per fine-tuning seed, scored at its
-    best dev epoch; ``limit`` caps the train and the dev examples of each task (None = all)."""
-
-    tasks: list[str] = field(default_factory=lambda: list(FINETUNE_TASKS))
-    epochs: int = 3
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # fine-tuning seeds
-    limit: int | None = None
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    batch_size: int = 32
-    max_length: int = 128
-    bf16: bool | str = False  # bf16 autocast of fine-tuning: true / false / auto (where it is native)
-
-
-@dataclass
 class EvaluationsSpec:
+    """A study's evaluations, one optional section per stage (``structpe.study.stages``; None: off).
+    Its field order is the order of ``spec.json``'s ``evaluations`` and of the valid keys named in
+    an error."""
+
     ppl: PplSpec | None = None
     leakage: LeakageSpec | None = None
     blimp: BlimpSpec | None = None
@@ -185,25 +114,6 @@ class RecipeSpec:
     overrides: list[str] = field(default_factory=list)
     tags: str = "parse"  # the tag source of training and evaluation (structpe.parser.tag_controls)
     seeds: list[int] | None = None  # None: the spec's seeds
-
-
-@dataclass
-class Claim:
-    """One claim: ``recipe`` vs ``against`` on ``metrics`` (the replication verdict), ``honest``
-    (a second verdict on leak-free likelihoods) and ``show`` (reported, not tested)."""
-
-    id: str
-    claim: str
-    recipe: str
-    against: str
-    metrics: list[str]
-    better: str
-    show: list[str] = field(default_factory=list)
-    paper: dict[str, Any] = field(default_factory=dict)
-    honest: list[str] = field(default_factory=list)
-    # a cost check (the paper's small BLiMP drop): reported with the largest cost its interval
-    # allows, never a verdict, never in the Holm family (structpe.study.aggregate)
-    cost: bool = False
 
 
 @dataclass
@@ -283,14 +193,8 @@ PROFILE_KEYS = (
     "seeds",
 )
 RECIPE_KEYS = ("recipe", "overrides", "tags", "seeds")
-CLAIM_KEYS = ("id", "claim", "recipe", "against", "metrics", "honest", "show", "better", "paper", "cost")
-EVAL_SPECS: dict[str, type] = {
-    "ppl": PplSpec,
-    "leakage": LeakageSpec,
-    "blimp": BlimpSpec,
-    "syntaxgym": SyntaxGymSpec,
-    "glue": GlueSpec,
-}
+# each evaluation's section class, in the order of EvaluationsSpec's fields (its stage module's SPEC)
+EVAL_SPECS: dict[str, type] = {f.name: stage(f.name).SPEC for f in dataclasses.fields(EvaluationsSpec)}
 
 
 def resolve_spec_path(spec: str | Path) -> Path:
@@ -309,8 +213,46 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     """Read and validate a study spec at ``profile`` (default: the first profile in the file)."""
     path = resolve_spec_path(spec)
     where = str(path)
-    raw = load_yaml(path, StudySpecError) or {}
-    raw = _check_keys(raw, TOP_KEYS, where)
+    raw = check_keys(load_yaml(path, StudySpecError) or {}, TOP_KEYS, where)
+    profile, prof = _profile(raw, profile, where)
+    dataset = build_spec(
+        DatasetSpec,
+        merge_raw(raw.get("dataset") or {}, prof.get("dataset") or {}),
+        f"{where}: dataset",
+    )
+    check_dataset(dataset, f"{where}: dataset")
+    evals = _evaluations(raw, prof, where)
+    seeds = seed_list(prof.get("seeds", raw.get("seeds")), f"{where}: seeds")
+    recipes, overrides, per_recipe = _recipes(raw, prof, profile, where)
+    labels = [r.label for r in recipes]
+    baseline = _baseline(raw.get("baseline"), recipes, seeds, where)
+    claims = []
+    for i, c in enumerate(raw.get("claims") or []):
+        claim = parse_claim(c, f"{where}: claims[{i}]", prof, baseline, labels, evals)
+        if claim is not None:
+            claims.append(claim)
+    check_sizes(evals, f"{where}: evaluations")
+    check_dataset_input(dataset, sorted({r.tags for r in recipes} - {"parse"}), f"{where}: dataset")
+    return StudySpec(
+        name=check_name(f"{where}: name", raw.get("name") or path.stem, StudySpecError),
+        source=str(path),
+        profile=profile,
+        recipe_profile=str(prof["recipe_profile"]),
+        baseline=str(baseline),
+        seeds=list(seeds),
+        recipes=recipes,
+        dataset=dataset,
+        evaluations=evals,
+        claims=claims,
+        profile_overrides=overrides,
+        profile_recipe_overrides=per_recipe,
+        description=str(raw.get("description") or ""),
+        profile_description=str(prof.get("description") or "").strip(),
+    )
+
+
+def _profile(raw: dict[str, Any], profile: str | None, where: str) -> tuple[str, dict[str, Any]]:
+    """The profile's name (default: the first) and its checked section."""
     profiles = raw.get("profiles") or {}
     if not isinstance(profiles, dict) or not profiles:
         raise StudySpecError(f"{where}: 'profiles' must name at least one profile (e.g. cpu-mini)")
@@ -319,66 +261,40 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     profile = profile or next(iter(profiles))
     if profile not in profiles:
         raise StudySpecError(f"{where}: unknown profile {profile!r}; this spec has {', '.join(profiles)}")
-    prof = _check_keys(profiles[profile], PROFILE_KEYS, f"{where}: profiles.{profile}")
+    prof = check_keys(profiles[profile], PROFILE_KEYS, f"{where}: profiles.{profile}")
     if "recipe_profile" not in prof:
         raise StudySpecError(f"{where}: profiles.{profile}.recipe_profile is required (e.g. tiny)")
+    return profile, prof
 
-    dataset = _build(
-        DatasetSpec,
-        _merge(raw.get("dataset") or {}, prof.get("dataset") or {}),
-        f"{where}: dataset",
-    )
-    _check_dataset(dataset, f"{where}: dataset")
-    evals_raw = _check_keys(
-        _merge(raw.get("evaluations") or {}, prof.get("evaluations") or {}),
+
+def _evaluations(raw: dict[str, Any], prof: dict[str, Any], where: str) -> EvaluationsSpec:
+    """The spec's evaluations with the profile's laid over them, each built and checked by its
+    stage (``structpe.study.stages``); an evaluation set to null is off (a profile can switch one off)."""
+    evals_raw = check_keys(
+        merge_raw(raw.get("evaluations") or {}, prof.get("evaluations") or {}),
         list(EVAL_SPECS),
         f"{where}: evaluations",
     )
-    if isinstance(evals_raw.get("glue"), dict):
-        evals_raw["glue"] = _glue_numbers(evals_raw["glue"], f"{where}: evaluations.glue")
-    # an evaluation set to null is skipped (a profile can switch one off)
     evals = EvaluationsSpec(
-        **{
-            k: _build(EVAL_SPECS[k], v, f"{where}: evaluations.{k}")
-            for k, v in evals_raw.items()
-            if v is not None
-        }
+        **{k: build_stage(k, v, f"{where}: evaluations.{k}") for k, v in evals_raw.items() if v is not None}
     )
-    for name in ("ppl", "blimp", "syntaxgym"):
-        sub = getattr(evals, name)
+    for module in STAGES:
+        sub = getattr(evals, module.KEY)
         if sub is not None:
-            _check_choices(sub.likelihoods, LIKELIHOODS, f"{where}: evaluations.{name}.likelihoods")
-            for key in ("k", "particles"):
-                v = getattr(sub, key)
-                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                    at = f"{where}: evaluations.{name}.{key}"
-                    raise StudySpecError(f"{at} must be an integer >= 1, got {v!r}")
-            _check_choices([sub.proposal], PROPOSALS, f"{where}: evaluations.{name}.proposal")
-    blimp = evals.blimp
-    if blimp is not None and blimp.marginal_limit is not None:
-        at = f"{where}: evaluations.blimp.marginal_limit"
-        if "marginal" not in blimp.likelihoods and "smc" not in blimp.likelihoods:
-            raise StudySpecError(f"{at} is set but neither 'marginal' nor 'smc' is a likelihood")
-        if blimp.limit is not None and blimp.marginal_limit > blimp.limit:
-            raise StudySpecError(f"{at} {blimp.marginal_limit} exceeds limit {blimp.limit}")
-    if evals.leakage is not None:
-        _check_choices(
-            evals.leakage.conditions, LEAKAGE_CONDITIONS, f"{where}: evaluations.leakage.conditions"
-        )
-        if "full" not in evals.leakage.conditions:
-            raise StudySpecError(f"{where}: evaluations.leakage.conditions must include 'full'")
-        _check_choices([evals.leakage.full_parse], FULL_PARSES, f"{where}: evaluations.leakage.full_parse")
+            module.check(sub, f"{where}: evaluations.{module.KEY}")
+    return evals
 
-    if evals.glue is not None:
-        _check_glue(evals.glue, f"{where}: evaluations.glue")
 
-    seeds = _seed_list(prof.get("seeds", raw.get("seeds")), f"{where}: seeds")
-
+def _recipes(
+    raw: dict[str, Any], prof: dict[str, Any], profile: str, where: str
+) -> tuple[list[RecipeSpec], list[str], dict[str, list[str]]]:
+    """The recipes the profile runs (each resolved with its overrides before any cell runs), the
+    profile's overrides, and its per-recipe overrides."""
     recipes_raw = raw.get("recipes")
     if not isinstance(recipes_raw, dict) or not recipes_raw:
         raise StudySpecError(f"{where}: recipes must be a mapping label -> {{recipe: family/injection}}")
     if "recipes" in prof:  # a profile that runs some of the study's recipes
-        _check_choices(prof["recipes"], tuple(recipes_raw), f"{where}: profiles.{profile}.recipes")
+        check_choices(prof["recipes"], tuple(recipes_raw), f"{where}: profiles.{profile}.recipes")
         recipes_raw = {label: r for label, r in recipes_raw.items() if label in prof["recipes"]}
     recipe_profile = str(prof["recipe_profile"])
     profile_overrides = [str(o) for o in prof.get("overrides") or []]
@@ -391,22 +307,7 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
     profile_recipe_overrides = {str(k): [str(o) for o in v or []] for k, v in per_recipe.items()}
     recipes = []
     for label, r in recipes_raw.items():
-        check_name(f"{where}: recipe label", label, StudySpecError)
-        r = _check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
-        if "recipe" not in r:
-            raise StudySpecError(f"{where}: recipes.{label}: 'recipe' is required (e.g. txl/position)")
-        tags = r.get("tags", "parse")
-        if tags not in TAG_SOURCES:
-            raise StudySpecError(
-                f"{where}: recipes.{label}.tags: unknown tag source {tags!r}; "
-                f"choose from {', '.join(TAG_SOURCES)}"
-            )
-        own_seeds = _seed_list(r["seeds"], f"{where}: recipes.{label}.seeds") if "seeds" in r else None
-        if "seeds" in prof:  # the profile's seeds are every recipe's
-            own_seeds = None
-        rs = RecipeSpec(
-            str(label), str(r["recipe"]), [str(o) for o in r.get("overrides") or []], str(tags), own_seeds
-        )
+        rs = _recipe(label, r, "seeds" in prof, where)
         try:  # every recipe and override must resolve before any cell runs
             load_recipe(
                 f"{rs.recipe}-{recipe_profile}",
@@ -415,211 +316,45 @@ def load_spec(spec: str | Path, profile: str | None = None) -> StudySpec:
         except RecipeError as err:
             raise StudySpecError(f"{where}: recipes.{label}: {err}") from None
         recipes.append(rs)
+    return recipes, profile_overrides, profile_recipe_overrides
+
+
+def _recipe(label: Any, r: Any, profile_seeds: bool, where: str) -> RecipeSpec:
+    """One recipe entry, checked (its own seeds dropped when the profile gives every recipe's)."""
+    check_name(f"{where}: recipe label", label, StudySpecError)
+    r = check_keys(r, RECIPE_KEYS, f"{where}: recipes.{label}")
+    if "recipe" not in r:
+        raise StudySpecError(f"{where}: recipes.{label}: 'recipe' is required (e.g. txl/position)")
+    tags = r.get("tags", "parse")
+    if tags not in TAG_SOURCES:
+        at, choices = f"{where}: recipes.{label}.tags", ", ".join(TAG_SOURCES)
+        raise StudySpecError(f"{at}: unknown tag source {tags!r}; choose from {choices}")
+    own_seeds = seed_list(r["seeds"], f"{where}: recipes.{label}.seeds") if "seeds" in r else None
+    if profile_seeds:  # the profile's seeds are every recipe's
+        own_seeds = None
+    return RecipeSpec(
+        str(label), str(r["recipe"]), [str(o) for o in r.get("overrides") or []], str(tags), own_seeds
+    )
+
+
+def _baseline(baseline: Any, recipes: list[RecipeSpec], seeds: list[int], where: str) -> Any:
+    """The baseline recipe, which must have every seed of every recipe: every cell is paired with
+    (and audited against) the same seed's baseline."""
     labels = [r.label for r in recipes]
-    baseline = raw.get("baseline")
     if baseline not in labels:
         raise StudySpecError(
             f"{where}: baseline {baseline!r} is not one of the recipes ({', '.join(labels)})"
         )
     base = next(r for r in recipes if r.label == baseline)
     base_seeds = base.seeds if base.seeds is not None else seeds
-    for r in recipes:  # every cell is paired with (and audited against) the same seed's baseline
+    for r in recipes:
         extra = [s for s in (r.seeds if r.seeds is not None else seeds) if s not in base_seeds]
         if extra:
             raise StudySpecError(
                 f"{where}: recipes.{r.label}.seeds: seeds {extra} have no baseline cell "
                 f"(the baseline {baseline!r} runs seeds {base_seeds})"
             )
-
-    claims = []
-    for i, c in enumerate(raw.get("claims") or []):
-        cw = f"{where}: claims[{i}]"
-        c = _check_keys(c, CLAIM_KEYS, cw)
-        if "recipes" in prof and not {c.get("recipe"), c.get("against", baseline)} <= set(labels):
-            continue  # a claim about a recipe this profile does not run
-        for key in ("id", "claim", "recipe", "metrics", "better"):
-            if key not in c:
-                raise StudySpecError(f"{cw}: '{key}' is required")
-        claim = Claim(
-            id=str(c["id"]),
-            claim=str(c["claim"]),
-            recipe=str(c["recipe"]),
-            against=str(c.get("against", baseline)),
-            metrics=list(c["metrics"]),
-            better=str(c["better"]),
-            show=list(c.get("show") or []),
-            paper=dict(c.get("paper") or {}),
-            honest=list(c.get("honest") or []),
-            cost=c.get("cost", False),
-        )
-        if not isinstance(claim.cost, bool):
-            raise StudySpecError(f"{cw} ({claim.id}): cost must be true or false, got {claim.cost!r}")
-        _check_paper_tasks(claim.paper.get("tasks"), f"{cw} ({claim.id}): paper.tasks")
-        if _all_switched_off([*claim.metrics, *claim.honest, *claim.show], evals):
-            continue  # a claim on evaluations this profile does not run (e.g. GLUE switched off)
-        for lab in (claim.recipe, claim.against):
-            if lab not in labels:
-                raise StudySpecError(
-                    f"{cw} ({claim.id}): unknown recipe {lab!r}; recipes: {', '.join(labels)}"
-                )
-        if claim.better not in BETTER:
-            raise StudySpecError(f"{cw} ({claim.id}): better must be one of {BETTER}, got {claim.better!r}")
-        for m in [*claim.metrics, *claim.honest, *claim.show]:
-            if not _metric_planned(m, evals):
-                raise StudySpecError(
-                    f"{cw} ({claim.id}): metric {m!r} is not produced by this spec's evaluations"
-                )
-        claims.append(claim)
-
-    _check_sizes(evals, f"{where}: evaluations")
-    check_dataset_input(dataset, sorted({r.tags for r in recipes} - {"parse"}), f"{where}: dataset")
-    return StudySpec(
-        name=check_name(f"{where}: name", raw.get("name") or path.stem, StudySpecError),
-        source=str(path),
-        profile=profile,
-        recipe_profile=recipe_profile,
-        baseline=str(baseline),
-        seeds=list(seeds),
-        recipes=recipes,
-        dataset=dataset,
-        evaluations=evals,
-        claims=claims,
-        profile_overrides=profile_overrides,
-        profile_recipe_overrides=profile_recipe_overrides,
-        description=str(raw.get("description") or ""),
-        profile_description=str(prof.get("description") or "").strip(),
-    )
-
-
-def _all_switched_off(metrics: list[str], evals: EvaluationsSpec) -> bool:
-    """Whether every metric comes from an evaluation this profile does not run (absent or null)."""
-    benches = {str(m).split(".")[0] for m in metrics}
-    return bool(benches) and all(b in EVAL_SPECS and getattr(evals, b) is None for b in benches)
-
-
-def _check_paper_tasks(tasks: Any, where: str) -> None:
-    """The paper's per-task GLUE scores: ``{task: [comparison, recipe]}``, two numbers each."""
-    if tasks is None:
-        return
-
-    def pair(v: Any) -> bool:
-        return (
-            isinstance(v, list)
-            and len(v) == 2
-            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
-        )
-
-    if not isinstance(tasks, dict) or not all(pair(v) for v in tasks.values()):
-        raise StudySpecError(f"{where}: expected {{task: [comparison, recipe]}} with two numbers each")
-
-
-def _glue_numbers(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """``lr`` / ``weight_decay`` as floats: YAML reads ``2e-5`` (no dot) as a string, ``0`` as an int."""
-    out = dict(raw)
-    for key in ("lr", "weight_decay"):
-        value = out.get(key)
-        if isinstance(value, bool) or value is None:
-            continue
-        try:
-            out[key] = float(value)
-        except (TypeError, ValueError):
-            raise StudySpecError(f"{where}.{key}: expected a number, got {value!r}") from None
-    return out
-
-
-def _check_glue(glue: GlueSpec, where: str) -> None:
-    """Known fine-tunable tasks (canonical names, in place), fine-tuning seeds, positive sizes."""
-    if not isinstance(glue.tasks, list) or not glue.tasks:
-        raise StudySpecError(f"{where}.tasks: expected a non-empty list from {', '.join(FINETUNE_TASKS)}")
-    names = []
-    for task in glue.tasks:
-        try:
-            name = task_spec(str(task)).name
-        except ValueError:
-            name = None
-        if name not in FINETUNE_TASKS:
-            raise StudySpecError(
-                f"{where}.tasks: unknown or not fine-tunable GLUE task {task!r}; choose from "
-                f"{', '.join(FINETUNE_TASKS)}{closest(str(task).lower(), FINETUNE_TASKS)}"
-            )
-        if name in names:
-            raise StudySpecError(f"{where}.tasks: {task!r} is given twice")
-        names.append(name)
-    glue.tasks = names
-    glue.seeds = _seed_list(glue.seeds, f"{where}.seeds")
-    if not glue.lr > 0:
-        raise StudySpecError(f"{where}.lr: must be > 0, got {glue.lr}")
-    if not glue.weight_decay >= 0:
-        raise StudySpecError(f"{where}.weight_decay: must be >= 0, got {glue.weight_decay}")
-    if not isinstance(glue.bf16, bool) and glue.bf16 != "auto":
-        raise StudySpecError(f"{where}.bf16: expected true, false or auto, got {glue.bf16!r}")
-
-
-def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] | None = None) -> StudySpec:
-    """The spec restricted to some recipes / seeds (the baseline is always kept: claims need it)."""
-    out = copy.deepcopy(spec)
-    if recipes:
-        unknown = [r for r in recipes if r not in [x.label for x in spec.recipes]]
-        if unknown:
-            raise StudySpecError(
-                f"--recipes: unknown {unknown}; the spec has {', '.join(x.label for x in spec.recipes)}"
-            )
-        keep = {spec.baseline, *recipes}
-        out.recipes = [r for r in out.recipes if r.label in keep]  # the copies: `spec` stays as it was
-        out.claims = [c for c in out.claims if c.recipe in keep and c.against in keep]
-    if seeds:
-        every = spec.all_seeds()
-        unknown_s = [s for s in seeds if s not in every]
-        if unknown_s:
-            raise StudySpecError(f"--seeds: {unknown_s} not in the spec's seeds {every}")
-        out.seeds = [s for s in spec.seeds if s in seeds]
-        for r in out.recipes:
-            if r.seeds is not None:
-                r.seeds = [s for s in r.seeds if s in seeds]
-    return out
-
-
-def select_union(spec: StudySpec, selections: list[tuple[list[str] | None, list[int] | None]]) -> StudySpec:
-    """The spec restricted to every cell that some selection (recipes, seeds; see :func:`select`)
-    picks: a study run in slices (``--recipes none position --seeds 1 2 3``, then ``--recipes
-    position --seeds 4 5``) plans the cells of all its slices, which no single selection expresses."""
-    parts = [select(spec, recipes, seeds) for recipes, seeds in selections]
-    picked: dict[str, set[int]] = {}
-    for part in parts:
-        for r in part.recipes:
-            picked.setdefault(r.label, set()).update(part.recipe_seeds(r.label))
-    out = copy.deepcopy(spec)
-    out.recipes = [r for r in out.recipes if r.label in picked]
-    for r in out.recipes:  # each recipe's own seeds: the union need not be recipes x seeds
-        r.seeds = [s for s in spec.recipe_seeds(r.label) if s in picked[r.label]]
-    out.seeds = [s for s in spec.seeds if any(s in seeds for seeds in picked.values())]
-    out.claims = [c for c in spec.claims if c.recipe in picked and c.against in picked]
-    return out
-
-
-def saved_runs(saved: dict[str, Any]) -> list[dict[str, Any]]:
-    """The selections (recipes, seeds, command) recorded in a study folder's ``spec.json``; a
-    folder written before ``runs`` existed holds one, at the top level."""
-    return list(saved.get("runs") or [{k: saved.get(k) for k in ("recipes", "seeds", "command")}])
-
-
-def folder_spec(out: str | Path) -> StudySpec:
-    """The spec a study folder was run with: its ``spec.json`` names the spec file (or, for a folder
-    copied from another machine where that path is gone, the shipped spec by name), the profile
-    and the recipes / seeds that its runs selected (``runs``: one entry per distinct command)."""
-    spec_file = Path(out) / "spec.json"
-    if not spec_file.is_file():
-        raise StudySpecError(f"{spec_file} not found (not a study folder)")
-    saved = read_json(spec_file)
-    selections = [(r["recipes"], r["seeds"]) for r in saved_runs(saved)]
-    return select_union(_saved_profile(saved), selections)
-
-
-def _saved_profile(saved: dict[str, Any]) -> StudySpec:
-    """The whole profile a ``spec.json`` names: its spec file, or for a folder copied from another
-    machine where that path is gone, the shipped spec by name."""
-    source = saved["source"] if Path(saved["source"]).is_file() else saved["spec"]["name"]
-    return load_spec(source, saved["profile"])
+    return baseline
 
 
 def with_defaults(cls: type, saved: dict[str, Any]) -> dict[str, Any]:
@@ -633,17 +368,19 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
     """The evaluation settings that shape ``metric``'s number (``bench.mode.score``) in a spec as
     ``spec.json`` records it (``StudySpec.to_dict()``): the bench's fields by name, less the list
     of modes run (it changes which numbers exist, not their values), outside the marginal mode
-    its beam width, outside ``smc`` its particles and proposal, and BLiMP's ``marginal_limit`` (as the
-    evaluation cache keys of ``structpe.study.runner.eval_keys``); BLiMP's ``limit`` is the pairs
-    this mode scores. Empty for a score no evaluation setting shapes (``val_lm_loss``) or a bench
+    its beam width, outside ``smc`` its particles and proposal, and BLiMP's ``marginal_limit`` (as
+    the cache keys of ``structpe.study.stages.likelihood.cache_keys``); BLiMP's ``limit`` is the
+    pairs this mode scores. Empty for a score no evaluation setting shapes (``val_lm_loss``) or a bench
     the spec does not run."""
     bench, _, rest = metric.partition(".")
-    if bench not in ("ppl", "blimp", "syntaxgym") or not (saved.get("evaluations") or {}).get(bench):
+    cls = EVAL_SPECS.get(bench)
+    likelihood_bench = cls is not None and "likelihoods" in {f.name for f in dataclasses.fields(cls)}
+    if not likelihood_bench or not (saved.get("evaluations") or {}).get(bench):
         return {}
-    sub = with_defaults(EVAL_SPECS[bench], saved["evaluations"][bench])
+    sub = with_defaults(cls, saved["evaluations"][bench])
     mode = rest.split(".")[0]
-    if bench == "blimp":
-        sub["limit"] = BlimpSpec(**sub).limit_for(mode)
+    if hasattr(cls, "limit_for"):  # the items this mode scores (BLiMP's marginal_limit)
+        sub["limit"] = cls(**sub).limit_for(mode)
     drop = {
         "likelihoods",
         "marginal_limit",
@@ -652,22 +389,3 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
     }
     kept = {f"evaluations.{bench}.{k}": v for k, v in sub.items() if k not in drop}
     return json.loads(json.dumps(kept))  # tuples as lists, as spec.json holds them
-
-
-def folder_plan(out: str | Path) -> list[tuple[str, int]] | None:
-    """Every (recipe, seed) cell the folder's profile plans, whatever its runs selected (None for a
-    folder without ``spec.json``): "cells finished" counts against the profile, not the slices run."""
-    spec_file = Path(out) / "spec.json"
-    if not spec_file.is_file():
-        return None
-    spec = _saved_profile(read_json(spec_file))
-    return [(r.label, s) for r in spec.recipes for s in spec.recipe_seeds(r.label)]
-
-
-def folder_commands(out: str | Path) -> list[str]:
-    """The distinct commands that ran into a study folder, in order (its ``spec.json``'s ``runs``)."""
-    spec_file = Path(out) / "spec.json"
-    if not spec_file.is_file():
-        return []
-    saved = read_json(spec_file)
-    return list(dict.fromkeys(r["command"] for r in saved_runs(saved) if r["command"]))

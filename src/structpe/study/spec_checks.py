@@ -17,7 +17,8 @@ class StudySpecError(StructpeError):
     """A study spec is invalid; the message names the file and the key."""
 
 
-def _check_keys(d: Any, valid: tuple[str, ...] | list[str], where: str) -> dict[str, Any]:
+def check_keys(d: Any, valid: tuple[str, ...] | list[str], where: str) -> dict[str, Any]:
+    """``d`` as a mapping whose every key is in ``valid`` (one line with a close-match hint if not)."""
     if d is None:
         return {}
     if not isinstance(d, dict):
@@ -48,10 +49,10 @@ def _type_name(hint: Any) -> str:
     return "null" if base is type(None) else getattr(base, "__name__", str(base))
 
 
-def _build(cls: type, raw: Any, where: str) -> Any:
+def build_spec(cls: type, raw: Any, where: str) -> Any:
     """A dataclass from a mapping, with every key and value type checked."""
     hints = typing.get_type_hints(cls)
-    raw = _check_keys(raw, list(hints), where)
+    raw = check_keys(raw, list(hints), where)
     for key, value in raw.items():
         if not _fits(value, hints[key]):
             want = " or ".join(_type_name(a) for a in (typing.get_args(hints[key]) or (hints[key],)))
@@ -59,14 +60,16 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     return cls(**raw)
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge_raw(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, mappings merged key by key (a profile over the spec)."""
     out = copy.deepcopy(base)
     for k, v in extra.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = merge_raw(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
-def _check_choices(values: list[str], choices: tuple[str, ...], where: str) -> None:
+def check_choices(values: list[str], choices: tuple[str, ...], where: str) -> None:
+    """``values`` is a non-empty list drawn from ``choices``."""
     if not isinstance(values, list) or not values:
         raise StudySpecError(f"{where}: expected a non-empty list from {', '.join(choices)}")
     bad = [v for v in values if v not in choices]
@@ -74,7 +77,8 @@ def _check_choices(values: list[str], choices: tuple[str, ...], where: str) -> N
         raise StudySpecError(f"{where}: unknown value(s) {bad}; choose from {', '.join(choices)}")
 
 
-def _seed_list(seeds: Any, where: str) -> list[int]:
+def seed_list(seeds: Any, where: str) -> list[int]:
+    """``seeds`` as a list of distinct integers (one line naming ``where`` if not)."""
     ok = (
         isinstance(seeds, list)
         and seeds
@@ -87,44 +91,7 @@ def _seed_list(seeds: Any, where: str) -> list[int]:
     return list(seeds)
 
 
-def _metric_planned(metric: str, evals: Any) -> bool:
-    """Whether ``metric`` (``bench.mode.name``) is among the scores the evaluations write."""
-    parts = metric.split(".")
-    if parts[0] == "val_lm_loss":
-        return True
-    benchmarks = {f.name for f in dataclasses.fields(evals)}  # ppl, leakage, blimp, syntaxgym, glue
-    sub = getattr(evals, parts[0], None) if parts[0] in benchmarks else None
-    if sub is not None and parts[0] == "glue":
-        return _glue_metric_planned(parts[1:], sub)
-    if sub is None or len(parts) < 3:
-        return False
-    if parts[0] == "leakage":
-        return parts[1] in (*sub.conditions, "summary")
-    if parts[0] == "ppl" and parts[1].startswith("marginal_k"):  # the bound at a width of the ladder
-        from structpe.eval.scoring.likelihood import MARGINAL_LADDER
-
-        w = parts[1].removeprefix("marginal_k")
-        return "marginal" in sub.likelihoods and w in {str(x) for x in MARGINAL_LADDER if x <= sub.k}
-    return parts[1] in sub.likelihoods
-
-
-def _glue_metric_planned(parts: list[str], glue: Any) -> bool:
-    """``glue.macro`` / ``glue.macro_last``, ``glue.<task>.<metric>`` (mean over the fine-tuning
-    seeds) and ``glue.<task>.ft<seed>.<metric>`` (one seed), as ``structpe.study.cell_scores.glue_scores``
-    writes them."""
-    from structpe.eval.glue.tasks import task_spec
-
-    if len(parts) == 1:
-        return parts[0] in ("macro", "macro_last")
-    if parts[0] not in glue.tasks or len(parts) not in (2, 3):
-        return False
-    if len(parts) == 3 and parts[1] not in {f"ft{s}" for s in glue.seeds}:
-        return False
-    names = (*task_spec(parts[0]).metrics, "main")
-    return parts[-1] in names or parts[-1].removeprefix("last_") in names
-
-
-def _check_dataset(ds: Any, where: str) -> None:
+def check_dataset(ds: Any, where: str) -> None:
     """The corpus, parser, tokenizer and sizes are known and usable (``--dry-run`` catches them)."""
     from structpe.parser.registry import available_parsers
     from structpe.train.prepare_settings import KNOWN_CORPORA
@@ -163,7 +130,7 @@ def check_dataset_input(ds: Any, tag_sources: Any, where: str) -> None:
             raise StudySpecError(f"{where}: {err}") from None
 
 
-def _check_sizes(evals: Any, where: str) -> None:
+def check_sizes(evals: Any, where: str) -> None:
     """Counts in the evaluation settings are >= 1 (``limit: 0`` is not "no limit")."""
     for name in (f.name for f in dataclasses.fields(evals)):
         sub = getattr(evals, name)

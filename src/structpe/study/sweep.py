@@ -21,7 +21,6 @@ last), validation loss, SyntaxGym and BLiMP.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from pathlib import Path
@@ -107,7 +106,7 @@ def size_sweep(
     once no size is left to another worker (``pending``), writes it to ``out/sweep.json``. Start a
     second worker once ``out/calibration.json`` lists every size, so both train the same cells.
     ``data`` / ``parser`` replace the study's data stage (tests)."""
-    from structpe.io import write_json_atomic
+    from structpe.io import read_json, write_json_atomic
     from structpe.parser.cached import CachedParser
     from structpe.study.cells import METRICS_FILE, cell_dir
     from structpe.study.runner import run_study
@@ -129,7 +128,7 @@ def size_sweep(
         with FileLock(out / "data.lock"):
             data = prepare_study_data(spec.dataset, out / "data", data_dir, parser=parser, progress=False)
     cal_file = out / "calibration.json"
-    cal = json.loads(cal_file.read_text()) if cal_file.is_file() else {}
+    cal = read_json(cal_file) if cal_file.is_file() else {}
     for size in sizes:
         if size not in cal:  # a resumed sweep keeps its step counts (and so its cells' hashes)
             cal[size] = calibrate(spec, size, data, out / "calibration", calibrate_steps)
@@ -145,7 +144,7 @@ def size_sweep(
     for size, path in done.items():
         if size in pending:
             continue
-        m = json.loads(path.read_text())
+        m = read_json(path)
         label = f"none-{size}"
         train = load_recipe(sweep.recipe_name(label), sweep.cell_overrides(label)).train
         s = m["scores"]

@@ -4,12 +4,13 @@ hand-written verdict prose that could drift). ``structpe.study.report`` assemble
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from structpe.study.aggregate import ALPHA, CONVERGED_SHARE, bound_of
+from structpe.study.stages import STAGES, stage
+from structpe.study.tables import fmt_num, fmt_p
 
 # what each likelihood mode is, per benchmark (docs/likelihoods.md); "*" marks the leaking ones
 MODE_NOTE = {
@@ -17,29 +18,11 @@ MODE_NOTE = {
     "joint": "joint p(x, T)",
     "marginal": "k-best marginal",
 }
-SG_JOINT_NOTE = "joint*: region surprisals leak"  # earlier words' tags come from the whole-sentence parse
-SG_MARGINAL_NOTE = "prefix marginal: leak-free"
-COUNT_KEYS = {
-    "ppl": ("n_sentences", "sentences"),
-    "blimp": ("n_pairs", "pairs"),
-    "syntaxgym": ("n_suites", "suites"),
-}
-COLUMNS = (  # the recipes table: (short name, metric); a column appears when a cell or claim has it
-    ("val LM loss", "val_lm_loss"),
-    ("word PPL", "ppl.conditional.word_ppl"),
-    ("word PPL", "ppl.joint.word_ppl"),
-    ("word PPL", "ppl.marginal_k1.word_ppl"),
-    ("word PPL", "ppl.marginal_k10.word_ppl"),
-    ("word PPL", "ppl.marginal_k100.word_ppl"),
-    ("word PPL", "ppl.marginal.word_ppl"),
-    ("BLiMP", "blimp.conditional.overall"),
-    ("BLiMP", "blimp.joint.overall"),
-    ("BLiMP", "blimp.marginal.overall"),
-    ("SG", "syntaxgym.conditional.sg_score"),
-    ("SG", "syntaxgym.joint.sg_score"),
-    ("SG", "syntaxgym.marginal.sg_score"),
-    ("GLUE macro", "glue.macro"),
-)
+KEYS = tuple(s.KEY for s in STAGES)
+COUNT_KEYS = {s.KEY: s.COUNT for s in STAGES if hasattr(s, "COUNT")}  # bench: (n_* score, its noun)
+# the recipes table: (short name, metric), each stage's columns in order; a column appears when a
+# cell or claim has it
+COLUMNS = (("val LM loss", "val_lm_loss"), *(c for s in STAGES for c in getattr(s, "COLUMNS", ())))
 
 
 # an absolute POSIX path inside a command line or a folder name (not the "//" of a URL)
@@ -72,13 +55,9 @@ def mode_note(metric: str) -> str:
     mode = mode_of(metric)
     if mode is None:
         return ""
-    bench = metric.split(".")[0]
+    own = getattr(stage(metric.split(".")[0]), "MODE_NOTES", {})  # a bench's own word for a mode
     base, _, k = mode.partition("_k")
-    if bench == "syntaxgym" and base == "joint":
-        return SG_JOINT_NOTE
-    note = MODE_NOTE.get(base, mode) + (f" at k = {k}" if k else "")
-    if bench == "syntaxgym" and base == "marginal":
-        note = SG_MARGINAL_NOTE
+    note = own.get(base) or MODE_NOTE.get(base, mode) + (f" at k = {k}" if k else "")
     if bound_of(metric, reads_tags=True):
         note += ": upper bound if tagged"
     return note
@@ -102,71 +81,28 @@ def count_of(metric: str, cells: list[dict[str, Any]]) -> str:
     return f"n = {ns[0]} {noun}" if len(ns) == 1 else f"n = {ns[0]}-{ns[-1]} {noun}"
 
 
-def glue_note(metric: str, cells: list[dict[str, Any]]) -> str:
-    """``best dev epoch; 3 fine-tuning seeds; cola, rte`` for a GLUE score (empty for any other):
-    the epoch it is read at, the fine-tuning seeds each cell averages and, for a macro, its tasks."""
-    parts = metric.split(".")
-    if parts[0] != "glue" or len(parts) < 2:
+def stage_note(metric: str, cells: list[dict[str, Any]]) -> str:
+    """What the metric's stage says of it beyond its mode and count (GLUE: the epoch, the
+    fine-tuning seeds, a macro's tasks); empty for the others."""
+    bench = metric.split(".")[0]
+    if bench not in KEYS or not hasattr(stage(bench), "note"):
         return ""
-    per_seed = re.compile(r"glue\.[^.]+\.(ft\d+)\.main$")
-    runs = sorted({len({m.group(1) for k in c["scores"] if (m := per_seed.match(k))}) for c in cells} - {0})
-    tasks = sorted(
-        {k.split(".")[1] for c in cells for k in c["scores"] if re.match(r"glue\.[^.]+\.n_dev$", k)}
-    )
-    last = parts[-1].startswith("last_") or parts[-1] == "macro_last"
-    return "; ".join(
-        x
-        for x in (
-            "last epoch" if last else "best dev epoch",
-            f"{'-'.join(str(n) for n in sorted({runs[0], runs[-1]}))} fine-tuning seeds" if runs else "",
-            ", ".join(tasks) if parts[1].startswith("macro") else "",
-        )
-        if x
-    )
+    return stage(bench).note(metric, cells)
 
 
 def describe(metric: str, cells: list[dict[str, Any]]) -> str:
     """``metric`` with its mode and count, the way every table names a column or row."""
-    parts = [x for x in (mode_note(metric), count_of(metric, cells), glue_note(metric, cells)) if x]
+    parts = [x for x in (mode_note(metric), count_of(metric, cells), stage_note(metric, cells)) if x]
     return f"`{metric}`" + (f" [{'; '.join(parts)}]" if parts else "")
 
 
-def pm(s: dict[str, Any] | None, scale: float = 1.0) -> str:
-    if not s or s.get("n", 0) == 0 or s["mean"] is None or math.isnan(s["mean"]):
-        return "-"
-    prec = 3 if abs(s["mean"] * scale) < 10 else 1
-    sd = s.get("sd")
-    tail = "" if sd is None or math.isnan(sd) else f" ± {sd * scale:.{prec}f}"
-    return f"{s['mean'] * scale:.{prec}f}{tail}"
-
-
-def _num(x: float | None, prec: int = 3) -> str:
-    return "-" if x is None or math.isnan(x) else f"{x:+.{prec}f}"
-
-
-def md_table(rows: list[list[str]], header: list[str]) -> list[str]:
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"  # p(x | T) inside a cell
-
-    return [line(header), "|" + "|".join("---" for _ in header) + "|", *(line(r) for r in rows)]
-
-
-def _paper_cell(paper: dict[str, Any]) -> str:
+def paper_cell(paper: dict[str, Any]) -> str:
+    """The paper's numbers of a claim as one table cell."""
     if not paper:
         return "-"
     base, rec = paper.get("baseline"), paper.get("recipe")
     where = paper.get("source", "")
     return f"{base} -> {rec} ({where})" if base is not None else str(where)
-
-
-def _zero_nan(x: float | None) -> float:
-    return 0.0 if x is None or math.isnan(x) else float(x)
-
-
-def _p(x: float | None) -> str:
-    if x is None or math.isnan(x):
-        return "-"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
 
 
 def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:
@@ -213,7 +149,7 @@ def _seeds_way(r: dict[str, Any]) -> str:
     return f"{r['n_positive']}/{r['n']}" if r["n"] else "-"
 
 
-def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+def claim_summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     """One generated paragraph per claim: its verdicts and the numbers that make them."""
     head = (
         f"- **{c['id']}** ({c['claim']}; `{c['recipe']}` vs `{c['against']}`): "
@@ -233,7 +169,7 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
                 "both": " (both sides bounds: shown, not counted)",
             }.get(r["bound"] or "", "")
             head_p = (
-                f"Holm p {_p(r['p_adj'])} (opposite direction: {_p(r['p_against_adj'])}), "
+                f"Holm p {fmt_p(r['p_adj'])} (opposite direction: {fmt_p(r['p_against_adj'])}), "
                 if r.get("standing", "decides") == "decides"
                 else "not in the family, "
             )
@@ -245,15 +181,15 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
                 else ""
             )
             cost = (
-                f", the largest cost its interval allows {_num(r['ci95'][1])}"
+                f", the largest cost its interval allows {fmt_num(r['ci95'][1])}"
                 if r.get("standing") == "cost"
                 else ""
             )
             parts.append(
                 f"{role} {describe(r['metric'], cells)}{bound}: the paper's way on {_seeds_way(r)} "
-                f"seeds, mean {_num(r['mean'])} [{_num(r['ci95'][0])}, {_num(r['ci95'][1])}]{cost}, "
-                f"one-sided p {_p(r['p'])}, {head_p}sign-flip p {_p(r['p_perm'])} "
-                f"(smallest possible {_p(r['p_perm_min'])}){conv_text} -> {r['verdict']}"
+                f"seeds, mean {fmt_num(r['mean'])} [{fmt_num(r['ci95'][0])}, {fmt_num(r['ci95'][1])}]{cost}, "
+                f"one-sided p {fmt_p(r['p'])}, {head_p}sign-flip p {fmt_p(r['p_perm'])} "
+                f"(smallest possible {fmt_p(r['p_perm_min'])}){conv_text} -> {r['verdict']}"
             )
     text = head + (" " + "; ".join(parts) + "." if parts else "")
     if c.get("missing_pairs"):
@@ -263,7 +199,7 @@ def _summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     return text
 
 
-def _across(agg: dict[str, Any], metrics: list[str], cells: list[dict[str, Any]]) -> list[str]:
+def across_rows(agg: dict[str, Any], metrics: list[str], cells: list[dict[str, Any]]) -> list[str]:
     """Descriptive lines per metric: how many recipes beat / trail the baseline on every seed."""
     lines = []
     others = list(agg["vs_baseline"])

@@ -374,16 +374,20 @@ def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], lis
 
 def chance_row(
     data_dir: str | Path | None,
-    suites: Sequence[str],
+    suites: Sequence[str] | None,
     protocol: str = "prediction0",
     max_items: int | None = None,
+    *,
+    draws: int = 100,
+    seed: int = 0,
 ) -> dict[str, Any]:
-    """The chance row of an evaluation: :func:`chance_scores` on the same suites and items (seed 0)."""
+    """The chance row of an evaluation: :func:`chance_scores` on the same suites (None: every one)
+    and items; the one chance row of ``structpe eval syntaxgym``, the studies and the quickstart."""
     loaded = [
         dataclasses.replace(s, items=s.items[:max_items] if max_items else s.items)
         for s in load_suites(data_dir, suites)
     ]
-    sg = chance_scores(loaded, protocol=protocol)
+    sg = chance_scores(loaded, draws=draws, seed=seed, protocol=protocol)
     return {
         "sg_score": sg["sg_score"],
         "suite_accuracy": sg["suite_accuracy"],
