@@ -777,7 +777,3 @@ class TransfoXLSiPEForSequenceClassification(TransfoXLSiPEForCausalLM):
             tuple(attentions) if output_attentions else None,
         )
 
-
-# the name this class had before it took Hugging Face's ``...ForCausalLM`` naming (checkpoints saved
-# then list it in config.json ``architectures``; ``structpe.models.load`` accepts both)
-TransfoXLSiPEModel = TransfoXLSiPEForCausalLM
