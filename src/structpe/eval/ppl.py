@@ -23,7 +23,7 @@ from typing import Any
 
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
-from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
 from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.models.validate import position_limit
 from structpe.syntax.alignment import get_field
@@ -114,7 +114,7 @@ def evaluate_ppl(
     sents = list(sentences)
     if not sents:
         raise StructpeError("no sentences to score")
-    spec = (spec or ScoringSpec()).with_options(**scoring)
+    spec = spec_with(spec, **scoring)
     # perplexity sums whole sentences: the smc mode needs only its sentence systems
     spec = spec if spec.smc_parts else dataclasses.replace(spec, smc_parts="sentence")
     max_length, append_eos = spec.max_length, spec.append_eos  # texts over max_length are skipped below

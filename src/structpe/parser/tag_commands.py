@@ -70,7 +70,7 @@ def register(subparsers: Any) -> None:
         "ClearNLP labels mapped, '# labels = ud, mapped from clearnlp'; structpe.syntax.conllu_write)",
     )
     p.add_argument(
-        "--input-format", choices=["auto", *text_formats.choices("tag")], default="auto",
+        "--input-format", choices=["auto", *text_formats.INPUT_FORMATS], default="auto",
         help="raw-lines (one raw text per line), raw-text (paragraphs at blank lines), tokenized-lines, "
         "conllu, jsonl (from `structpe tag`: its words are re-parsed); auto: by extension (.conllu[.gz] "
         "-> conllu, .jsonl -> jsonl, else raw-lines; docs/data.md), stdin by content (default: auto)",

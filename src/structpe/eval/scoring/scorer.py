@@ -256,10 +256,12 @@ class ScoringSpec:
     max_length: int | None = None
     progress: bool = False
 
-    def with_options(self, **options: Any) -> ScoringSpec:
-        """This spec with the options that are not None replacing its fields (the evaluate_* functions'
-        keyword arguments, kept for callers that pass them one by one)."""
-        return dataclasses.replace(self, **{k: v for k, v in options.items() if v is not None})
+
+def spec_with(spec: ScoringSpec | None, **options: Any) -> ScoringSpec:
+    """``spec`` (default ``ScoringSpec()``) with the ``options`` that are not None replacing its fields:
+    :func:`make_scorer` and the evaluate_* functions take ScoringSpec's fields as keywords too
+    (docs/evaluation.md), and None means "the spec's value"."""
+    return dataclasses.replace(spec or ScoringSpec(), **{k: v for k, v in options.items() if v is not None})
 
 
 def make_scorer(
@@ -274,7 +276,7 @@ def make_scorer(
     ``spec`` (default ``ScoringSpec()``) says how; keyword ``options`` (ScoringSpec's fields)
     override it.
     """
-    spec = (spec or ScoringSpec()).with_options(**options)
+    spec = spec_with(spec, **options)
     kind = spec.kind or model_kind(model)
     if kind == "causal":
         return CausalScorer(
