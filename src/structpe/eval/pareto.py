@@ -17,13 +17,12 @@ and are not comparable in absolute terms with tiny models: they mark the shape o
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from structpe.io import save_figure
+from structpe.io import read_json, save_figure
 
 PAPER = "SiPE paper (shared/papers/000_84fab5e440bdfc75.txt)"
 PUBLISHED: tuple[dict[str, Any], ...] = (
@@ -104,7 +103,7 @@ def _load(item: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     if isinstance(item, Mapping):
         return dict(item), str(item.get("model", "run"))
     path = Path(item)
-    return json.loads(path.read_text()), path.stem
+    return read_json(path), path.stem
 
 
 def our_points(

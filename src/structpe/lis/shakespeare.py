@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from structpe.data.paths import data_root
-from structpe.io import atomic_savefig, atomic_write_text, earlier_results
+from structpe.io import atomic_savefig, atomic_write_text, earlier_results, read_json
 from structpe.lis.lisformer import (
     LISformer,
     LISformerConfig,
@@ -257,7 +257,7 @@ def load_training_state(
 ) -> tuple[int, list[float], float, list[dict]]:
     from safetensors.torch import load_file
 
-    sub = folder / json.loads((folder / LATEST).read_text())["folder"]
+    sub = folder / read_json(folder / LATEST)["folder"]
     model.load_state_dict(LISformer.from_pretrained(sub).state_dict())
     tensors = load_file(str(sub / "optimizer.safetensors"))
     gen.set_state(tensors.pop("generator"))
@@ -267,7 +267,7 @@ def load_training_state(
         cuda_rng = tensors.pop("cuda_rng")
         if torch.cuda.is_available():
             torch.cuda.set_rng_state(cuda_rng)
-    meta = json.loads((sub / "training_state.json").read_text())
+    meta = read_json(sub / "training_state.json")
     state: dict = {}
     for key, v in tensors.items():
         i, k = key.split(".", 1)
@@ -361,7 +361,7 @@ def run(
             model = LISformer.from_pretrained(out / "checkpoints" / name).to(pick_device(cfg.device))
             losses = [float("nan")]
             prev = out / "results.json"
-            trained = json.loads(prev.read_text())["models"].get(name, {}) if prev.is_file() else {}
+            trained = read_json(prev)["models"].get(name, {}) if prev.is_file() else {}
         else:
             trained = {}
             model = new_model(cfg, data, name).to(pick_device(cfg.device))

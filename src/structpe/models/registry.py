@@ -9,10 +9,10 @@ what ``structpe pretrain --list`` prints. Family modules are imported on first u
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from structpe.errors import StructpeError
+from structpe.io import read_json
 from structpe.models.config import FAMILIES, SiPEConfig
 
 # transformers model_type -> our encoder family
@@ -112,10 +112,7 @@ def load(path: str | Path, **kwargs):
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} is not a saved structpe model folder (no config.json)")
-    try:
-        saved = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError as err:
-        raise StructpeError(f"{cfg_file}: not valid JSON ({err})") from None
+    saved = read_json(cfg_file)
     family = saved.get("family") if isinstance(saved, dict) else None
     if family not in FAMILIES:
         raise StructpeError(

@@ -3,9 +3,11 @@ and why a checkpoint cannot be resumed from (killed while saving, truncated or c
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+
+from structpe.errors import StructpeError
+from structpe.io import read_json
 
 
 def last_complete_checkpoint(run_dir: str | Path) -> Path | None:
@@ -47,8 +49,8 @@ def checkpoint_problem(ckpt: Path) -> str | None:
     from safetensors import SafetensorError, safe_open
 
     try:
-        json.loads((ckpt / "trainer_state.json").read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        read_json(ckpt / "trainer_state.json")
+    except (OSError, StructpeError) as err:
         return f"trainer_state.json unreadable ({err})"
     # a full model, or an adapter run's SiPE weights (structpe.adapters)
     weights = next((ckpt / n for n in ("model.safetensors", "sipe.safetensors") if (ckpt / n).is_file()),

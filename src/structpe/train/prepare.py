@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from structpe.errors import PreparedDataError
+from structpe.errors import PreparedDataError, StructpeError
 from structpe.io import output_folder, read_json, replace_folder, writing
 from structpe.parser.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
 from structpe.syntax.sentences import check_text_lengths
@@ -314,9 +314,9 @@ def load_prepared(path: str | Path, splits: Sequence[str] = ("train", "validatio
     if not meta_file.is_file():
         raise PreparedDataError(f"{path} is not a structpe prepared dataset (no {METADATA_FILE})")
     try:
-        meta = json.loads(meta_file.read_text())
-    except json.JSONDecodeError as err:
-        raise PreparedDataError(f"{meta_file} is corrupt: {err}") from None
+        meta = read_json(meta_file)
+    except StructpeError as err:
+        raise PreparedDataError(str(err)) from None
     try:
         dd = load_from_disk(str(path))
         for split in dd:  # touch both ends so a truncated arrow file fails here, not mid-training
