@@ -12,3 +12,17 @@ any Hugging Face causal or masked LM (without tags):
 They share one scorer layer (``structpe.eval.scoring.scorer``) and one report writer
 (``structpe.eval.report``); the CLI wrappers live in ``structpe.eval.commands``.
 """
+
+from structpe.exports import lazy_exports
+
+_WHERE = {  # public name -> the module that defines it
+    "evaluate_ppl": "ppl",
+    "evaluate_blimp": "blimp",
+    "evaluate_syntaxgym": "syntaxgym.evaluate",
+    "finetune_glue": "glue.finetune",
+    "evaluate_attention": "attention",
+    "ScoringSpec": "scoring.scorer",
+    "make_scorer": "scoring.scorer",
+}
+__all__ = list(_WHERE)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -6,6 +6,20 @@
   instance addresses, a non-commuting SO(k) family, journey operators P(j->i) = A(i)^-1 A(j).
 * ``lisformer``  -- the causal character LISformer and its baselines (RoPE, ALiBi, random addresses).
 * ``flex``       -- block-sparse FlexAttention for the two-term / ALiBi scores (SDPA fallback).
-* ``shakespeare``, ``kg``, ``kg_roles`` -- the paper's diagnostics (App. F.1, F.4, F.3);
-  ``commands`` -- ``structpe lis ...``.
+* ``shakespeare``, ``kg``, ``kg_roles`` -- the paper's diagnostics (App. F.1, F.4, F.3), with their
+  data (``kg_data``, ``kg_encode``, ``kg_roles_data``) and report (``kg_report``);
+* ``training``   -- the one training loop of every diagnostic; ``commands`` -- ``structpe lis ...``.
 """
+
+from structpe.exports import lazy_exports
+
+_WHERE = {  # public name -> the module that defines it
+    "IncidenceStructure": "structure",
+    "from_sequence": "structure",
+    "from_kg_triples": "structure",
+    "from_tree": "structure",
+    "LISformer": "lisformer",
+    "LISformerConfig": "lisformer",
+}
+__all__ = list(_WHERE)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
