@@ -43,7 +43,7 @@ def test_estimate_is_unbiased_for_the_exact_sum_and_its_spread_shrinks(tok):  # 
     The mean of independent systems is within 3 standard errors of it; the spread falls with N."""
     model = tiny_txl(tok, "input", seed=4)
     trees = every_tree(TEXT.split())
-    exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
     spread = {}
     for n in (4, 64):
         z = [x / exact for x in _ratios(model, tok, trees[0], n, systems=200, seed=n)]
@@ -59,7 +59,7 @@ def test_estimate_matches_a_wrong_proposal_weight_check(tok, monkeypatch):  # no
     biases the estimate by many standard errors."""
     model = tiny_txl(tok, "input", seed=4)
     trees = every_tree(TEXT.split())
-    exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
     real = _System.propose
 
     def no_mass(self, tables, max_after=None):
@@ -227,7 +227,7 @@ def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok, proposal)
         SimpleNamespace(words=words, terminals=[a for a, _ in q], nonterminals=[b for _, b in q])
         for q in _open_sequences(len(words))
     ]
-    exact = math.exp(lk._lse([j.total for j in score(model, tok, tagged, "joint")]))
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, tagged, "joint")]))
     sc = CausalScorer(model, tok, likelihood="smc", particles=8, seed=11, proposal=proposal)
     res = smc_scores(sc, sc.encode([" ".join(words)], [tagged[0]]), systems=200)[0]
     z = [math.exp(o[-1]) / exact for o in res.meta["open"]]
@@ -266,7 +266,7 @@ def test_an_adapted_hugging_face_model_gets_an_unbiased_estimate(tok):  # noqa: 
             if not name.startswith("base."):
                 p.normal_(std=0.5)
     trees = every_tree(TEXT.split())
-    exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
     z = [x / exact for x in _ratios(model, tok, trees[0], 8, systems=60, seed=2)]
     se = statistics.stdev(z) / math.sqrt(len(z))
     assert CausalScorer(model, tok).tagged and se > 0  # it reads tags: the estimates vary
@@ -282,7 +282,7 @@ def test_adapted_proposal_is_unbiased_and_less_spread(tok):  # noqa: F811
     spread = {}
     for text, n in ((TEXT, 4), ("lazy dog", 1)):
         trees = every_tree(text.split())
-        exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
+        exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
         for proposal in ("prior", "adapted"):
             sc = CausalScorer(model, tok, likelihood="smc", particles=n, seed=7, proposal=proposal)
             res = smc_scores(sc, sc.encode([text], [trees[0]]), systems=200)[0]

@@ -149,11 +149,11 @@ def pareto_figure(
     title: str = "Parses evaluated per sentence vs SyntaxGym (cf. SiPE Fig. 1)",
 ) -> dict[str, Any]:
     """Draw the figure (PNG) and write its points (JSON, default: next to the PNG); returns the JSON."""
-    from structpe.eval.report import _pyplot, write_json
+    from structpe.eval.report import import_pyplot, write_json
 
     ours = our_points(results, labels)
     refs = [dict(p) for p in PUBLISHED] if published else []
-    plt = _pyplot()
+    plt = import_pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     placed: dict[float, int] = {}  # labels already at this x: stagger them vertically
 

@@ -94,7 +94,9 @@ def write_report(
     return {"json": jpath, "markdown": mpath, **{f"plot{i}": Path(p) for i, p in enumerate(plots)}}
 
 
-def _pyplot() -> Any:
+def import_pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (no display needed); imported on first use
+    because matplotlib costs a second."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -117,7 +119,7 @@ def bar_plot(
 
     ``errors`` (same keys as ``series``) draws symmetric error bars, e.g. the sd over seeds.
     """
-    plt = _pyplot()
+    plt = import_pyplot()
     n = len(labels)
     k = max(1, len(series))
     width = 0.8 / k
@@ -146,7 +148,7 @@ def line_plot(
     xlabel: str,
     ylabel: str,
 ) -> Path:
-    plt = _pyplot()
+    plt = import_pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, ys in series.items():
         ax.plot(list(x), list(ys), marker="o", label=name)
@@ -158,7 +160,7 @@ def line_plot(
 
 
 def hist_plot(path: str | Path, values: Sequence[float], *, title: str, xlabel: str, bins: int = 40) -> Path:
-    plt = _pyplot()
+    plt = import_pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.hist(list(values), bins=bins)
     ax.axvline(0.0, color="grey", lw=0.8, ls="--")

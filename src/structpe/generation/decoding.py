@@ -32,7 +32,7 @@ import torch
 
 from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.eval.scoring.types import model_device
-from structpe.generation.options import _filter_logits, check_options
+from structpe.generation.options import check_options, filter_logits
 from structpe.syntax.alignment import align_tags_by_offsets, first_tokens_of_words, word_spans
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, IGNORE_INDEX, NR_L, NR_R, TL, decode
 from structpe.syntax.sentences import split_words
@@ -169,7 +169,7 @@ class _Generator:
         """One index from log-scores: argmax (greedy), else a sample at the temperature, top-k/p."""
         if self.o["strategy"] == "greedy" or self.o["temperature"] == 0:
             return int(scores.argmax())
-        logits = _filter_logits(scores / self.o["temperature"], self.o["top_k"], self.o["top_p"])
+        logits = filter_logits(scores / self.o["temperature"], self.o["top_k"], self.o["top_p"])
         return int(torch.multinomial(logits.softmax(-1), 1, generator=self.gen))
 
     @staticmethod

@@ -460,9 +460,9 @@ def plot_effects(path: Path, scales: Sequence[Scale], claims: list[dict[str, Any
 
     from matplotlib.transforms import ScaledTranslation
 
-    from structpe.eval.report import _pyplot
+    from structpe.eval.report import import_pyplot
 
-    plt = _pyplot()
+    plt = import_pyplot()
     claims = [c for c in claims if ran_anywhere(c)]
     n = max(1, len(claims))
     cols = min(3, n)

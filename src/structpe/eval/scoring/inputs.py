@@ -37,7 +37,8 @@ def batched(seq: Sequence[Any], size: int) -> Iterator[list[Any]]:
         yield list(seq[i : i + size])
 
 
-def _progress(iterable: Any, enabled: bool, desc: str, total: int | None = None) -> Any:
+def progress_bar(iterable: Any, enabled: bool, desc: str, total: int | None = None) -> Any:
+    """``iterable`` behind a tqdm bar when ``enabled`` (tqdm imported only then), else as it is."""
     if not enabled:
         return iterable
     from tqdm.auto import tqdm

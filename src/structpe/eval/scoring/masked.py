@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from structpe.choices import PLL_METRICS
-from structpe.eval.scoring.inputs import _progress, batched, parse_texts
+from structpe.eval.scoring.inputs import batched, parse_texts, progress_bar
 from structpe.eval.scoring.types import Parser, TokenScores, forward_logits, model_device, uses_tags
 from structpe.syntax.alignment import align_tags_by_offsets
 from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
@@ -91,7 +91,7 @@ class MaskedScorer:
         device = model_device(self.model)
         batches = list(batched(jobs, self.batch_size))
         with torch.no_grad():
-            for batch in _progress(batches, self.progress, f"PLL ({self.metric})", len(batches)):
+            for batch in progress_bar(batches, self.progress, f"PLL ({self.metric})", len(batches)):
                 L = max(len(seqs[k][0]) for k, _, _ in batch)
                 B = len(batch)
                 input_ids = torch.full((B, L), self.pad_id, dtype=torch.long)

@@ -40,7 +40,7 @@ import torch
 
 from structpe import choices
 from structpe.choices import DEFAULT_PROPOSAL, PROPOSALS
-from structpe.eval.scoring.inputs import _progress, batched, parse_texts
+from structpe.eval.scoring.inputs import batched, parse_texts, progress_bar
 from structpe.eval.scoring.likelihood import joint_scores, marginal_scores
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.smc import DEFAULT_PARTICLES, SMC_REPLICATES, smc_scores
@@ -154,7 +154,7 @@ class CausalScorer:
         results: list[TokenScores | None] = [None] * len(encoded)
         fn = self.LIKELIHOODS[self.likelihood]
         batches = list(batched(order, self.batch_size))
-        for idx in _progress(batches, self.progress, "scoring", len(batches)):
+        for idx in progress_bar(batches, self.progress, "scoring", len(batches)):
             for i, ts in zip(idx, fn(self, [encoded[i] for i in idx]), strict=True):
                 results[i] = ts
         return results  # type: ignore[return-value]

@@ -309,7 +309,7 @@ def smc_scores(
     its exact posterior given the tokens it conditions and weights by their exact sum (module
     docstring); it scores every allowed pair of every particle, up to 10 times the rows.
     """
-    from structpe.eval.scoring.likelihood import _full_row, _token_scores, plain_scores, tagged_positions
+    from structpe.eval.scoring.likelihood import full_row, plain_scores, score_tokens, tagged_positions
 
     n = int(particles if particles is not None else getattr(scorer, "particles", DEFAULT_PARTICLES))
     seed = int(seed if seed is not None else getattr(scorer, "seed", 0))
@@ -328,7 +328,7 @@ def smc_scores(
     texts = []
     for e in batch:
         end = len(e.ids) + int(scorer.append_eos)
-        ids = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
+        ids = full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
         opened = [_System(s, n) for s in seeds[:systems]] if parts != "sentence" else []
         whole = [_System(s, n) for s in seeds[systems:]] if parts != "prefix" else []
         texts.append(
@@ -371,7 +371,7 @@ def smc_scores(
             "n_words": len(x.positions),
             "proposal": proposal,
         }
-        ts = _token_scores(scorer, x.enc, lps, "smc", meta)
+        ts = score_tokens(scorer, x.enc, lps, "smc", meta)
         ts.close_logprob = _lme([closed[r] for r in pool]) - prev
         out.append(ts)
     return out
