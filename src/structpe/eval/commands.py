@@ -44,7 +44,7 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     lines: list[str] = []
     if args.text:
         from structpe.errors import StructpeError
-        from structpe.parser.tag_commands import text_items
+        from structpe.parser.tagging import text_items
 
         fmt = text_formats.resolve("eval ppl", args.input_format, args.text, ("raw-lines", "raw-text"))
         lines = [text for _, text in text_items(fmt, read_lines(args.text), args.text)][: args.limit]
