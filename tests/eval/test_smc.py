@@ -16,14 +16,14 @@ import torch
 from test_likelihood import every_tree, random_parse, score, tiny_txl, tok  # noqa: F401  (tok: a fixture)
 
 from structpe.eval.scoring import likelihood as lk
-from structpe.eval.scoring import smc
+from structpe.eval.scoring import smc_particles
 from structpe.eval.scoring.scorer import CausalScorer
-from structpe.eval.scoring.smc import (
+from structpe.eval.scoring.smc import smc_scores
+from structpe.eval.scoring.smc_particles import ParticleSystem
+from structpe.eval.scoring.smc_views import (
     FLIP_SHARE_MAX,
-    _System,
     convergence,
     estimator_converged,
-    smc_scores,
     view_scores,
     views,
 )
@@ -60,13 +60,13 @@ def test_estimate_matches_a_wrong_proposal_weight_check(tok, monkeypatch):  # no
     model = tiny_txl(tok, "input", seed=4)
     trees = every_tree(TEXT.split())
     exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
-    real = _System.propose
+    real = ParticleSystem.propose
 
     def no_mass(self, tables, max_after=None):
         pair, depth, log_mass = real(self, tables, max_after)
         return pair, depth, torch.where(torch.isfinite(log_mass), 0.0, log_mass)
 
-    monkeypatch.setattr(_System, "propose", no_mass)
+    monkeypatch.setattr(ParticleSystem, "propose", no_mass)
     z = [x / exact for x in _ratios(model, tok, trees[0], 16, systems=200, seed=3)]
     se = statistics.stdev(z) / math.sqrt(len(z))
     assert abs(statistics.mean(z) - 1) > 3 * se
@@ -79,7 +79,7 @@ def test_cached_equals_uncached(tok, injection, append_eos, monkeypatch):  # noq
     """The same random numbers with and without the key/value cache give the same estimates, for
     every system, position and sentence of a batch (row moves, closing rows and compaction;
     resampling at every word where the weights differ at all)."""
-    monkeypatch.setattr(smc, "RESAMPLE_ESS", 1.0 - 1e-9)
+    monkeypatch.setattr(smc_particles, "RESAMPLE_ESS", 1.0 - 1e-9)
     model = tiny_txl(tok, injection, seed=6)
     rng = random.Random(0)
     texts = [
@@ -111,7 +111,7 @@ def test_a_model_that_reads_no_tags_gets_exactly_its_likelihood(tok):  # noqa: F
 
 
 def test_resampling_keeps_the_estimate_and_the_survivors_rows():
-    s = _System(seed=1, n=8)
+    s = ParticleSystem(seed=1, n=8)
     s.logw = torch.tensor([0.0, -9.0, -9.0, -9.0, -9.0, -9.0, -9.0, 2.0], dtype=torch.float64)
     s.next_lp = torch.zeros(8, 10, dtype=torch.float64)
     s.terminals = [[j] for j in range(8)]
@@ -121,7 +121,7 @@ def test_resampling_keeps_the_estimate_and_the_survivors_rows():
     assert s.estimate() == pytest.approx(before, abs=1e-12)
     assert all(parent[p] == p for p in set(parent))  # a particle with offspring keeps its index
     assert set(parent) <= {0, 7} and s.terminals == [[p] for p in parent]
-    even = _System(seed=1, n=8)
+    even = ParticleSystem(seed=1, n=8)
     even.next_lp = torch.zeros(8, 10, dtype=torch.float64)
     assert even.resample() is None  # ESS = N: no resampling
 
@@ -236,7 +236,7 @@ def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok, proposal)
 
 
 def test_cells_converged_reads_each_cells_flip_share():
-    from structpe.eval.scoring.smc import cells_converged, flip_share_key, not_converged_note
+    from structpe.eval.scoring.smc_views import cells_converged, flip_share_key, not_converged_note
 
     ok = {"syntaxgym.smc.sg_score": 0.7, "syntaxgym.smc.flip_share": 0.01}
     bad = {"syntaxgym.smc.sg_score": 0.7, "syntaxgym.smc.flip_share": 0.05}
@@ -298,7 +298,7 @@ def test_adapted_proposal_is_unbiased_and_less_spread(tok):  # noqa: F811
 def test_adapted_cached_equals_uncached(tok, injection, append_eos, monkeypatch):  # noqa: F811
     """The adapted proposal draws the same numbers with and without the key/value cache (children
     rows, the drawn child's copy, resampling, compaction) and gives the same estimates."""
-    monkeypatch.setattr(smc, "RESAMPLE_ESS", 1.0 - 1e-9)
+    monkeypatch.setattr(smc_particles, "RESAMPLE_ESS", 1.0 - 1e-9)
     model = tiny_txl(tok, injection, seed=6)
     rng = random.Random(0)
     texts = [TEXT, "she saw funny hats near the warm river", "a fox"]

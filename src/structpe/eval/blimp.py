@@ -27,7 +27,7 @@ import numpy as np
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
-from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
+from structpe.eval.scoring.smc_views import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import Parser
 
 FIELD_FIX = {"syntax/semantics": "syntax_semantics"}

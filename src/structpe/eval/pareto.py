@@ -93,7 +93,7 @@ def parses_per_sentence(result: Mapping[str, Any]) -> int:
     if likelihood in ("conditional", "joint"):
         return 1
     if likelihood == "smc" and "particles" in result:  # the score pools 4 systems of N particles
-        from structpe.eval.scoring.smc import SMC_REPLICATES
+        from structpe.eval.scoring.smc_views import SMC_REPLICATES
 
         return int(result["particles"]) * SMC_REPLICATES
     raise ValueError(f"cannot place likelihood {likelihood!r} on the parses-per-sentence axis")

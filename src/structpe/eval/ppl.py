@@ -24,7 +24,7 @@ from typing import Any
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
-from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
+from structpe.eval.scoring.smc_views import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.models.validate import position_limit
 from structpe.syntax.alignment import get_field
 

@@ -43,7 +43,8 @@ from structpe.choices import DEFAULT_PROPOSAL, PROPOSALS
 from structpe.eval.scoring.inputs import batched, parse_texts, progress_bar
 from structpe.eval.scoring.likelihood import joint_scores, marginal_scores
 from structpe.eval.scoring.masked import MaskedScorer
-from structpe.eval.scoring.smc import DEFAULT_PARTICLES, SMC_REPLICATES, smc_scores
+from structpe.eval.scoring.smc import DEFAULT_PARTICLES, smc_scores
+from structpe.eval.scoring.smc_views import SMC_REPLICATES
 from structpe.eval.scoring.types import (
     Encoded,
     Parser,

@@ -36,7 +36,7 @@ import numpy as np
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.prefix_marginal import prefix_sources
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
-from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
+from structpe.eval.scoring.smc_views import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import LN2, Parser, TokenScores
 from structpe.eval.syntaxgym.suites import (
     Suite,
