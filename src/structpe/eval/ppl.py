@@ -105,7 +105,7 @@ def evaluate_ppl(
     A tagged decoder's ``marginal`` also reports ``by_k``: the perplexity of the sentence bound at
     each beam width of ``MARGINAL_LADDER`` up to k (``nll_sum``, ``token_ppl``, ``word_ppl``); its
     ``smc`` reports ``particles``, ``stderr`` (of ``word_ppl``, the jackknife over the replicates)
-    and ``word_ppl_at_n`` (one system of N particles; ``structpe.eval.scoring.smc.convergence``).
+    and ``word_ppl_at_n`` (one system of N particles; ``structpe.eval.scoring.smc_views.convergence``).
 
     How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
     ``append_eos=`` ...), which override the spec. Sentences longer than its ``max_length`` tokens
