@@ -22,7 +22,8 @@ from tqdm.auto import tqdm
 
 from structpe.errors import StructpeError
 from structpe.io import atomic_write_text, config_differences, earlier_results, read_json
-from structpe.lis.lisformer import LISformer, TokenStructure
+from structpe.lis.lisformer import LISformer
+from structpe.lis.token_structure import TokenStructure
 from structpe.provenance import provenance
 
 # inputs [B, L], targets [B, L] and, for the KG diagnostics, the explicit structure of the batch
