@@ -14,9 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lazy_exports(package: str, where: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package``: ``where`` maps a public name to the module (relative
-    to the package) that defines it. A name is cached on the package once looked up."""
+def lazy_exports(
+    package: str, names: dict[str, tuple[str, ...]]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """``(__getattr__, __dir__, __all__)`` for ``package``: ``names`` maps a module (relative to the
+    package) to the public names it defines. A name is cached on the package once looked up."""
+    where = {name: module for module, defined in names.items() for name in defined}
 
     def __getattr__(name: str) -> Any:
         if name not in where:
@@ -28,4 +31,4 @@ def lazy_exports(package: str, where: dict[str, str]) -> tuple[Callable[[str], A
     def __dir__() -> list[str]:
         return sorted({*vars(sys.modules[package]), *where})
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, list(where)

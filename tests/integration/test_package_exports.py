@@ -18,8 +18,9 @@ def test_every_public_name_is_its_module_s_object(package: str) -> None:
     pkg = importlib.import_module(f"structpe.{package}")
     assert pkg.__all__ and set(pkg.__all__) <= set(dir(pkg))
     for name in pkg.__all__:
-        module = importlib.import_module(f"structpe.{package}.{pkg._WHERE[name]}")
-        assert getattr(pkg, name) is getattr(module, name), name
+        value = getattr(pkg, name)
+        assert value.__module__.startswith(f"structpe.{package}."), name  # defined in the package
+        assert value is getattr(sys.modules[value.__module__], name), name
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         pkg.no_such_name  # noqa: B018
 

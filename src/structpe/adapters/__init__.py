@@ -9,14 +9,8 @@ Training an adapter (LoRA + the SiPE parameters) is a pre-training recipe: ``str
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "add_sipe": "sipe",
-    "load_adapted": "sipe",
-    "apply_lora": "sipe",
-    "load_adapter_weights": "sipe",
-    "SiPEAdapterForCausalLM": "sipe",
-    "UnsupportedModelError": "sipe",
-    "SiPEAdapterConfig": "config",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "sipe": ("add_sipe", "load_adapted", "apply_lora", "load_adapter_weights", "SiPEAdapterForCausalLM",
+        "UnsupportedModelError"), "config": ("SiPEAdapterConfig",),
+})

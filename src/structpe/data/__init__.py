@@ -3,11 +3,7 @@ directory): ``structpe.data.paths.data_root``."""
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "data_root": "paths",
-    "DataNotFoundError": "paths",
-    "verify": "fetch",
-    "DataFetchError": "fetch",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "paths": ("data_root", "DataNotFoundError"), "fetch": ("verify", "DataFetchError"),
+})

@@ -15,14 +15,9 @@ They share one scorer layer (``structpe.eval.scoring.scorer``) and one report wr
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "evaluate_ppl": "ppl",
-    "evaluate_blimp": "blimp",
-    "evaluate_syntaxgym": "syntaxgym.evaluate",
-    "finetune_glue": "glue.finetune",
-    "evaluate_attention": "attention",
-    "ScoringSpec": "scoring.scorer",
-    "make_scorer": "scoring.scorer",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "ppl": ("evaluate_ppl",), "blimp": ("evaluate_blimp",), "syntaxgym.evaluate": ("evaluate_syntaxgym",),
+    "glue.finetune": ("finetune_glue",), "attention": ("evaluate_attention",),
+    "scoring.scorer": ("ScoringSpec", "make_scorer"),
+})

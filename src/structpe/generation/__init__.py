@@ -2,8 +2,7 @@
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "generate": "decoding",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "decoding": ("generate",),
+})

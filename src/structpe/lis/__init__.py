@@ -14,13 +14,8 @@
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "IncidenceStructure": "structure",
-    "from_sequence": "structure",
-    "from_kg_triples": "structure",
-    "from_tree": "structure",
-    "LISformer": "lisformer",
-    "LISformerConfig": "lisformer",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "structure": ("IncidenceStructure", "from_sequence", "from_kg_triples", "from_tree"),
+    "lisformer": ("LISformer", "LISformerConfig"),
+})

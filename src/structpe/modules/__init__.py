@@ -14,12 +14,7 @@
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "apply_rotary": "rotary",
-    "rope_angles": "rotary",
-    "HexatagPrior": "prior",
-    "TagHeads": "prior",
-    "TagIdError": "prior",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "rotary": ("apply_rotary", "rope_angles"), "prior": ("HexatagPrior", "TagHeads", "TagIdError"),
+})

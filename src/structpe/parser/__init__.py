@@ -3,12 +3,7 @@ hexatagger (model, training, evaluation, the shipped default); ``structpe tag`` 
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "Parser": "base",
-    "GoldParser": "base",
-    "get_parser": "registry",
-    "available_parsers": "registry",
-    "register_parser": "registry",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "base": ("Parser", "GoldParser"), "registry": ("get_parser", "available_parsers", "register_parser"),
+})

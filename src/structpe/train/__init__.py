@@ -16,13 +16,8 @@ Heavy modules are imported when a name below is first asked for, so ``import str
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "train_tokenizer": "tokenizer",
-    "load_tokenizer": "tokenizer",
-    "load_recipe": "recipe",
-    "TrainConfig": "recipe",
-    "CausalCollator": "collators",
-    "MLMCollator": "collators",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "tokenizer": ("train_tokenizer", "load_tokenizer"), "recipe": ("load_recipe", "TrainConfig"),
+    "collators": ("CausalCollator", "MLMCollator"),
+})

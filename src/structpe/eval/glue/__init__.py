@@ -2,9 +2,7 @@
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "finetune_glue": "finetune",
-    "finetune_task": "finetune",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "finetune": ("finetune_glue", "finetune_task"),
+})

@@ -3,12 +3,7 @@ likelihoods (``scorer``), the masked PLL scorer, tag inputs and the nested beam 
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "ScoringSpec": "scorer",
-    "make_scorer": "scorer",
-    "spec_with": "scorer",
-    "CausalScorer": "scorer",
-    "describe_scoring": "scorer",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "scorer": ("ScoringSpec", "make_scorer", "spec_with", "CausalScorer", "describe_scoring"),
+})

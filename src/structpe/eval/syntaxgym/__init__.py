@@ -2,10 +2,7 @@
 
 from structpe.exports import lazy_exports
 
-_WHERE = {  # public name -> the module that defines it
-    "evaluate_syntaxgym": "evaluate",
-    "load_suites": "suites",
-    "load_suite": "suites",
-}
-__all__ = list(_WHERE)
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "evaluate": ("evaluate_syntaxgym",), "suites": ("load_suites", "load_suite"),
+})
