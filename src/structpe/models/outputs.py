@@ -105,29 +105,18 @@ class LastTokenClassifier:
         return None
 
     def classifier_states(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None,
-        terminal_ids: torch.LongTensor | None,
-        nonterminal_ids: torch.LongTensor | None,
-        deprel_ids: torch.LongTensor | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None,
+        terminal_ids: torch.LongTensor | None, nonterminal_ids: torch.LongTensor | None,
+        deprel_ids: torch.LongTensor | None, output_attentions: bool, output_hidden_states: bool,
     ) -> tuple[torch.Tensor, tuple | None, tuple | None]:
         """Abstract: the final states [B, L, D], and the hidden states and attentions when asked."""
         raise NotImplementedError(f"{type(self).__name__} must define classifier_states")
 
     def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.Tensor | None = None,
-        deprel_ids: torch.LongTensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        **kwargs: Any,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None, nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.Tensor | None = None, deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False, output_hidden_states: bool = False, **kwargs: Any,
     ) -> SiPEOutput:
         """``labels`` are class ids [B] (float targets for regression); logits are [B, num_labels]."""
         h, hidden_states, attentions = self.classifier_states(
