@@ -591,7 +591,7 @@ class TransfoXLSiPEForCausalLM(CheckedModel, PreTrainedModel, GenerationMixin):
         softmax row is empty (its outputs are meaningless -- give its label -100). Without tag tensors
         the prior is absent (m_p = 0 everywhere) and no tag loss is computed.
 
-        Incremental decoding (Hugging Face conventions; ``past_key_values`` is the older name of
+        Incremental decoding (Hugging Face conventions; ``past_key_values`` is transformers' name for
         ``cache``): with ``use_cache=True`` or a ``cache`` (a :class:`SiPECache`; an empty Cache of
         another class is replaced by one), ``input_ids`` and the tags are the *new* positions, which
         follow the cached ones, ``attention_mask`` covers cached and new positions (or the new ones),

@@ -14,8 +14,7 @@ inside its time budget; dynamic batches of similar-length sentences capped by a 
 embedding at save time (corpus-only vocabulary would otherwise keep random vectors).
 
 The recipe (``ParserTrainConfig``) lives in ``structpe.parser.recipe``, the data in
-``structpe.parser.data`` and the metrics (``evaluate``) in
-``structpe.parser.evaluate``; their names stay importable from here.
+``structpe.parser.data`` and the metrics (``evaluate``) in ``structpe.parser.evaluate``.
 """
 
 from __future__ import annotations
