@@ -179,15 +179,10 @@ class SiPEAdapterForCausalLM(nn.Module):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("base.")}
 
     def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
-        deprel_ids: torch.LongTensor | None = None,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None, nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None, output_hidden_states: bool = False,
+        output_attentions: bool = False, deprel_ids: torch.LongTensor | None = None,
     ) -> SiPEOutput:
         """Causal LM; tags [B, L] with -100 where a position has none (absent: the base model's numbers).
 

@@ -110,19 +110,11 @@ class GPT2SiPEForCausalLM(PreTrainedModel, GenerationMixin):
         )
 
     def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        deprel_ids: torch.LongTensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        cache: Any = None,
-        use_cache: bool | None = None,
-        past_key_values: Any = None,
-        **kwargs: Any,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None, nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None, deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False, output_hidden_states: bool = False, cache: Any = None,
+        use_cache: bool | None = None, past_key_values: Any = None, **kwargs: Any,
     ) -> SiPEOutput:
         """Causal LM with the TXL decoder's signature; ``labels`` unshifted (HF style). Tags and
         ``deprel_ids`` are accepted so every structpe caller can pass them; nothing reads them."""

@@ -571,19 +571,11 @@ class TransfoXLSiPEForCausalLM(CheckedModel, PreTrainedModel, GenerationMixin):
         return h, hidden_states, attentions, cache
 
     def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        deprel_ids: torch.LongTensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        cache: Cache | None = None,
-        use_cache: bool | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs: Any,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None, nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None, deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False, output_hidden_states: bool = False, cache: Cache | None = None,
+        use_cache: bool | None = None, past_key_values: Cache | None = None, **kwargs: Any,
     ) -> SiPEOutput:
         """Causal LM. ``labels`` are unshifted (HF style); tags [B, L] with -100 where a position has none.
 
