@@ -86,16 +86,8 @@ def cmd_blimp(args: argparse.Namespace) -> int:
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     parser = make_parser(args.parser, model, args.parser_model)
     res = blimp.evaluate_blimp(
-        model,
-        tok,
-        parser,
-        args.data_dir,
-        args.paradigms,
-        limit=args.limit,
-        fields=args.fields,
-        phenomena=args.phenomena,
-        spec=scoring_spec(args),
-        keep_pairs=args.keep_pairs,
+        model, tok, parser, args.data_dir, args.paradigms, limit=args.limit, fields=args.fields,
+        phenomena=args.phenomena, spec=scoring_spec(args), keep_pairs=args.keep_pairs,
     )
     res["model"] = args.model
     res["chance"] = blimp.CHANCE
@@ -134,13 +126,7 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     parser = make_parser(args.parser, model, args.parser_model)
     res = syntaxgym.evaluate_syntaxgym(
-        model,
-        tok,
-        parser,
-        args.data_dir,
-        args.suites,
-        spec=scoring_spec(args),
-        protocol=args.protocol,
+        model, tok, parser, args.data_dir, args.suites, spec=scoring_spec(args), protocol=args.protocol,
         max_items=args.max_items,
     )
     res["model"] = args.model

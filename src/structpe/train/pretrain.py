@@ -317,13 +317,9 @@ def _finish(
 
 
 def _train_run(
-    config: Recipe | str | Path,
-    overrides: Sequence[str] | None = None,
-    *,
-    resume: bool | str | Path = False,
-    callbacks: Sequence[TrainerCallback] = (),
-    allow_changed_recipe: bool = False,
-    hold: contextlib.ExitStack,
+    config: Recipe | str | Path, overrides: Sequence[str] | None = None, *,
+    resume: bool | str | Path = False, callbacks: Sequence[TrainerCallback] = (),
+    allow_changed_recipe: bool = False, hold: contextlib.ExitStack,
 ) -> Path:
     """:func:`pretrain`'s work; the run folder is locked into ``hold`` before anything is written."""
     recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))

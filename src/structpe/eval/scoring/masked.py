@@ -30,15 +30,8 @@ class MaskedScorer:
     """
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        parser: Parser | None = None,
-        *,
-        metric: str = "within_word_l2r",
-        batch_size: int = 64,
-        max_length: int | None = None,
-        progress: bool = False,
+        self, model: Any, tokenizer: Any, parser: Parser | None = None, *, metric: str = "within_word_l2r",
+        batch_size: int = 64, max_length: int | None = None, progress: bool = False,
     ) -> None:
         if metric not in PLL_METRICS:
             raise ValueError(f"PLL metric {metric!r} unknown; expected one of {PLL_METRICS}")

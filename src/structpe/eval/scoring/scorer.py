@@ -70,21 +70,10 @@ class CausalScorer:
     """
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        parser: Parser | None = None,
-        *,
-        likelihood: str = "conditional",
-        k: int = 10,
-        particles: int = DEFAULT_PARTICLES,
-        seed: int = 0,
-        smc_parts: str = "both",
-        proposal: str = DEFAULT_PROPOSAL,
-        batch_size: int = 32,
-        append_eos: bool = False,
-        max_length: int | None = None,
-        progress: bool = False,
+        self, model: Any, tokenizer: Any, parser: Parser | None = None, *, likelihood: str = "conditional",
+        k: int = 10, particles: int = DEFAULT_PARTICLES, seed: int = 0, smc_parts: str = "both",
+        proposal: str = DEFAULT_PROPOSAL, batch_size: int = 32, append_eos: bool = False,
+        max_length: int | None = None, progress: bool = False,
     ) -> None:
         if likelihood not in self.LIKELIHOODS:
             raise ValueError(
@@ -281,31 +270,17 @@ def make_scorer(
     kind = spec.kind or model_kind(model)
     if kind == "causal":
         return CausalScorer(
-            model,
-            tokenizer,
-            parser,
-            likelihood=spec.likelihood,
-            k=spec.k,
-            particles=spec.particles,
-            seed=spec.seed,
-            smc_parts=spec.smc_parts or "both",
-            proposal=spec.proposal,
-            batch_size=spec.batch_size,
-            append_eos=spec.append_eos,
-            max_length=spec.max_length,
+            model, tokenizer, parser, likelihood=spec.likelihood, k=spec.k, particles=spec.particles,
+            seed=spec.seed, smc_parts=spec.smc_parts or "both", proposal=spec.proposal,
+            batch_size=spec.batch_size, append_eos=spec.append_eos, max_length=spec.max_length,
             progress=spec.progress,
         )
     if kind == "masked":
         if spec.append_eos:
             raise ValueError("append_eos applies to causal models only")
         return MaskedScorer(
-            model,
-            tokenizer,
-            parser,
-            metric=spec.pll_metric,
-            batch_size=spec.batch_size,
-            max_length=spec.max_length,
-            progress=spec.progress,
+            model, tokenizer, parser, metric=spec.pll_metric, batch_size=spec.batch_size,
+            max_length=spec.max_length, progress=spec.progress,
         )
     raise ValueError(f"kind must be 'causal' or 'masked', got {kind!r}")
 
