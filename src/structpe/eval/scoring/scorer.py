@@ -40,7 +40,7 @@ import torch
 
 from structpe import choices
 from structpe.choices import DEFAULT_PROPOSAL, PROPOSALS
-from structpe.eval.scoring.inputs import batched, parse_texts, progress_bar
+from structpe.eval.scoring.inputs import batched, padded_batch, parse_texts, progress_bar
 from structpe.eval.scoring.likelihood import joint_scores, marginal_scores
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.smc import DEFAULT_PARTICLES, smc_scores
@@ -159,17 +159,7 @@ class CausalScorer:
             t = [IGNORE, *e.terminals] + ([IGNORE] if self.append_eos else [])
             n = [IGNORE, *e.nonterminals] + ([IGNORE] if self.append_eos else [])
             rows.append((ids, t, n))
-        L = max(len(r[0]) for r in rows)
-        B = len(rows)
-        input_ids = torch.full((B, L), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((B, L), dtype=torch.long)
-        term = torch.full((B, L), IGNORE, dtype=torch.long)
-        nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
-        for b, (ids, t, n) in enumerate(rows):
-            input_ids[b, : len(ids)] = torch.tensor(ids)
-            mask[b, : len(ids)] = 1
-            term[b, : len(ids)] = torch.tensor(t)
-            nonterm[b, : len(ids)] = torch.tensor(n)
+        input_ids, mask, term, nonterm = padded_batch(rows, self.pad_id)
         out = forward_logits(
             self.model,
             input_ids.to(device),
