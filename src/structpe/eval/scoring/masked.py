@@ -94,11 +94,8 @@ class MaskedScorer:
                     term[b, masked] = IGNORE
                     nonterm[b, masked] = IGNORE
                 out = forward_logits(
-                    self.model,
-                    input_ids.to(device),
-                    mask.to(device),
-                    term.to(device) if self.tagged else None,
-                    nonterm.to(device) if self.tagged else None,
+                    self.model, input_ids.to(device), mask.to(device),
+                    term.to(device) if self.tagged else None, nonterm.to(device) if self.tagged else None,
                 )
                 rows = torch.arange(B)
                 pos = torch.tensor([p for _, p, _ in batch])

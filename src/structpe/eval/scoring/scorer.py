@@ -161,10 +161,7 @@ class CausalScorer:
             rows.append((ids, t, n))
         input_ids, mask, term, nonterm = padded_batch(rows, self.pad_id)
         out = forward_logits(
-            self.model,
-            input_ids.to(device),
-            mask.to(device),
-            term.to(device) if self.tagged else None,
+            self.model, input_ids.to(device), mask.to(device), term.to(device) if self.tagged else None,
             nonterm.to(device) if self.tagged else None,
         )
         logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
