@@ -23,7 +23,7 @@ instance just before its own, R_e(i)-1, so that term becomes the paper's relativ
 A(i)^-1 A(j) with the query's incomplete instance replaced by the latest complete one. Both terms go through
 ``F.scaled_dot_product_attention`` over the keys stacked twice ([addressed; local]) with a boolean
 mask that keeps exactly one copy of every causal key; queries are processed in chunks so each chunk
-only sees the keys it can reach (``two_term_plan``). ``attn_backend="flex"`` runs the same score
+only sees the keys it can reach (``token_structure.two_term_plan``). ``attn_backend="flex"`` runs the same score
 as one block-sparse FlexAttention call that skips fully masked blocks (``structpe.lis.flex``).
 """
 
