@@ -20,7 +20,6 @@ module has loaded.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -29,20 +28,16 @@ from typing import Any
 CONFIG_MODULE = "transformers.models.auto.configuration_auto"
 MODELING_MODULE = "transformers.models.auto.modeling_auto"
 
-# Auto class -> structpe classes it learns, by (module, class name); the first is the default
-# when a config names no architecture
+# Auto class -> the (family, head) pairs of ``models.registry.FAMILY_CLASSES`` it learns; the first
+# is the default when a config names no architecture
 AUTO_MODELS: dict[str, tuple[tuple[str, str], ...]] = {
-    "AutoModelForCausalLM": (("structpe.models.txl", "TransfoXLSiPEForCausalLM"),),
-    "AutoModelForMaskedLM": (
-        ("structpe.models.roberta", "RobertaSiPEForMaskedLM"),
-        ("structpe.models.deberta", "DebertaSiPEForMaskedLM"),
-        ("structpe.models.modernbert", "ModernBertSiPEForMaskedLM"),
-    ),
+    "AutoModelForCausalLM": (("txl", "lm"),),
+    "AutoModelForMaskedLM": (("roberta", "lm"), ("deberta", "lm"), ("modernbert", "lm")),
     "AutoModelForSequenceClassification": (
-        ("structpe.models.roberta", "RobertaSiPEForSequenceClassification"),
-        ("structpe.models.deberta", "DebertaSiPEForSequenceClassification"),
-        ("structpe.models.modernbert", "ModernBertSiPEForSequenceClassification"),
-        ("structpe.models.txl", "TransfoXLSiPEForSequenceClassification"),
+        ("roberta", "classification"),
+        ("deberta", "classification"),
+        ("modernbert", "classification"),
+        ("txl", "classification"),
     ),
 }
 
@@ -69,9 +64,10 @@ def register_models() -> None:
     import transformers
 
     from structpe.models.config import SiPEConfig
+    from structpe.models.registry import model_class
 
     for auto_name, targets in AUTO_MODELS.items():
-        classes = tuple(getattr(importlib.import_module(mod), name) for mod, name in targets)
+        classes = tuple(model_class(family, head) for family, head in targets)
         auto = getattr(transformers, auto_name)
         auto.register(SiPEConfig, classes[0] if len(classes) == 1 else classes, exist_ok=True)
     _done.add("models")

@@ -338,7 +338,6 @@ def load_module(directory: str | os.PathLike, build: Any, what: str, device: str
     A missing file raises FileNotFoundError, a corrupt or foreign folder a StructpeError; both
     name the folder in one line (bad input, never a traceback).
     """
-    import json
 
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -348,7 +347,7 @@ def load_module(directory: str | os.PathLike, build: Any, what: str, device: str
         if not (d / name).is_file():
             raise FileNotFoundError(f"{d / name} not found: is {d} a {what} folder (save_pretrained)?")
     try:
-        module = build(json.loads((d / MODEL_CONFIG_NAME).read_text()))
+        module = build(read_json(d / MODEL_CONFIG_NAME))
         module.load_state_dict(load_file(str(d / MODEL_WEIGHTS_NAME), device=str(device)))
     except (ValueError, TypeError, KeyError, RuntimeError, SafetensorError) as err:
         msg = " ".join(str(err).split())[:500]
@@ -400,13 +399,12 @@ def earlier_results(
     other than ``models`` and ``ignore`` differs) are not comparable, so that is an error rather
     than a silent overwrite or a mixed table.
     """
-    import json
 
     path = Path(path)
     if not path.is_file():
         return {}
     try:
-        prev = json.loads(path.read_text())
+        prev = read_json(path)
         models, prev_config = dict(prev["models"]), prev.get("config") or {}
     except (ValueError, KeyError, TypeError) as err:
         raise StructpeError(f"{path}: unreadable earlier results ({err}); move it away first") from err

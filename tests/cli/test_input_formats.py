@@ -1,5 +1,5 @@
 """One vocabulary of text inputs (structpe.text_formats): the same names in tag, prepare and eval,
-defaults by extension, and the old names still accepted with a one-line notice."""
+defaults by extension; a name outside the vocabulary is refused."""
 
 from __future__ import annotations
 
@@ -22,14 +22,11 @@ def test_defaults_by_extension(name: str, fmt: str) -> None:
     assert text_formats.format_by_extension(name) == fmt
 
 
-def test_old_names_map_per_command_with_a_notice(capsys: pytest.CaptureFixture[str]) -> None:
+def test_names_are_one_vocabulary(capsys: pytest.CaptureFixture[str]) -> None:
     formats = text_formats.INPUT_FORMATS
-    assert text_formats.resolve("tag", "text", "x.txt", formats) == "raw-lines"
-    assert text_formats.resolve("prepare", "text", "x.txt", formats) == "raw-text"
-    assert text_formats.resolve("prepare", "lines", "x.txt", formats) == "tokenized-lines"
-    notices = capsys.readouterr().err.strip().splitlines()
-    assert len(notices) == 3 and all("deprecated" in n for n in notices)
     assert text_formats.resolve("prepare", "raw-text", "x.txt", formats) == "raw-text"
+    with pytest.raises(StructpeError, match=r"--input-format lines: structpe prepare reads raw-lines"):
+        text_formats.resolve("prepare", "lines", "x.txt", formats)
     assert capsys.readouterr().err == ""
     with pytest.raises(StructpeError, match=r"by the extension of x.jsonl\): structpe eval ppl reads"):
         text_formats.resolve("eval ppl", None, "x.jsonl", ("raw-lines", "raw-text"))
@@ -62,8 +59,9 @@ def test_tag_reads_every_text_format(texts: dict[str, Path], tmp_path: Path, cap
     assert main(["tag", "--no-progress", str(tmp_path / "raw-lines.jsonl"), "-o", str(again)]) == 0
     assert [json.loads(line)["words"] for line in again.read_text().splitlines()] == words
     capsys.readouterr()
-    assert main(["tag", "--no-progress", "--input-format", "text", str(texts["raw-lines"])]) == 0
-    assert "--input-format text is deprecated; it means raw-lines" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # argparse: the old name is not a choice; it lists the names
+        main(["tag", "--no-progress", "--input-format", "text", str(texts["raw-lines"])])
+    assert exit_.value.code == 2 and "'raw-lines'" in capsys.readouterr().err
 
 
 def test_tag_refuses_bad_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,8 +82,6 @@ def test_prepare_reads_raw_lines(texts: dict[str, Path], tmp_path: Path, capsys)
     assert main([*common, "-o", str(tmp_path / "d1")]) == 0  # .txt: raw-lines by default
     meta = json.loads((tmp_path / "d1" / "structpe_prepare.json").read_text())
     assert meta["settings"]["input_format"] == "raw-lines" and meta["stats"]["train"]["sequences"] > 0
-    capsys.readouterr()
-    assert main([*common, "--input-format", "lines", "-o", str(tmp_path / "d2")]) == 0
-    assert "--input-format lines is deprecated; it means tokenized-lines" in capsys.readouterr().err
+    assert main([*common, "--input-format", "tokenized-lines", "-o", str(tmp_path / "d2")]) == 0
     meta = json.loads((tmp_path / "d2" / "structpe_prepare.json").read_text())
     assert meta["settings"]["input_format"] == "lines"  # the recorded (fingerprinted) name is unchanged

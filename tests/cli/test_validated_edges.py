@@ -175,26 +175,26 @@ def test_resume_falls_back_past_a_corrupt_newest_checkpoint(tmp_path: Path, caps
 
 def test_resume_refuses_a_changed_recipe_unless_told(tmp_path: Path) -> None:
     from structpe.errors import RecipeError
-    from structpe.train.pretrain import _check_resume_config
+    from structpe.train.checkpoints import check_resume_config
     from structpe.train.recipe import load_recipe
 
     recipe = load_recipe("txl/position-tiny", [f"train.output_dir={tmp_path}"])
     recipe.dump(tmp_path / "config.yaml")
-    assert _check_resume_config(tmp_path, recipe) == []
+    assert check_resume_config(tmp_path, recipe) == []
     bookkeeping = load_recipe("txl/position-tiny", [f"train.output_dir={tmp_path}", "eval_every=7"])
-    assert _check_resume_config(tmp_path, bookkeeping) == []
+    assert check_resume_config(tmp_path, bookkeeping) == []
     changed = load_recipe("txl/position-tiny", [f"train.output_dir={tmp_path}", "lr=0.1", "seed=3"])
     with pytest.raises(RecipeError, match=r"train.lr.*train.seed.*--allow-changed-recipe"):
-        _check_resume_config(tmp_path, changed)
-    assert _check_resume_config(tmp_path, changed, allow_changed=True) == ["train.lr", "train.seed"]
+        check_resume_config(tmp_path, changed)
+    assert check_resume_config(tmp_path, changed, allow_changed=True) == ["train.lr", "train.seed"]
     # a run folder written before a train key existed resumes under that key's default, not another
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     del saved["train"]["fast_bf16"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
-    assert _check_resume_config(tmp_path, recipe) == []
+    assert check_resume_config(tmp_path, recipe) == []
     fast = load_recipe("txl/position-tiny", [f"train.output_dir={tmp_path}", "train.fast_bf16=true"])
     with pytest.raises(RecipeError, match=r"train.fast_bf16"):
-        _check_resume_config(tmp_path, fast)
+        check_resume_config(tmp_path, fast)
 
 
 # -- atomic outputs ------------------------------------------------------------------------------------

@@ -224,7 +224,7 @@ def test_marginal_k1_is_the_best_sequence_plus_the_parse(tok, parses):
         assert m.meta["parse_joint"] == pytest.approx(g.total, abs=1e-5)
         # the width-1 sum: the closed greedy sequence and the parser's parse, unless they are one
         parts = [j.total] if m.meta["parse_in_beam"] else [j.total, g.total]
-        assert m.total == pytest.approx(lk._lse(parts), abs=1e-4)
+        assert m.total == pytest.approx(lk.log_sum_exp(parts), abs=1e-4)
         assert m.total >= g.total - 1e-6  # never looser than the parse's joint
         # per-token scores telescope to the open bound; the closing takes them to the total
         assert sum(m.logprobs) == pytest.approx(m.meta["open_bound"], abs=1e-5)
@@ -297,7 +297,7 @@ def test_marginal_is_exact_when_the_beam_covers_every_tree(tok):
     words = text.split()
     parses = every_tree(words)
     joints = score(model, tok, parses, "joint")
-    exact = lk._lse([j.total for j in joints])
+    exact = lk.log_sum_exp([j.total for j in joints])
     k = len(_open_sequences(len(words) - 1)) * 6  # every open prefix of the first n-1 words is kept
     marg = score(model, tok, [parses[0]], "marginal", k=k)[0]
     assert marg.meta["n_sequences"] == len(parses) and marg.meta["parse_in_beam"]
@@ -318,7 +318,7 @@ def test_prefix_bound_is_the_exact_prefix_marginal(tok):
         SimpleNamespace(words=words, terminals=[a for a, _ in q], nonterminals=[b for _, b in q])
         for q in seqs
     ]
-    exact = lk._lse([j.total for j in score(model, tok, tagged, "joint")])
+    exact = lk.log_sum_exp([j.total for j in score(model, tok, tagged, "joint")])
     sc = CausalScorer(model, tok, HashParser(), likelihood="marginal", k=len(seqs), batch_size=4)
     alone = sc.score([prefix])[0]
     assert sum(alone.logprobs) == pytest.approx(exact, abs=1e-4)

@@ -16,14 +16,14 @@ import torch
 from test_likelihood import every_tree, random_parse, score, tiny_txl, tok  # noqa: F401  (tok: a fixture)
 
 from structpe.eval.scoring import likelihood as lk
-from structpe.eval.scoring import smc
+from structpe.eval.scoring import smc_particles
 from structpe.eval.scoring.scorer import CausalScorer
-from structpe.eval.scoring.smc import (
+from structpe.eval.scoring.smc import smc_scores
+from structpe.eval.scoring.smc_particles import ParticleSystem
+from structpe.eval.scoring.smc_views import (
     FLIP_SHARE_MAX,
-    _System,
     convergence,
     estimator_converged,
-    smc_scores,
     view_scores,
     views,
 )
@@ -43,7 +43,7 @@ def test_estimate_is_unbiased_for_the_exact_sum_and_its_spread_shrinks(tok):  # 
     The mean of independent systems is within 3 standard errors of it; the spread falls with N."""
     model = tiny_txl(tok, "input", seed=4)
     trees = every_tree(TEXT.split())
-    exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
     spread = {}
     for n in (4, 64):
         z = [x / exact for x in _ratios(model, tok, trees[0], n, systems=200, seed=n)]
@@ -59,14 +59,14 @@ def test_estimate_matches_a_wrong_proposal_weight_check(tok, monkeypatch):  # no
     biases the estimate by many standard errors."""
     model = tiny_txl(tok, "input", seed=4)
     trees = every_tree(TEXT.split())
-    exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
-    real = _System.propose
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
+    real = ParticleSystem.propose
 
     def no_mass(self, tables, max_after=None):
         pair, depth, log_mass = real(self, tables, max_after)
         return pair, depth, torch.where(torch.isfinite(log_mass), 0.0, log_mass)
 
-    monkeypatch.setattr(_System, "propose", no_mass)
+    monkeypatch.setattr(ParticleSystem, "propose", no_mass)
     z = [x / exact for x in _ratios(model, tok, trees[0], 16, systems=200, seed=3)]
     se = statistics.stdev(z) / math.sqrt(len(z))
     assert abs(statistics.mean(z) - 1) > 3 * se
@@ -79,7 +79,7 @@ def test_cached_equals_uncached(tok, injection, append_eos, monkeypatch):  # noq
     """The same random numbers with and without the key/value cache give the same estimates, for
     every system, position and sentence of a batch (row moves, closing rows and compaction;
     resampling at every word where the weights differ at all)."""
-    monkeypatch.setattr(smc, "RESAMPLE_ESS", 1.0 - 1e-9)
+    monkeypatch.setattr(smc_particles, "RESAMPLE_ESS", 1.0 - 1e-9)
     model = tiny_txl(tok, injection, seed=6)
     rng = random.Random(0)
     texts = [
@@ -111,7 +111,7 @@ def test_a_model_that_reads_no_tags_gets_exactly_its_likelihood(tok):  # noqa: F
 
 
 def test_resampling_keeps_the_estimate_and_the_survivors_rows():
-    s = _System(seed=1, n=8)
+    s = ParticleSystem(seed=1, n=8)
     s.logw = torch.tensor([0.0, -9.0, -9.0, -9.0, -9.0, -9.0, -9.0, 2.0], dtype=torch.float64)
     s.next_lp = torch.zeros(8, 10, dtype=torch.float64)
     s.terminals = [[j] for j in range(8)]
@@ -121,7 +121,7 @@ def test_resampling_keeps_the_estimate_and_the_survivors_rows():
     assert s.estimate() == pytest.approx(before, abs=1e-12)
     assert all(parent[p] == p for p in set(parent))  # a particle with offspring keeps its index
     assert set(parent) <= {0, 7} and s.terminals == [[p] for p in parent]
-    even = _System(seed=1, n=8)
+    even = ParticleSystem(seed=1, n=8)
     even.next_lp = torch.zeros(8, 10, dtype=torch.float64)
     assert even.resample() is None  # ESS = N: no resampling
 
@@ -229,26 +229,12 @@ def test_prefix_estimate_is_unbiased_for_the_open_prefix_marginal(tok, proposal)
         SimpleNamespace(words=words, terminals=[a for a, _ in q], nonterminals=[b for _, b in q])
         for q in _open_sequences(len(words))
     ]
-    exact = math.exp(lk._lse([j.total for j in score(model, tok, tagged, "joint")]))
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, tagged, "joint")]))
     sc = CausalScorer(model, tok, likelihood="smc", particles=8, seed=11, proposal=proposal)
     res = smc_scores(sc, sc.encode([" ".join(words)], [tagged[0]]), systems=200)[0]
     z = [math.exp(o[-1]) / exact for o in res.meta["open"]]
     se = statistics.stdev(z) / math.sqrt(len(z))
     assert abs(statistics.mean(z) - 1) < 3 * se, (statistics.mean(z), se)
-
-
-def test_cells_converged_reads_each_cells_flip_share():
-    from structpe.eval.scoring.smc import cells_converged, flip_share_key, not_converged_note
-
-    ok = {"syntaxgym.smc.sg_score": 0.7, "syntaxgym.smc.flip_share": 0.01}
-    bad = {"syntaxgym.smc.sg_score": 0.7, "syntaxgym.smc.flip_share": 0.05}
-    assert flip_share_key("blimp.smc.overall") == "blimp.smc.flip_share"
-    assert cells_converged([ok, ok], "syntaxgym.smc.sg_score") is True
-    assert cells_converged([ok, bad], "syntaxgym.smc.sg_score") is False
-    assert cells_converged([ok, {}], "syntaxgym.smc.sg_score") is False  # no record: not shown
-    assert cells_converged([ok], "syntaxgym.marginal.sg_score") is None
-    assert cells_converged([ok], "ppl.smc.word_ppl") is None
-    assert not_converged_note(8) == "estimator not converged at N = 8"
 
 
 def test_an_adapted_hugging_face_model_gets_an_unbiased_estimate(tok):  # noqa: F811
@@ -268,7 +254,7 @@ def test_an_adapted_hugging_face_model_gets_an_unbiased_estimate(tok):  # noqa: 
             if not name.startswith("base."):
                 p.normal_(std=0.5)
     trees = every_tree(TEXT.split())
-    exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
     z = [x / exact for x in _ratios(model, tok, trees[0], 8, systems=60, seed=2)]
     se = statistics.stdev(z) / math.sqrt(len(z))
     assert CausalScorer(model, tok).tagged and se > 0  # it reads tags: the estimates vary
@@ -284,7 +270,7 @@ def test_adapted_proposal_is_unbiased_and_less_spread(tok):  # noqa: F811
     spread = {}
     for text, n in ((TEXT, 4), ("lazy dog", 1)):
         trees = every_tree(text.split())
-        exact = math.exp(lk._lse([j.total for j in score(model, tok, trees, "joint")]))
+        exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
         for proposal in ("prior", "adapted"):
             sc = CausalScorer(model, tok, likelihood="smc", particles=n, seed=7, proposal=proposal)
             res = smc_scores(sc, sc.encode([text], [trees[0]]), systems=200)[0]
@@ -300,7 +286,7 @@ def test_adapted_proposal_is_unbiased_and_less_spread(tok):  # noqa: F811
 def test_adapted_cached_equals_uncached(tok, injection, append_eos, monkeypatch):  # noqa: F811
     """The adapted proposal draws the same numbers with and without the key/value cache (children
     rows, the drawn child's copy, resampling, compaction) and gives the same estimates."""
-    monkeypatch.setattr(smc, "RESAMPLE_ESS", 1.0 - 1e-9)
+    monkeypatch.setattr(smc_particles, "RESAMPLE_ESS", 1.0 - 1e-9)
     model = tiny_txl(tok, injection, seed=6)
     rng = random.Random(0)
     texts = [TEXT, "she saw funny hats near the warm river", "a fox"]

@@ -5,7 +5,8 @@ import torch
 from torch.nn.attention.flex_attention import flex_attention
 
 from structpe.lis import flex
-from structpe.lis.lisformer import LISformer, LISformerConfig, line_structure
+from structpe.lis.lisformer import LISformer, LISformerConfig
+from structpe.lis.token_structure import line_structure
 
 VARIANTS = {"lis": ("lis", False), "lis-alibi": ("lis", True), "alibi": ("alibi", False)}
 

@@ -14,7 +14,7 @@ from structpe.lis import kg_roles as K
 from structpe.lis import kg_roles_data as KD
 from structpe.lis.commands import load_profile, register
 from structpe.lis.kg_encode import collate
-from structpe.lis.lisformer import TokenStructure
+from structpe.lis.token_structure import TokenStructure
 
 
 def test_relation_inventory():

@@ -10,13 +10,8 @@ from torch.nn.attention.flex_attention import flex_attention
 
 from structpe.errors import StructpeError
 from structpe.lis import flex
-from structpe.lis.lisformer import (
-    LISformer,
-    LISformerConfig,
-    alibi_slopes,
-    line_structure,
-    two_term_plan,
-)
+from structpe.lis.lisformer import LISformer, LISformerConfig, alibi_slopes
+from structpe.lis.token_structure import line_structure, two_term_plan
 from structpe.modules.rotary import apply_rotary
 
 NL = 0

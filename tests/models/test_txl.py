@@ -13,7 +13,8 @@ import yaml
 import structpe
 from structpe.models import SiPEConfig, build_model, load
 from structpe.models.config import FAMILY_INJECTIONS, SYNTAX_LOSSES
-from structpe.models.txl import TagGate, TransfoXLSiPEModel, _explicit_attention, rel_shift, sinusoid
+from structpe.models.txl import TagGate, TransfoXLSiPEForCausalLM, _explicit_attention
+from structpe.models.txl_parts import rel_shift, sinusoid
 from structpe.modules.prior import TagIdError
 from structpe.modules.rotary import apply_rotary
 from structpe.modules.tree_address import joined_tree_paths, tree_paths
@@ -23,7 +24,7 @@ PRIORED = [v for v in VARIANTS if v != "none"]
 VOCAB, LENGTH = 37, 9
 
 
-def tiny(injection: str = "none", dtype=torch.float64, seed: int = 0, **kw) -> TransfoXLSiPEModel:
+def tiny(injection: str = "none", dtype=torch.float64, seed: int = 0, **kw) -> TransfoXLSiPEForCausalLM:
     """A 2-layer model with dropout off and W_E / W^tag large enough that the prior matters."""
     args = dict(
         family="txl",
@@ -396,7 +397,7 @@ def test_save_load_round_trip(tmp_path, injection):
     dr = torch.where(t == -100, -100, ids % 3)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").is_file()
-    for loaded in (TransfoXLSiPEModel.from_pretrained(tmp_path), load(tmp_path)):
+    for loaded in (TransfoXLSiPEForCausalLM.from_pretrained(tmp_path), load(tmp_path)):
         loaded.eval()
         assert loaded.lm_head.weight is loaded.embed.weight  # tied after loading
         assert loaded.config.injection == injection and loaded.config.n_deprels == 3
@@ -406,19 +407,19 @@ def test_save_load_round_trip(tmp_path, injection):
         assert torch.equal(got, want)
 
 
-def test_hf_causal_lm_name_and_older_checkpoints(tmp_path):
-    """The decoder is TransfoXLSiPEForCausalLM (the old name stays an alias); a checkpoint whose
-    config.json names the old class still loads."""
-    from structpe.models.txl import TransfoXLSiPEForCausalLM
+def test_a_checkpoint_naming_another_class_is_one_error_naming_ours(tmp_path):
+    """The decoder saves as TransfoXLSiPEForCausalLM; a config.json naming another class (an older
+    name) is refused in one line that names the class the family builds."""
+    from structpe.errors import StructpeError
 
-    assert TransfoXLSiPEModel is TransfoXLSiPEForCausalLM
     model = tiny("position")
     model.save_pretrained(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert cfg["architectures"] == ["TransfoXLSiPEForCausalLM"]
-    cfg["architectures"] = ["TransfoXLSiPEModel"]  # as saved before the rename
+    cfg["architectures"] = ["TransfoXLSiPEModel"]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    assert isinstance(load(tmp_path), TransfoXLSiPEForCausalLM)
+    with pytest.raises(StructpeError, match="builds TransfoXLSiPEForCausalLM, but the weights were saved"):
+        load(tmp_path)
 
 
 def test_generate_tokens_greedy_is_argmax():
@@ -452,7 +453,9 @@ def test_bad_configs_are_rejected(kwargs, message):
 
 def test_wrong_family_is_rejected():
     with pytest.raises(ValueError, match="family='txl'"):
-        TransfoXLSiPEModel(SiPEConfig(family="roberta", vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2))
+        TransfoXLSiPEForCausalLM(
+            SiPEConfig(family="roberta", vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2)
+        )
 
 
 @pytest.mark.parametrize("injection", ["none", "position"])

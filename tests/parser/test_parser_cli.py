@@ -188,7 +188,7 @@ def test_prepare_tags_with_the_quantized_hexatagger(trained, tmp_path, capsys):
     tok = tmp_path / "tok"
     assert main(["tokenizer", "train", str(text), "-o", str(tok), "--vocab-size", "300"]) == 0
     common = ["--train", str(text), "--validation", str(text), "--tokenizer", str(tok)]
-    common += ["--input-format", "text", "--seq-len", "48"]
+    common += ["--input-format", "raw-text", "--seq-len", "48"]
     argv = ["prepare", *common, "--parser", "hexatagger", "--parser-model", str(out)]
     assert main([*argv, "--parser-quantize", "int8", "-o", str(tmp_path / "ds")]) == 0
     meta = json.loads((tmp_path / "ds" / "structpe_prepare.json").read_text())

@@ -378,7 +378,7 @@ def test_prefix_data_resumes_from_its_shards(
     }
     settings = PrepareSettings(parser="spacy", seq_len=64, tags="prefix")
     monkeypatch.setattr(prepare_module, "PREFIX_SHARD", 25)  # train: 3 shards, validation: 1
-    real = prepare_module._parse_batch
+    real = prepare_module.parse_batch
     calls: list[int] = []
 
     def killed_at_the_third_shard(batch, **kw):
@@ -387,7 +387,7 @@ def test_prefix_data_resumes_from_its_shards(
             raise KeyboardInterrupt
         return real(batch, **kw)
 
-    monkeypatch.setattr(prepare_module, "_parse_batch", killed_at_the_third_shard)
+    monkeypatch.setattr(prepare_module, "parse_batch", killed_at_the_third_shard)
     out = tmp_path / "prefix"
     with pytest.raises(KeyboardInterrupt):
         prepare(splits, tiny_data.tokenizer_dir, out, settings=settings)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from structpe.eval.scoring.smc_views import FLIP_SHARE_MAX
 from structpe.io import write_json_atomic
-from structpe.study.aggregate import CONVERGED_SHARE, aggregate
+from structpe.study.aggregate import aggregate
 from structpe.study.cell_metrics import load_cell_metrics
 from structpe.study.report import write_study_report
 from structpe.study.spec import Claim, load_spec
@@ -117,14 +118,14 @@ def test_a_converged_estimator_decides_an_unconverged_one_says_so(spec, tmp_path
     assert honest["standing"] == "decides" and honest["convergence"]["max_flip_share"] == 0.01
     assert c["honest_verdict"] == "replicates"
     # one involved cell flips more than the threshold: no honest verdict, and the page says why
-    _write(tmp_path, {("position", 3): CONVERGED_SHARE + 0.01})
+    _write(tmp_path, {("position", 3): FLIP_SHARE_MAX + 0.01})
     agg = aggregate(load_cell_metrics(tmp_path), spec)
     c = _claims(agg)["sg"]
     assert c["honest"][0]["standing"] == "not converged" and math.isnan(c["honest"][0]["p_adj"])
     assert c["honest_verdict"] == "estimator not converged at N = 64"
     assert agg["holm_family"]["tests"] == ["sg: syntaxgym.conditional.sg_score"]
     # exactly at the threshold still converges; the baseline reads no tags: its share is not read
-    _write(tmp_path, {("position", 3): CONVERGED_SHARE, ("none", 1): 0.5})
+    _write(tmp_path, {("position", 3): FLIP_SHARE_MAX, ("none", 1): 0.5})
     assert _claims(aggregate(load_cell_metrics(tmp_path), spec))["sg"]["honest_verdict"] == "replicates"
     # cells without the check (older cells): no honest verdict
     _write(tmp_path, {("position", 2): None})

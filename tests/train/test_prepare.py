@@ -206,14 +206,14 @@ PROSE = [
 def test_text_units_are_cut_by_one_rule_whatever_the_parser(tmp_path: Path) -> None:
     """``text`` paragraphs reach the parser as the sentences of ``split_sentences``, pre-tokenized."""
     from structpe.syntax.sentences import split_sentences
-    from structpe.train.prepare_steps import _parse_batch
+    from structpe.train.prepare_steps import parse_batch
 
     cut = split_sentences(PROSE)
     assert [len(p) for p in cut] == [2, 1, 2, 2, 1]
     assert cut[0][1] == ["It", "was", "red", "and", "very", "small", "."]  # the line break is no word
     words = [s for p in cut for s in p]
     for parser in ("spacy", "hexatagger"):
-        out = _parse_batch({"text": PROSE}, parser, {"nonprojective": "lift"})
+        out = parse_batch({"text": PROSE}, parser, {"nonprojective": "lift"})
         assert out["words"] == words, parser
 
 
@@ -221,7 +221,7 @@ def test_sentence_cap_cuts_long_sentences_into_near_equal_pieces() -> None:
     """``max_words``: a longer sentence becomes consecutive pieces (no word lost, reordered or longer
     than the cap, lengths within one of each other); shorter sentences and no cap change nothing."""
     from structpe.syntax.sentences import split_sentences
-    from structpe.train.prepare_steps import _parse_batch
+    from structpe.train.prepare_steps import parse_batch
 
     long = " ; ".join(f"word{i} and more{i}" for i in range(20)) + " ."  # 80 words, one sentence
     [[uncut]] = split_sentences([long])
@@ -233,7 +233,7 @@ def test_sentence_cap_cuts_long_sentences_into_near_equal_pieces() -> None:
     assert split_sentences([long], max_words=80) == [[uncut]]
     with pytest.raises(ValueError, match="max_words must be >= 1"):
         split_sentences([long], max_words=0)
-    out = _parse_batch({"text": [long]}, "hexatagger", {"nonprojective": "lift"}, max_words=27)
+    out = parse_batch({"text": [long]}, "hexatagger", {"nonprojective": "lift"}, max_words=27)
     assert out["words"] == pieces  # each piece parsed as a sentence of its own
 
 
@@ -264,7 +264,7 @@ def test_sharded_parse_resumes_after_a_kill_and_matches_one_pass(
     settings = PrepareSettings(parser="spacy", input_format="text", seq_len=SEQ_LEN)
     one_pass = prepare({"train": [text]}, bpe_tokenizer, tmp_path / "one", settings=settings)
 
-    real, calls = prep._parse_batch, []
+    real, calls = prep.parse_batch, []
 
     def killed_at_third_shard(batch: dict, **kw: object) -> dict:
         calls.append(len(batch["text"]))
@@ -272,7 +272,7 @@ def test_sharded_parse_resumes_after_a_kill_and_matches_one_pass(
             raise KeyboardInterrupt("killed")
         return real(batch, **kw)
 
-    monkeypatch.setattr(prep, "_parse_batch", killed_at_third_shard)
+    monkeypatch.setattr(prep, "parse_batch", killed_at_third_shard)
     out = tmp_path / "sharded"
     with pytest.raises(KeyboardInterrupt):
         prepare({"train": [text]}, bpe_tokenizer, out, settings=settings, shard_units=2)
@@ -286,7 +286,7 @@ def test_sharded_parse_resumes_after_a_kill_and_matches_one_pass(
         calls.append(len(batch["text"]))
         return real(batch, **kw)
 
-    monkeypatch.setattr(prep, "_parse_batch", counted)
+    monkeypatch.setattr(prep, "parse_batch", counted)
     prepare({"train": [text]}, bpe_tokenizer, out, settings=settings, shard_units=2)
     assert calls == [1]  # only the last shard (paragraph 5) was parsed again
     assert not shards.exists()

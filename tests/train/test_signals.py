@@ -121,7 +121,7 @@ def test_tag_workers_stop_at_once_and_leave_no_orphans(sig: signal.Signals, tmp_
 
 
 def test_tag_worker_count_is_capped_by_chunks_and_cores() -> None:
-    from structpe.parser.tag_commands import worker_count
+    from structpe.parser.tagging import worker_count
 
     assert worker_count(48, 2) == min(2, len(os.sched_getaffinity(0)))
     assert worker_count(48, 1000) == len(os.sched_getaffinity(0))

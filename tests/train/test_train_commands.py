@@ -55,7 +55,7 @@ def test_tokenizer_prepare_and_pretrain_cli(
                 "--parser",
                 "gold",
                 "--input-format",
-                "lines",
+                "tokenized-lines",
             ]
         )
         == 2

@@ -32,7 +32,6 @@ an attention module that stops receiving ``position_embeddings`` as a keyword fa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from torch import nn
 
 from structpe.adapters.config import ADAPTER_MODEL_TYPE, SiPEAdapterConfig
 from structpe.errors import StructpeError
+from structpe.io import read_json_object
 from structpe.models.modernbert import shifted_cos_sin
 from structpe.models.outputs import SiPEOutput
 from structpe.models.sipe_parts import check_tags
@@ -179,15 +179,10 @@ class SiPEAdapterForCausalLM(nn.Module):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("base.")}
 
     def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
-        deprel_ids: torch.LongTensor | None = None,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None, nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None, output_hidden_states: bool = False,
+        output_attentions: bool = False, deprel_ids: torch.LongTensor | None = None,
     ) -> SiPEOutput:
         """Causal LM; tags [B, L] with -100 where a position has none (absent: the base model's numbers).
 
@@ -338,7 +333,7 @@ def load_adapted(
 
     path = Path(path)
     cfg_file = path / "config.json"
-    if not cfg_file.is_file() or json.loads(cfg_file.read_text()).get("model_type") != ADAPTER_MODEL_TYPE:
+    if not cfg_file.is_file() or read_json_object(cfg_file).get("model_type") != ADAPTER_MODEL_TYPE:
         raise FileNotFoundError(
             f"{path} is not a SiPE adapter folder (config.json with model_type {ADAPTER_MODEL_TYPE!r})"
         )

@@ -30,6 +30,7 @@ from typing import Any
 from structpe.data.paths import cache_root, lookup_roots
 from structpe.data.registry import Dataset, Download, select
 from structpe.data.transforms import BUILDERS
+from structpe.io import read_json
 
 RECORD_FILE = ".structpe-data.json"
 DOWNLOADS = ".downloads"
@@ -62,7 +63,7 @@ def read_records(root: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["files"]
+        return read_json(path)["files"]
     except (ValueError, KeyError, TypeError) as err:
         raise DataFetchError(f"{path}: not a structpe data record ({err})") from err
 

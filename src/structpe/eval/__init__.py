@@ -12,3 +12,12 @@ any Hugging Face causal or masked LM (without tags):
 They share one scorer layer (``structpe.eval.scoring.scorer``) and one report writer
 (``structpe.eval.report``); the CLI wrappers live in ``structpe.eval.commands``.
 """
+
+from structpe.exports import lazy_exports
+
+# each module -> the public names it defines, imported when first asked for
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "ppl": ("evaluate_ppl",), "blimp": ("evaluate_blimp",), "syntaxgym.evaluate": ("evaluate_syntaxgym",),
+    "glue.finetune": ("finetune_glue",), "attention": ("evaluate_attention",),
+    "scoring.scorer": ("ScoringSpec", "make_scorer"),
+})

@@ -26,8 +26,8 @@ import numpy as np
 
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
-from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
-from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
+from structpe.eval.scoring.smc_views import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import Parser
 
 FIELD_FIX = {"syntax/semantics": "syntax_semantics"}
@@ -163,7 +163,7 @@ def evaluate_blimp(
     How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
     ``k=`` ...), which override the spec.
     """
-    spec = (spec or ScoringSpec()).with_options(**scoring)
+    spec = spec_with(spec, **scoring)
     # pairs compare whole sentences: the smc mode needs only its sentence systems
     spec = spec if spec.smc_parts else dataclasses.replace(spec, smc_parts="sentence")
     scorer = scorer or make_scorer(model, tokenizer, parser, spec)

@@ -126,13 +126,15 @@ def make_parser(name: str | None, model: Any, parser_model: str | None = None) -
     return get_parser(name, **kw)
 
 
-def _out_dir(args: argparse.Namespace, name: str) -> Path:
+def eval_out_dir(args: argparse.Namespace, name: str) -> Path:
+    """An eval command's report folder: ``--out``, else a new timestamped one under ``eval_reports/``."""
     out = Path(args.out) if args.out else Path("eval_reports") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def _common(p: argparse.ArgumentParser, *, model: bool = True) -> None:
+def common_options(p: argparse.ArgumentParser, *, model: bool = True) -> None:
+    """The options every ``structpe eval`` command shares (the model, its tokenizer, the output)."""
     if model:
         p.add_argument("--model", required=True, help="saved structpe model folder or HF checkpoint folder")
         p.add_argument("--tokenizer", help="tokenizer folder (default: next to the model)")
@@ -150,7 +152,8 @@ def _common(p: argparse.ArgumentParser, *, model: bool = True) -> None:
     p.add_argument("--threads", type=int, default=None, help=THREADS_HELP)
 
 
-def _scoring_args(p: argparse.ArgumentParser) -> None:
+def add_scoring_args(p: argparse.ArgumentParser) -> None:
+    """The options that say how sentences are scored (a ScoringSpec's fields; ``scoring_spec`` reads them)."""
     p.add_argument(
         "--likelihood",
         choices=LIKELIHOOD_CHOICES,
@@ -179,7 +182,8 @@ def _scoring_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _print_table(paths: dict[str, Path]) -> None:
+def print_table(paths: dict[str, Path]) -> None:
+    """Print a written report's Markdown table, and where the report files went on stderr."""
     print(paths["markdown"].read_text())
     print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
 
@@ -275,12 +279,13 @@ def check_args(args: argparse.Namespace) -> None:
     set_cpu_threads(getattr(args, "threads", None))
 
 
-def _check_names(option: str, names: list[str] | None, available: list[str]) -> None:
+def check_names(option: str, names: list[str] | None, available: list[str]) -> None:
+    """Refuse in one line a name in ``option`` that is not ``available`` (with the closest one)."""
     for name in names or []:
         check_choice(option, name, available)
 
 
-def _area(sub: argparse._SubParsersAction, name: str, help: str) -> argparse._SubParsersAction:
+def add_area(sub: argparse._SubParsersAction, name: str, help: str) -> argparse._SubParsersAction:
     """The sub-command group ``name`` (shared with other modules that register under it)."""
     if name in sub.choices:
         parent = sub.choices[name]

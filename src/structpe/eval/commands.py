@@ -15,20 +15,20 @@ import time
 from structpe import text_formats
 from structpe.choices import LEAKAGE_DEFAULT, LEAKAGE_VARIANTS
 from structpe.eval.command_common import (
-    _area,
-    _check_names,
-    _common,
-    _out_dir,
-    _print_table,
-    _scoring_args,
+    add_area,
+    add_scoring_args,
     check_args,
+    check_names,
+    common_options,
+    eval_out_dir,
     eval_provenance,
     load_model_and_tokenizer,
     make_parser,
+    print_table,
     read_lines,
     scoring_spec,
 )
-from structpe.eval.glue.commands import _glue_args
+from structpe.eval.glue.commands import add_glue_args
 
 # ----------------------------------------------------------------------------------------------
 # commands
@@ -44,7 +44,7 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     lines: list[str] = []
     if args.text:
         from structpe.errors import StructpeError
-        from structpe.parser.tag_commands import text_items
+        from structpe.parser.tagging import text_items
 
         fmt = text_formats.resolve("eval ppl", args.input_format, args.text, ("raw-lines", "raw-text"))
         lines = [text for _, text in text_items(fmt, read_lines(args.text), args.text)][: args.limit]
@@ -61,7 +61,7 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     res = ppl.evaluate_ppl(model, tok, sents, spec=scoring_spec(args, max_length=args.max_length))
     res["model"] = args.model
     rows, cols = ppl.format_results(res)
-    out = _out_dir(args, "ppl")
+    out = eval_out_dir(args, "ppl")
     notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}"]
     if res["texts_detokenized"]:
         note = (f"{res['texts_detokenized']} sentences had no raw `text`: their words were detokenized "
@@ -71,7 +71,7 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     if res["pseudo_perplexity"]:
         notes.append("masked LM: these are pseudo-perplexities (PLL), not comparable with causal perplexity")
     prov = eval_provenance(args, started, parser if args.text else None, [args.data or args.text])
-    _print_table(
+    print_table(
         report.write_report(out, "ppl", res, rows, cols, title="Perplexity", notes=notes, provenance=prov)
     )
     return 0
@@ -82,25 +82,17 @@ def cmd_blimp(args: argparse.Namespace) -> int:
 
     started = time.time()
     check_args(args)
-    _check_names("--paradigms", args.paradigms, blimp.list_paradigms(args.data_dir))
+    check_names("--paradigms", args.paradigms, blimp.list_paradigms(args.data_dir))
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     parser = make_parser(args.parser, model, args.parser_model)
     res = blimp.evaluate_blimp(
-        model,
-        tok,
-        parser,
-        args.data_dir,
-        args.paradigms,
-        limit=args.limit,
-        fields=args.fields,
-        phenomena=args.phenomena,
-        spec=scoring_spec(args),
-        keep_pairs=args.keep_pairs,
+        model, tok, parser, args.data_dir, args.paradigms, limit=args.limit, fields=args.fields,
+        phenomena=args.phenomena, spec=scoring_spec(args), keep_pairs=args.keep_pairs,
     )
     res["model"] = args.model
     res["chance"] = blimp.CHANCE
     rows, cols = blimp.format_results(res)
-    out = _out_dir(args, "blimp")
+    out = eval_out_dir(args, "blimp")
     plots = [
         report.bar_plot(
             out / "blimp_paradigms.png",
@@ -115,7 +107,7 @@ def cmd_blimp(args: argparse.Namespace) -> int:
     notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}", f"pairs: {res['n_pairs']}"]
     files = [blimp.blimp_dir(args.data_dir) / f"{p}.jsonl.gz" for p in res["per_paradigm"]]
     prov = eval_provenance(args, started, parser, files)
-    _print_table(
+    print_table(
         report.write_report(
             out, "blimp", res, rows, cols, title="BLiMP", notes=notes, plots=plots, provenance=prov
         )
@@ -130,24 +122,18 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
     started = time.time()
     check_args(args)
     suites = sorted(p.stem for p in syntaxgym.suites_dir(args.data_dir).glob("*.json"))
-    _check_names("--suites", args.suites, suites)
+    check_names("--suites", args.suites, suites)
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
     parser = make_parser(args.parser, model, args.parser_model)
     res = syntaxgym.evaluate_syntaxgym(
-        model,
-        tok,
-        parser,
-        args.data_dir,
-        args.suites,
-        spec=scoring_spec(args),
-        protocol=args.protocol,
+        model, tok, parser, args.data_dir, args.suites, spec=scoring_spec(args), protocol=args.protocol,
         max_items=args.max_items,
     )
     res["model"] = args.model
     names = list(res["suite_accuracy"])
     res["chance"] = syntaxgym.chance_row(args.data_dir, names, args.protocol, args.max_items)
     rows, cols = syntaxgym.format_results(res)
-    out = _out_dir(args, "syntaxgym")
+    out = eval_out_dir(args, "syntaxgym")
     plots = [
         report.bar_plot(
             out / "syntaxgym_suites.png",
@@ -173,7 +159,7 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
         out, "syntaxgym", res, rows, cols, title="SyntaxGym", notes=notes, plots=plots,
         provenance=eval_provenance(args, started, parser, files),
     )
-    _print_table(paths)
+    print_table(paths)
     return 0
 
 
@@ -202,7 +188,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     )
     res.update(base_model=args.base, sipe_model=args.sipe)
     rows, cols = attention.format_results(res)
-    out = _out_dir(args, "attention")
+    out = eval_out_dir(args, "attention")
     plots = attention.plot(res, out)
     notes = [
         f"base: `{args.base}`; SiPE: `{args.sipe}`",
@@ -224,7 +210,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
             model=args.sipe, base_model=model_record(args.base),
         ),
     )
-    _print_table(paths)
+    print_table(paths)
     return 0
 
 
@@ -258,20 +244,20 @@ def cmd_leakage(args: argparse.Namespace) -> int:
     title = "Leakage audit (conditional perplexity under tag conditions)"
     prov = eval_provenance(args, started, parser, [args.data or args.text])
     paths = report.write_report(
-        _out_dir(args, "leakage"), "leakage", res, rows, cols, title=title, notes=notes, provenance=prov
+        eval_out_dir(args, "leakage"), "leakage", res, rows, cols, title=title, notes=notes, provenance=prov
     )
-    _print_table(paths)
+    print_table(paths)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    ev = _area(
+    ev = add_area(
         sub, "eval", "Evaluate a model: perplexity, BLiMP, SyntaxGym, attention, GLUE (docs/design.md §4)."
     )
 
     p = ev.add_parser("ppl", help="token/word perplexity on tagged text, conditioned on its parse")
-    _common(p)
-    _scoring_args(p)
+    common_options(p)
+    add_scoring_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", help="tagged JSON lines (from `structpe tag`)")
     src.add_argument("--text", help="plain text, one sentence per line (tagged with --parser, default spacy)")
@@ -286,7 +272,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_ppl)
 
     p = ev.add_parser("leakage", help="how much of a conditional-perplexity gain is future tag leakage")
-    _common(p)
+    common_options(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", help="JSON lines (from `structpe tag`): their text is re-parsed with --parser")
     src.add_argument("--text", help="plain text, one sentence per line")
@@ -296,8 +282,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_leakage)
 
     p = ev.add_parser("blimp", help="BLiMP minimal pairs: accuracy per paradigm, field, phenomenon, overall")
-    _common(p)
-    _scoring_args(p)
+    common_options(p)
+    add_scoring_args(p)
     p.add_argument("--paradigms", nargs="+", help="subset of the 67 paradigms (default: all)")
     p.add_argument("--fields", nargs="+", help="only paradigms of these fields (syntax, morphology, ...)")
     p.add_argument("--phenomena", nargs="+", help="only paradigms of these phenomena (the paper's 12)")
@@ -308,8 +294,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ev.add_parser(
         "syntaxgym", help="SyntaxGym suites: region surprisal, suite accuracy, circuits, SG score"
     )
-    _common(p)
-    _scoring_args(p)
+    common_options(p)
+    add_scoring_args(p)
     p.add_argument(
         "--suites", nargs="+", help="suite names (default: all 34; the SG score uses the paper's 31)"
     )
@@ -321,7 +307,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_syntaxgym)
 
     p = ev.add_parser("attention", help="verb/object attention on BLiMP causative, base vs SiPE")
-    _common(p, model=False)
+    common_options(p, model=False)
     p.add_argument("--base", required=True, help="base model folder")
     p.add_argument("--sipe", required=True, help="SiPE model folder")
     p.add_argument("--tokenizer", help="base tokenizer folder (default: next to the model)")
@@ -330,11 +316,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--direction", choices=("auto", "verb_to_object", "object_to_verb"), default="auto")
     p.set_defaults(func=cmd_attention)
 
-    _glue_args(
+    add_glue_args(
         ev.add_parser("glue", help="fine-tune and evaluate on GLUE (same as `structpe finetune glue`)")
     )
-    ft = _area(sub, "finetune", "Fine-tune a model on a downstream task.")
-    _glue_args(
+    ft = add_area(sub, "finetune", "Fine-tune a model on a downstream task.")
+    add_glue_args(
         ft.add_parser("glue", help="GLUE fine-tuning with per-sentence tags, several seeds, macro average")
     )
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
-from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
-from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
+from structpe.eval.scoring.smc_views import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.models.validate import position_limit
 from structpe.syntax.alignment import get_field
 
@@ -105,7 +105,7 @@ def evaluate_ppl(
     A tagged decoder's ``marginal`` also reports ``by_k``: the perplexity of the sentence bound at
     each beam width of ``MARGINAL_LADDER`` up to k (``nll_sum``, ``token_ppl``, ``word_ppl``); its
     ``smc`` reports ``particles``, ``stderr`` (of ``word_ppl``, the jackknife over the replicates)
-    and ``word_ppl_at_n`` (one system of N particles; ``structpe.eval.scoring.smc.convergence``).
+    and ``word_ppl_at_n`` (one system of N particles; ``structpe.eval.scoring.smc_views.convergence``).
 
     How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
     ``append_eos=`` ...), which override the spec. Sentences longer than its ``max_length`` tokens
@@ -114,7 +114,7 @@ def evaluate_ppl(
     sents = list(sentences)
     if not sents:
         raise StructpeError("no sentences to score")
-    spec = (spec or ScoringSpec()).with_options(**scoring)
+    spec = spec_with(spec, **scoring)
     # perplexity sums whole sentences: the smc mode needs only its sentence systems
     spec = spec if spec.smc_parts else dataclasses.replace(spec, smc_parts="sentence")
     max_length, append_eos = spec.max_length, spec.append_eos  # texts over max_length are skipped below

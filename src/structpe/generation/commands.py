@@ -18,7 +18,7 @@ from structpe.choices import STRATEGIES
 from structpe.errors import StructpeError, check_device, check_positive
 from structpe.hardware import THREADS_HELP, set_cpu_threads
 from structpe.io import open_output
-from structpe.parser.tag_commands import CONLLU_SUFFIXES, OUTPUT_FORMATS, sentence_writer
+from structpe.parser.tagging import CONLLU_SUFFIXES, OUTPUT_FORMATS, sentence_writer
 
 
 def register(subparsers: Any) -> None:

@@ -32,10 +32,9 @@ import torch
 
 from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.eval.scoring.types import model_device
-from structpe.generation.options import _filter_logits, check_options
-from structpe.syntax.alignment import align_tags_by_offsets, first_tokens_of_words, word_spans
+from structpe.generation.options import check_options, filter_logits
+from structpe.syntax.alignment import align_tags_by_offsets, rule_word_starts
 from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, EOS, IGNORE_INDEX, NR_L, NR_R, TL, decode
-from structpe.syntax.sentences import split_words
 from structpe.syntax.tagged import TaggedSentence
 
 
@@ -169,7 +168,7 @@ class _Generator:
         """One index from log-scores: argmax (greedy), else a sample at the temperature, top-k/p."""
         if self.o["strategy"] == "greedy" or self.o["temperature"] == 0:
             return int(scores.argmax())
-        logits = _filter_logits(scores / self.o["temperature"], self.o["top_k"], self.o["top_p"])
+        logits = filter_logits(scores / self.o["temperature"], self.o["top_k"], self.o["top_p"])
         return int(torch.multinomial(logits.softmax(-1), 1, generator=self.gen))
 
     @staticmethod
@@ -295,7 +294,7 @@ def _prompt_state(gen: _Generator, prompt: str, parse: Any | None) -> tuple[_Sta
             raise ValueError(f"prompt {prompt!r}: {missed} parsed word(s) do not align with the tokens")
     starts = [j for j, t in enumerate(terms) if t != IGNORE_INDEX]
     if ids and parse is None:  # no tags given: the words of the word rule, tags chosen below
-        starts, words = _rule_words(prompt, offsets)
+        starts, words = rule_word_starts(prompt, offsets)
     if ids and (not starts or starts[0] != 0):
         raise ValueError(f"prompt {prompt!r}: its first token does not start a word")
     if len(starts) >= gen.o["max_words"]:
@@ -338,28 +337,6 @@ def _prompt_state(gen: _Generator, prompt: str, parse: Any | None) -> tuple[_Sta
         cache = gen.feed([s], cache, [[ids[j]]], [[tag]], [0 if move is not None else None])
     s.logprob = 0.0  # scores count the generated part only
     return s, cache, words
-
-
-def _rule_words(prompt: str, offsets: Sequence[tuple[int, int]]) -> tuple[list[int], list[str]]:
-    """The first token of each word of ``prompt`` (``split_words``) and the words' texts; a word
-    whose first token is the previous word's (a subword across a word boundary) joins that word,
-    so every word starts at a token and keeps its characters (never a decoded byte piece)."""
-    words = split_words(prompt)
-    spans = word_spans(prompt, words)
-    starts: list[int] = []
-    out: list[str] = []
-    begin = 0
-    for tok, span in zip(first_tokens_of_words(prompt, offsets, words), spans, strict=True):
-        if span is None:  # not a substring of the prompt: spaCy's words always are
-            continue
-        if tok is None and out:
-            out[-1] = prompt[begin : span[1]]
-            continue
-        if tok is not None:
-            starts.append(tok)
-            begin = span[0]
-            out.append(prompt[span[0] : span[1]])
-    return starts, out
 
 
 def _result(

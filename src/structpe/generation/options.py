@@ -38,7 +38,7 @@ def check_options(
         )
 
 
-def _filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:
+def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:
     """Top-k, then nucleus (top-p) filtering of one row of logits (-inf outside)."""
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]

@@ -63,7 +63,7 @@ def build_config(cls, diagnostic: str, args: argparse.Namespace):
 
 
 def _shakespeare_models() -> list[str]:
-    from structpe.lis.shakespeare import MODEL_LABELS
+    from structpe.lis.shakespeare_report import MODEL_LABELS
 
     return list(MODEL_LABELS)
 
@@ -180,7 +180,8 @@ def check_clean(args: argparse.Namespace) -> None:
 
 
 def cmd_shakespeare(args: argparse.Namespace) -> int:
-    from structpe.lis.shakespeare import ShakespeareConfig, merge, run
+    from structpe.lis.shakespeare import ShakespeareConfig, run
+    from structpe.lis.shakespeare_report import merge
 
     check_clean(args)
     args.out = str(output_folder(args.out, "--out"))

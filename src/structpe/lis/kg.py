@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from structpe.io import atomic_write_text, earlier_results
+from structpe.io import atomic_write_text, earlier_results, read_json
 from structpe.lis.kg_data import (
     Fact,
     KGData,
@@ -215,7 +215,7 @@ def run(cfg: KGConfig, out: str | Path, eval_only: bool = False) -> dict:
             model = LISformer.from_pretrained(out / "checkpoints" / kind).to(dev)
             losses = [float("nan")]
             prev = out / "results.json"
-            trained = json.loads(prev.read_text())["models"].get(kind, {}) if prev.is_file() else {}
+            trained = read_json(prev)["models"].get(kind, {}) if prev.is_file() else {}
         else:
             trained = {}
             model = build_model(kind, cfg, vocab, data).to(dev)

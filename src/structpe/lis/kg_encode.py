@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from structpe.lis.kg_data import CHARS, Fact, KGData, render_text
-from structpe.lis.lisformer import TokenStructure
+from structpe.lis.token_structure import TokenStructure
 
 SETTINGS = ("single", "same_entities", "same_rel")
 

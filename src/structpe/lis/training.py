@@ -21,8 +21,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from structpe.errors import StructpeError
-from structpe.io import atomic_write_text, config_differences, earlier_results
-from structpe.lis.lisformer import LISformer, TokenStructure
+from structpe.io import atomic_write_text, config_differences, earlier_results, read_json
+from structpe.lis.lisformer import LISformer
+from structpe.lis.token_structure import TokenStructure
 from structpe.provenance import provenance
 
 # inputs [B, L], targets [B, L] and, for the KG diagnostics, the explicit structure of the batch
@@ -133,7 +134,7 @@ def merge_results(
     so a table can put each seed's row and the spread side by side. Writes results.json, results.md
     (``render``) and, unless ``draw`` is None, the figure ``figure``.
     """
-    runs = [json.loads((Path(f) / "results.json").read_text()) for f in folders]
+    runs = [read_json(Path(f) / "results.json") for f in folders]
     # A run without a seed (the KG runs record none) counts as one seed of its own.
     seeds = sorted({r["config"].get("seed") for r in runs}, key=lambda s: -1 if s is None else s)
     by_seed = len(seeds) > 1

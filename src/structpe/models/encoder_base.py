@@ -115,15 +115,10 @@ class SiPEEncoderWithHead(SiPEEncoderPreTrainedModel):
         self.backbone.embeddings.word = value
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.Tensor | None = None,
-        nonterminal_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        deprel_ids: torch.Tensor | None = None,
-        output_attentions: bool = False,
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.Tensor | None = None, nonterminal_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
+        deprel_ids: torch.Tensor | None = None, output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> SiPEOutput:
         """``labels``: MLM targets (-100 at unmasked positions) or class ids / float targets for GLUE."""

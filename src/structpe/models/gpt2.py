@@ -21,7 +21,7 @@ from torch import nn
 from transformers import GenerationMixin, GPT2Config, GPT2Model, PreTrainedModel
 
 from structpe.models.config import SiPEConfig
-from structpe.models.outputs import SiPEOutput, causal_lm_loss, classification_output, last_token_states
+from structpe.models.outputs import LastTokenClassifier, SiPEOutput, causal_lm_loss
 from structpe.modules.prior import check_tag_ids
 from structpe.syntax.hexatags import N_NONTERMINALS, N_TERMINALS
 
@@ -110,19 +110,11 @@ class GPT2SiPEForCausalLM(PreTrainedModel, GenerationMixin):
         )
 
     def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        deprel_ids: torch.LongTensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        cache: Any = None,
-        use_cache: bool | None = None,
-        past_key_values: Any = None,
-        **kwargs: Any,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None, nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None, deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False, output_hidden_states: bool = False, cache: Any = None,
+        use_cache: bool | None = None, past_key_values: Any = None, **kwargs: Any,
     ) -> SiPEOutput:
         """Causal LM with the TXL decoder's signature; ``labels`` unshifted (HF style). Tags and
         ``deprel_ids`` are accepted so every structpe caller can pass them; nothing reads them."""
@@ -141,42 +133,19 @@ class GPT2SiPEForCausalLM(PreTrainedModel, GenerationMixin):
         )
 
 
-class GPT2SiPEForSequenceClassification(GPT2SiPEForCausalLM):
+class GPT2SiPEForSequenceClassification(LastTokenClassifier, GPT2SiPEForCausalLM):
     """GPT-2 with a GLUE head: the last real token's final state -> one linear layer (as GPT-2's
     own classifier and the TXL decoder's, ``TransfoXLSiPEForSequenceClassification``)."""
 
-    _tied_weights_keys = None
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
-    _keys_to_ignore_on_load_missing = [r"^score\."]
 
     def build_heads(self, config: SiPEConfig) -> None:
-        self.score = nn.Linear(config.d_model, config.num_labels, bias=False)
+        super().build_heads(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def get_output_embeddings(self) -> None:
-        return None
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.Tensor | None = None,
-        deprel_ids: torch.LongTensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        **kwargs: Any,
-    ) -> SiPEOutput:
-        """``labels`` are class ids [B] (float targets for regression); logits are [B, num_labels]."""
+    def classifier_states(self, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+                          output_attentions, output_hidden_states):
         out = self.decode(input_ids, attention_mask, terminal_ids, nonterminal_ids,
                           output_attentions, output_hidden_states)
-        h = out.last_hidden_state
-        pooled = self.dropout(last_token_states(h, attention_mask))
-        return classification_output(
-            self.config,
-            self.score(pooled),
-            labels.to(h.device) if labels is not None else None,
-            out.hidden_states if output_hidden_states else None,
-            out.attentions if output_attentions else None,
-        )
+        return (out.last_hidden_state, out.hidden_states if output_hidden_states else None,
+                out.attentions if output_attentions else None)

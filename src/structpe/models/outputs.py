@@ -1,5 +1,5 @@
-"""The output every SiPE model returns, whatever its family (docs/design.md §6), and the GLUE loss
-every classification head shares."""
+"""The output every SiPE model returns, whatever its family (docs/design.md §6), the GLUE loss
+every classification head shares, and the decoders' last-token GLUE head."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from transformers import PretrainedConfig
 from transformers.utils import ModelOutput
 
@@ -87,3 +88,41 @@ def classification_output(
     else:
         out.loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
     return out
+
+
+class LastTokenClassifier:
+    """The causal decoders' GLUE head (TXL and GPT-2; mixed in before the family's LM class): the
+    last real token's final state -> one linear layer without bias, as Hugging Face's decoders do.
+    The family gives :meth:`classifier_states`; the LM head is not built."""
+
+    _tied_weights_keys = None
+    _keys_to_ignore_on_load_missing = [r"^score\."]
+
+    def build_heads(self, config: PretrainedConfig) -> None:
+        self.score = nn.Linear(config.d_model, config.num_labels, bias=False)
+
+    def get_output_embeddings(self) -> None:
+        return None
+
+    def classifier_states(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None,
+        terminal_ids: torch.LongTensor | None, nonterminal_ids: torch.LongTensor | None,
+        deprel_ids: torch.LongTensor | None, output_attentions: bool, output_hidden_states: bool,
+    ) -> tuple[torch.Tensor, tuple | None, tuple | None]:
+        """Abstract: the final states [B, L, D], and the hidden states and attentions when asked."""
+        raise NotImplementedError(f"{type(self).__name__} must define classifier_states")
+
+    def forward(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None, nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.Tensor | None = None, deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False, output_hidden_states: bool = False, **kwargs: Any,
+    ) -> SiPEOutput:
+        """``labels`` are class ids [B] (float targets for regression); logits are [B, num_labels]."""
+        h, hidden_states, attentions = self.classifier_states(
+            input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+            output_attentions, output_hidden_states,
+        )
+        pooled = self.dropout(last_token_states(h, attention_mask))  # (B, D)
+        labels = labels.to(h.device) if labels is not None else None
+        return classification_output(self.config, self.score(pooled), labels, hidden_states, attentions)

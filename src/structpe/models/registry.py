@@ -3,53 +3,73 @@
 ``build_model(config, head=...)`` and ``load(path)`` (any family's ``save_pretrained`` folder) are
 exported by ``structpe.models``; ``from_hf_pretrained(directory, **sipe_kwargs)`` turns a Hugging
 Face RoBERTa / DeBERTa-v3 / ModernBERT checkpoint folder into ours; ``sipe_parameter_count`` is
-what ``structpe pretrain --list`` prints. Family modules are imported on first use, so importing
-``structpe.models`` stays cheap.
+what ``structpe pretrain --list`` prints. Family modules are imported on first use
+(:data:`FAMILY_CLASSES`), so importing ``structpe.models`` stays cheap.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 from pathlib import Path
 
 from structpe.errors import StructpeError
+from structpe.io import read_json
 from structpe.models.config import FAMILIES, SiPEConfig
 
-# family -> (module, class); imported lazily so ``import structpe.models`` stays cheap
-_FAMILY_CLASSES = {
-    "txl": ("structpe.models.txl", "TransfoXLSiPEForCausalLM"),
-    "roberta": ("structpe.models.roberta", "RobertaSiPEForMaskedLM"),
-    "deberta": ("structpe.models.deberta", "DebertaSiPEForMaskedLM"),
-    "modernbert": ("structpe.models.modernbert", "ModernBertSiPEForMaskedLM"),
-    "gpt2": ("structpe.models.gpt2", "GPT2SiPEForCausalLM"),
-}
-
-
-# class -> the names it was saved under before (config.json ``architectures`` of older checkpoints)
-_OLD_NAMES = {"TransfoXLSiPEForCausalLM": {"TransfoXLSiPEModel"}}
-
-# family -> sequence-classification class (GLUE)
-_CLASSIFICATION_CLASSES = {
-    "txl": ("structpe.models.txl", "TransfoXLSiPEForSequenceClassification"),
-    "roberta": ("structpe.models.roberta", "RobertaSiPEForSequenceClassification"),
-    "deberta": ("structpe.models.deberta", "DebertaSiPEForSequenceClassification"),
-    "modernbert": ("structpe.models.modernbert", "ModernBertSiPEForSequenceClassification"),
-    "gpt2": ("structpe.models.gpt2", "GPT2SiPEForSequenceClassification"),
-}
 # transformers model_type -> our encoder family
 _HF_MODEL_TYPES = {"roberta": "roberta", "deberta-v2": "deberta", "modernbert": "modernbert"}
 HEADS = ("lm", "mlm", "classification")
 
 
+# family -> (its language-model class, its sequence-classification class): the one map from a
+# config's family to code (``hf_auto`` registers from it too). Each family module imports torch and
+# transformers' model code (seconds), so it is imported when its family is first asked for, by an
+# ordinary import lint-imports sees; importing one family never imports another (GPT-2's module loads
+# transformers' Auto classes, whose registration hook asks for the other families).
+
+
+def _txl() -> tuple[type, type]:
+    from structpe.models import txl
+
+    return txl.TransfoXLSiPEForCausalLM, txl.TransfoXLSiPEForSequenceClassification
+
+
+def _roberta() -> tuple[type, type]:
+    from structpe.models import roberta
+
+    return roberta.RobertaSiPEForMaskedLM, roberta.RobertaSiPEForSequenceClassification
+
+
+def _deberta() -> tuple[type, type]:
+    from structpe.models import deberta
+
+    return deberta.DebertaSiPEForMaskedLM, deberta.DebertaSiPEForSequenceClassification
+
+
+def _modernbert() -> tuple[type, type]:
+    from structpe.models import modernbert
+
+    return modernbert.ModernBertSiPEForMaskedLM, modernbert.ModernBertSiPEForSequenceClassification
+
+
+def _gpt2() -> tuple[type, type]:
+    from structpe.models import gpt2
+
+    return gpt2.GPT2SiPEForCausalLM, gpt2.GPT2SiPEForSequenceClassification
+
+
+FAMILY_CLASSES = {
+    "txl": _txl, "roberta": _roberta, "deberta": _deberta, "modernbert": _modernbert, "gpt2": _gpt2,
+}
+
+
 def model_class(family: str, head: str = "lm"):
     """The class for ``family``; ``head`` is ``lm``/``mlm`` (the family's LM) or ``classification``."""
-    if family not in _FAMILY_CLASSES:
+    if family not in FAMILIES:
         raise StructpeError(f"unknown model family {family!r}; expected one of {FAMILIES}")
     if head not in HEADS:
         raise StructpeError(f"unknown head {head!r}; expected one of {HEADS}")
-    module, name = (_CLASSIFICATION_CLASSES if head == "classification" else _FAMILY_CLASSES)[family]
-    return getattr(importlib.import_module(module), name)
+    lm, classifier = FAMILY_CLASSES[family]()
+    return classifier if head == "classification" else lm
 
 
 def build_model(config: SiPEConfig, head: str = "lm"):
@@ -80,8 +100,10 @@ def from_hf_pretrained(path: str | Path, head: str = "mlm", **sipe_kwargs):
         hf_model = AutoModelForSequenceClassification.from_pretrained(path)
     else:
         hf_model = AutoModel.from_pretrained(path)
-    module = importlib.import_module(f"structpe.models.{family}")
-    return module.from_hf(hf_model, head=head, **sipe_kwargs)
+    from structpe.models import deberta, modernbert, roberta
+
+    convert = {"roberta": roberta.from_hf, "deberta": deberta.from_hf, "modernbert": modernbert.from_hf}
+    return convert[family](hf_model, head=head, **sipe_kwargs)
 
 
 def load(path: str | Path, **kwargs):
@@ -90,10 +112,7 @@ def load(path: str | Path, **kwargs):
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} is not a saved structpe model folder (no config.json)")
-    try:
-        saved = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError as err:
-        raise StructpeError(f"{cfg_file}: not valid JSON ({err})") from None
+    saved = read_json(cfg_file)
     family = saved.get("family") if isinstance(saved, dict) else None
     if family not in FAMILIES:
         raise StructpeError(
@@ -102,7 +121,7 @@ def load(path: str | Path, **kwargs):
     archs = saved.get("architectures") or []
     classifier = any("ForSequenceClassification" in a for a in archs)
     cls = model_class(family, "classification" if classifier else "lm")
-    if archs and cls.__name__ not in archs and not set(archs) & _OLD_NAMES.get(cls.__name__, set()):
+    if archs and cls.__name__ not in archs:
         raise StructpeError(
             f"{cfg_file}: family {family!r} builds {cls.__name__}, but the weights were saved from {archs}"
         )

@@ -43,7 +43,6 @@ writes the same equations out with an explicit softmax (and is what the tests co
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -53,9 +52,10 @@ from transformers import Cache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 
 from structpe.models.config import SiPEConfig
-from structpe.models.outputs import SiPEOutput, causal_lm_loss, classification_output, last_token_states
+from structpe.models.outputs import LastTokenClassifier, SiPEOutput, causal_lm_loss
 from structpe.models.sipe_parts import hexatag_prior, prior_projection, tree_address
 from structpe.models.txl_cache import SiPECache
+from structpe.models.txl_parts import JoinedAddress, LayerPrior, rel_shift, relative_embedding
 from structpe.models.validate import CheckedModel, check_inputs
 from structpe.modules.init_rules import apply_init_rule
 from structpe.modules.prior import TagHeads, add_causal_tag_loss, check_tag_ids, tagged_positions
@@ -64,58 +64,6 @@ from structpe.modules.rotary import rotary_tables, rotate_with
 from structpe.modules.syntax_losses import row_sentences, tpt_loss, treereg_loss
 from structpe.modules.tree_address import joined_tree_paths, tree_paths
 from structpe.syntax.hexatags import IGNORE_INDEX, N_NONTERMINALS, N_TERMINALS
-
-
-def sinusoid(pos_seq: torch.Tensor, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """r for each offset in ``pos_seq``: concat[sin(pos * f), cos(pos * f)], f_k = 10000^(-2k/d) (TXL).
-
-    Computed in float32 (or float64 if asked) even for half-precision models: the angles need it.
-    """
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, d_model, 2, device=pos_seq.device, dtype=dtype) / d_model))
-    angles = pos_seq.to(dtype)[:, None] * inv_freq[None, :]
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)
-
-
-def relative_embedding(pos_seq: torch.Tensor, d_model: int, dtype: torch.dtype) -> torch.Tensor:
-    """r for the model's dtype: the angles in float64 for a float64 model, else float32."""
-    wide = torch.float64 if dtype == torch.float64 else torch.float32
-    return sinusoid(pos_seq, d_model, wide).to(dtype)
-
-
-def rel_shift(x: torch.Tensor) -> torch.Tensor:
-    """TXL's relative shift: column k of ``x`` holds offset L-1-k; out[i, j] = x[i, j + L-1-i] for j <= i.
-
-    Pad a zero column on the left, view [L, L+1] as [L+1, L], drop the first row, view back.
-    Entries above the diagonal (j > i) are meaningless and must be masked (the decoder is causal).
-    """
-    *lead, q_len, k_len = x.shape
-    x = F.pad(x, (1, 0)).view(*lead, k_len + 1, q_len)
-    return x[..., 1:, :].reshape(*lead, q_len, k_len)
-
-
-@dataclass
-class LayerPrior:
-    """What one layer needs of the prior: pair ids per key and the per-head pair tables [H, P, d_head]."""
-
-    pair_ids: torch.Tensor  # [B, L], 0 = no tag
-    alignment: torch.Tensor | None = None  # W_E^l pair_table  (c; position / disentangled)
-    key_bias: torch.Tensor | None = None  # W_K^tag pair_table (attn_bias key term)
-    value_bias: torch.Tensor | None = None  # W_V^tag pair_table (attn_bias value term)
-
-    def n_pairs(self) -> int:
-        """P, the number of distinct prior vectors (rows of any of the tables)."""
-        table = next(t for t in (self.alignment, self.key_bias, self.value_bias) if t is not None)
-        return table.shape[1]
-
-
-@dataclass
-class JoinedAddress:
-    """``lis_tree2``'s input to one layer: the tree-address angles of every key (cached ones too)
-    [B, H, K, d_head/2], relative to their components' tops after the newest position, and which
-    keys each new query is joined with at its own time [B, 1, L, K] (``joined_tree_paths``)."""
-
-    angles: torch.Tensor
-    joined: torch.Tensor
 
 
 class RelPartialLearnableAttention(nn.Module):
@@ -640,19 +588,11 @@ class TransfoXLSiPEForCausalLM(CheckedModel, PreTrainedModel, GenerationMixin):
         return h, hidden_states, attentions, cache
 
     def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        deprel_ids: torch.LongTensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        cache: Cache | None = None,
-        use_cache: bool | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs: Any,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.LongTensor | None = None, nonterminal_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None, deprel_ids: torch.LongTensor | None = None,
+        output_attentions: bool = False, output_hidden_states: bool = False, cache: Cache | None = None,
+        use_cache: bool | None = None, past_key_values: Cache | None = None, **kwargs: Any,
     ) -> SiPEOutput:
         """Causal LM. ``labels`` are unshifted (HF style); tags [B, L] with -100 where a position has none.
 
@@ -660,7 +600,7 @@ class TransfoXLSiPEForCausalLM(CheckedModel, PreTrainedModel, GenerationMixin):
         softmax row is empty (its outputs are meaningless -- give its label -100). Without tag tensors
         the prior is absent (m_p = 0 everywhere) and no tag loss is computed.
 
-        Incremental decoding (Hugging Face conventions; ``past_key_values`` is the older name of
+        Incremental decoding (Hugging Face conventions; ``past_key_values`` is transformers' name for
         ``cache``): with ``use_cache=True`` or a ``cache`` (a :class:`SiPECache`; an empty Cache of
         another class is replaced by one), ``input_ids`` and the tags are the *new* positions, which
         follow the cached ones, ``attention_mask`` covers cached and new positions (or the new ones),
@@ -745,7 +685,7 @@ class TransfoXLSiPEForCausalLM(CheckedModel, PreTrainedModel, GenerationMixin):
         return treereg_loss(captured["z"][..., : k * cfg.d_head], sentences)
 
 
-class TransfoXLSiPEForSequenceClassification(TransfoXLSiPEForCausalLM):
+class TransfoXLSiPEForSequenceClassification(LastTokenClassifier, TransfoXLSiPEForCausalLM):
     """The decoder with a GLUE head: the last real token's final state -> one linear layer.
 
     A causal decoder's last position is the only one that has read the whole input, so it is the
@@ -757,44 +697,13 @@ class TransfoXLSiPEForSequenceClassification(TransfoXLSiPEForCausalLM):
     token is the last ``</s>``.
     """
 
-    _tied_weights_keys = None
     # loading a pre-trained LM: its output heads are left out and the score layer is new, as meant
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\.", r"^tag_heads\."]
-    _keys_to_ignore_on_load_missing = [r"^score\."]
 
-    def build_heads(self, config: SiPEConfig) -> None:
-        self.score = nn.Linear(config.d_model, config.num_labels, bias=False)
-
-    def get_output_embeddings(self) -> None:
-        return None
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.LongTensor | None = None,
-        nonterminal_ids: torch.LongTensor | None = None,
-        labels: torch.Tensor | None = None,
-        deprel_ids: torch.LongTensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        **kwargs: Any,
-    ) -> SiPEOutput:
-        """``labels`` are class ids [B] (float targets for regression); logits are [B, num_labels]."""
-        h, hidden_states, attentions, _ = self.decode(
-            input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
-            output_attentions, output_hidden_states,
-        )
-        pooled = self.dropout(last_token_states(h, attention_mask))  # (B, D)
-        return classification_output(
-            self.config,
-            self.score(pooled),
-            labels.to(h.device) if labels is not None else None,
-            tuple(hidden_states) if output_hidden_states else None,
-            tuple(attentions) if output_attentions else None,
-        )
-
-
-# the name this class had before it took Hugging Face's ``...ForCausalLM`` naming (checkpoints saved
-# then list it in config.json ``architectures``; ``structpe.models.load`` accepts both)
-TransfoXLSiPEModel = TransfoXLSiPEForCausalLM
+    def classifier_states(self, input_ids, attention_mask, terminal_ids, nonterminal_ids, deprel_ids,
+                          output_attentions, output_hidden_states):
+        h, hidden_states, attentions, _ = self.decode(input_ids, attention_mask, terminal_ids,
+                                                      nonterminal_ids, deprel_ids, output_attentions,
+                                                      output_hidden_states)
+        return h, (tuple(hidden_states) if output_hidden_states else None), (
+            tuple(attentions) if output_attentions else None)

@@ -93,21 +93,15 @@ class HexatagPrior(nn.Module):
         return mask if keep is None else mask & keep
 
     def forward(
-        self,
-        terminal_ids: torch.Tensor,
-        nonterminal_ids: torch.Tensor,
-        deprel_ids: torch.Tensor | None = None,
-        keep: torch.Tensor | None = None,
+        self, terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor,
+        deprel_ids: torch.Tensor | None = None, keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The prior [B, L, d]; ``keep`` (bool [B, L]) zeroes more positions, e.g. MLM-masked ones."""
         return self.pair_table()[self.pair_ids(terminal_ids, nonterminal_ids, deprel_ids, keep)]
 
     def pair_ids(
-        self,
-        terminal_ids: torch.Tensor,
-        nonterminal_ids: torch.Tensor,
-        deprel_ids: torch.Tensor | None = None,
-        keep: torch.Tensor | None = None,
+        self, terminal_ids: torch.Tensor, nonterminal_ids: torch.Tensor,
+        deprel_ids: torch.Tensor | None = None, keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Index into ``pair_table()`` per position [B, L]: 0 = no tag, else 1 + ((d*2 + tau)*5 + nu)."""
         mask = self.tag_mask(terminal_ids, nonterminal_ids, keep)

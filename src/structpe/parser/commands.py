@@ -154,7 +154,6 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from structpe.data.paths import data_root
     from structpe.parser.data import load_sentences, treebank_file
     from structpe.parser.default import default_model_dir
     from structpe.parser.registry import parser_identity
@@ -166,7 +165,7 @@ def run_eval(args: argparse.Namespace) -> int:
     started = time.time()
     set_cpu_threads(args.threads)
     data = Path(args.data)
-    path = data if data.is_file() else treebank_file(data_root(), args.data, args.split)
+    path = data if data.is_file() else treebank_file(None, args.data, args.split)
     if args.output:
         refuse_overwrite_input(args.output, [path], "--output")
     gold = load_sentences(path)

@@ -44,8 +44,9 @@ CORPUS_FILES = {
 }
 
 
-def treebank_file(root: Path, name: str, split: str) -> Path:
-    """``root/ud/UD_English-X/en_x-ud-<split>.conllu.gz`` for a short name (ewt, gum, ...) or a path."""
+def treebank_file(root: Path | None, name: str, split: str) -> Path:
+    """``root/ud/UD_English-X/en_x-ud-<split>.conllu.gz`` for a short name (ewt, gum, ...) or a path;
+    ``root`` None: the data root's lookup (``data_root``), which is where the treebank is resolved."""
     p = Path(name)
     if p.suffix in (".conllu", ".gz") or p.is_file():
         if not p.is_file():

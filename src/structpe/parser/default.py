@@ -8,14 +8,13 @@ on a fresh install with no training. The card (``card.json``, written by
 
 from __future__ import annotations
 
-import json
 import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError
-from structpe.io import sha256_file
+from structpe.io import read_json, sha256_file
 
 CARD_NAME = "card.json"
 
@@ -29,7 +28,7 @@ def read_card(directory: str | os.PathLike) -> dict[str, Any]:
     path = Path(directory) / CARD_NAME
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {directory} an exported hexatagger (parser export)?")
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def verify(directory: str | os.PathLike) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.errors import StructpeError
-from structpe.io import MODEL_CONFIG_NAME, atomic_write_text, replace_folder, sha256_file
+from structpe.io import MODEL_CONFIG_NAME, atomic_write_text, read_json, replace_folder, sha256_file
 from structpe.parser.default import CARD_NAME
 
 TRAINING_FILES = ("train_summary.json",)  # copied next to the weights: stages, wall times, recipe
@@ -54,9 +54,9 @@ def export_model(
         res = evaluate_parser("hexatagger", load_sentences(path), str(stage))
         keep = ("uas", "uas_no_punct", "las", "tag_acc", "exact_match", "sentences", "words")
         metrics[f"{treebank}-{split}"] = {k: res[k] for k in keep if k in res}
-    config = json.loads((stage / MODEL_CONFIG_NAME).read_text())
+    config = read_json(stage / MODEL_CONFIG_NAME)
     summary_path = stage / TRAINING_FILES[0]
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    summary = read_json(summary_path) if summary_path.is_file() else {}
     card = {
         "name": "structpe default hexatagger",
         "encoder": config.get("encoder"),

@@ -228,11 +228,8 @@ class HexataggerModel(nn.Module):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * c.n_layers))
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        terminal_ids: torch.Tensor | None = None,
-        nonterminal_ids: torch.Tensor | None = None,
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+        terminal_ids: torch.Tensor | None = None, nonterminal_ids: torch.Tensor | None = None,
         deprel_ids: torch.Tensor | None = None,
     ) -> HexataggerOutput:
         """``input_ids`` [B, L]; ``attention_mask`` [B, L] (1 = token); tag targets [B, L], -100 = no tag."""

@@ -12,7 +12,6 @@ report folder (``data/``, ``cells/<variant>/seed-<seed>/``), adds the chance row
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.data.paths import data_root
+from structpe.io import read_json
 from structpe.quickstart.config import QuickstartConfig, study_spec
 from structpe.quickstart.reference import (
     Reference,
@@ -147,7 +147,7 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     headline: dict[str, list[str]] = {}
     for variant in cfg.variants:
         cell = cell_dir(out, variant, cfg.seed)
-        metrics = json.loads((cell / METRICS_FILE).read_text())
+        metrics = read_json(cell / METRICS_FILE)
         modes = cfg.likelihoods if variant != "none" else ("conditional",)
         scores[variant], headline[variant] = metrics["scores"], headline_metrics(modes)
         entry: dict[str, Any] = {

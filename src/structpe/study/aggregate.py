@@ -22,7 +22,7 @@ a tagged model sat 2.6x above the baseline's exact perplexity, so such a test ca
 "not shown", and counting it would move the other claims' adjusted p when unrelated recipes are
 added. An ``honest`` metric from an *estimator* of p(x) (the particle estimator, mode ``smc``)
 decides only where it has converged: every involved cell's ``<bench>.smc.flip_share`` (the share of
-item / pair decisions that differ between N and 4N particles) is at most ``CONVERGED_SHARE``; else
+item / pair decisions that differ between N and 4N particles) is at most ``FLIP_SHARE_MAX``; else
 the test is shown as "estimator not converged at N". An honest metric from a k-best marginal (or
 an estimator result without a ``flip_share``) is a lower bound with no convergence check: shown,
 never decided. A model that reads no tags has its exact p(x) in every mode and needs no check.
@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from structpe.eval.scoring.smc_views import estimator_converged
 from structpe.study.cell_metrics import by_seed, cells_by_seed, key_text, machine_of, pair_key
 from structpe.study.spec import StudySpec
 from structpe.study.stages.leakage import surviving_share
@@ -73,7 +74,6 @@ BOUND_MODES = ("joint", "marginal")
 LOWER_BOUND_MODES = ("marginal",)
 # the particle estimator of p(x): decides where its N vs 4N decisions agree (docs/studies/README.md)
 ESTIMATOR_MODES = ("smc",)
-CONVERGED_SHARE = 0.02
 
 
 def mean_sd(values: Sequence[float]) -> dict[str, float]:
@@ -246,7 +246,7 @@ def standing_of(
         }
         if len(known) < len(shares):
             row["standing"] = "unchecked"
-        elif known and max(known) > CONVERGED_SHARE:
+        elif not all(estimator_converged(x) for x in known):
             row["standing"] = "not converged"
         else:
             row["standing"] = "decides"

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from structpe.study.aggregate import ALPHA, CONVERGED_SHARE, bound_of
+from structpe.eval.scoring.smc_views import FLIP_SHARE_MAX
+from structpe.study.aggregate import ALPHA, bound_of
 from structpe.study.stages import STAGES, stage
 from structpe.study.tables import fmt_num, fmt_p
 
@@ -134,7 +135,7 @@ def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:
         "bound on its perplexity: a test on it is shown with its one-sided p and never decides. An "
         "`honest` accuracy from the k-best marginal is a lower bound with **no convergence check**: "
         "shown, no honest verdict. An honest score from the particle estimator (`smc`) decides only "
-        f"where every involved cell's N vs 4N decisions differ on at most {CONVERGED_SHARE:.0%} of "
+        f"where every involved cell's N vs 4N decisions differ on at most {FLIP_SHARE_MAX:.0%} of "
         "items (`flip_share`); otherwise the page says **estimator not converged at N**. A model "
         "that reads no tags has its exact p(x) in every mode.",
         "- **Cost checks** (`cost` claims, e.g. the paper's small BLiMP drop) are not discoveries: "

@@ -21,6 +21,7 @@ from structpe.errors import StructpeError
 from structpe.syntax.hexatags import IGNORE_INDEX, nonterminal_ids, terminal_ids
 from structpe.syntax.hexatags import NONTERMINAL_TO_ID as NONTERMINAL_IDS
 from structpe.syntax.hexatags import TERMINAL_TO_ID as TERMINAL_IDS
+from structpe.syntax.sentences import split_words
 
 Tags = Sequence[int | str]
 
@@ -275,3 +276,26 @@ def align_tags_by_offsets(
         if tok is not None:
             t_out[tok], n_out[tok] = t, nt
     return t_out, n_out, firsts.count(None)
+
+
+def rule_word_starts(prompt: str, offsets: Sequence[tuple[int, int]]) -> tuple[list[int], list[str]]:
+    """The first token of each word of ``prompt`` by ``structpe tag``'s word rule (``split_words``;
+    generation's prompts) and the words' texts; a word whose first token is the previous word's (a
+    subword across a word boundary) joins that word,
+    so every word starts at a token and keeps its characters (never a decoded byte piece)."""
+    words = split_words(prompt)
+    spans = word_spans(prompt, words)
+    starts: list[int] = []
+    out: list[str] = []
+    begin = 0
+    for tok, span in zip(first_tokens_of_words(prompt, offsets, words), spans, strict=True):
+        if span is None:  # not a substring of the prompt: spaCy's words always are
+            continue
+        if tok is None and out:
+            out[-1] = prompt[begin : span[1]]
+            continue
+        if tok is not None:
+            starts.append(tok)
+            begin = span[0]
+            out.append(prompt[span[0] : span[1]])
+    return starts, out

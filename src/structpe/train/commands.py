@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
     pp.add_argument("--parser", default="spacy", choices=("spacy", "hexatagger", "gold"))
     pp.add_argument("--parser-model", help="spaCy package or trained hexatagger folder")
     pp.add_argument("--parser-quantize", choices=QUANTIZE_MODES, default="none", help=QUANTIZE_HELP)
-    pp.add_argument("--input-format", choices=text_formats.choices("prepare"),
+    pp.add_argument("--input-format", choices=text_formats.INPUT_FORMATS,
                     help="raw-lines: one raw sentence per line; raw-text: running prose, paragraphs at "
                          "blank lines (Gutenberg); tokenized-lines: one tokenized sentence per line "
                          "(Brown); conllu. Default: the corpus's format, else by file name "

@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from structpe.errors import PreparedDataError
+from structpe.errors import PreparedDataError, StructpeError
 from structpe.io import output_folder, read_json, replace_folder, writing
 from structpe.parser.tag_controls import POOL_FILE, shuffle_within_lengths, write_pool
 from structpe.syntax.sentences import check_text_lengths
@@ -48,12 +48,12 @@ from structpe.train.prepare_settings import (
 )
 from structpe.train.prepare_steps import (
     PACK_BATCH,
-    _align_batch,
-    _get_tokenizer,
-    _gold_units,
-    _lines_units,
-    _pack_batch,
-    _parse_batch,
+    align_batch,
+    get_tokenizer,
+    gold_units,
+    lines_units,
+    pack_batch,
+    parse_batch,
 )
 
 
@@ -93,7 +93,7 @@ def _prepare_split(
     nproc = num_proc if num_proc and num_proc > 1 else None
     settings.check_input(fmt, str(paths[0]))
     if fmt == "conllu" and settings.parser == "gold":
-        cols, n_units = _gold_units(paths, settings.nonprojective, settings.max_units)
+        cols, n_units = gold_units(paths, settings.nonprojective, settings.max_units)
         sents = Dataset.from_dict(cols)
     else:
         if fmt == "conllu":
@@ -101,7 +101,7 @@ def _prepare_split(
 
             units: dict[str, list] = {"words_in": [s.words for p in paths for s in read_conllu(p)]}
         elif fmt == "lines":
-            units = _lines_units(paths, settings.text_form or "tokenized")
+            units = lines_units(paths, settings.text_form or "tokenized")
         else:
             units = {"text": [u for p in paths for u in iter_units(p, fmt)]}
         column = next(iter(units))
@@ -119,7 +119,7 @@ def _prepare_split(
             # inherited from the parent and dead after fork (a parallel region there never returns)
             kwargs.setdefault("threads", 1)
         parse = {
-            "function": _parse_batch,
+            "function": parse_batch,
             "batched": True,
             "batch_size": 64,
             "num_proc": nproc,
@@ -145,7 +145,7 @@ def _prepare_split(
             write_pool(extras / POOL_FILE, sents["terminals"], sents["nonterminals"])
         sents = _shuffle_tags(sents)
     aligned = sents.map(
-        _align_batch,
+        align_batch,
         batched=True,
         batch_size=256,
         num_proc=nproc,
@@ -156,7 +156,7 @@ def _prepare_split(
         desc=f"tokenize + align {name}",
     )
     packed = aligned.map(
-        _pack_batch,
+        pack_batch,
         batched=True,
         batch_size=PACK_BATCH,
         remove_columns=aligned.column_names,
@@ -238,7 +238,7 @@ def prepare(
     for k, ps in paths.items():  # before any work: the settings fit every split's format
         settings.check_input(settings.input_format or guess_format(ps[0]), f"split {k!r} ({ps[0]})")
     tok_dir = str(Path(tokenizer).resolve())
-    tok = _get_tokenizer(tok_dir)
+    tok = get_tokenizer(tok_dir)
     settings = replace(settings, text_form=resolve_text_form(settings, tok))
     bos_id = tok.bos_token_id if tok.bos_token_id is not None else tok.cls_token_id
     eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
@@ -314,9 +314,9 @@ def load_prepared(path: str | Path, splits: Sequence[str] = ("train", "validatio
     if not meta_file.is_file():
         raise PreparedDataError(f"{path} is not a structpe prepared dataset (no {METADATA_FILE})")
     try:
-        meta = json.loads(meta_file.read_text())
-    except json.JSONDecodeError as err:
-        raise PreparedDataError(f"{meta_file} is corrupt: {err}") from None
+        meta = read_json(meta_file)
+    except StructpeError as err:
+        raise PreparedDataError(str(err)) from None
     try:
         dd = load_from_disk(str(path))
         for split in dd:  # touch both ends so a truncated arrow file fails here, not mid-training

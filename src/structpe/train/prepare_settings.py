@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structpe.io import sha256_file
+from structpe.io import read_json, sha256_file
 from structpe.train.corpus import FORMATS, TEXT_FORMS, text_form_record
 
 METADATA_FILE = "structpe_prepare.json"
@@ -183,10 +183,9 @@ def corpus_splits(name: str, data_dir: str | Path | None = None,
 
 def prepared_data_files(dataset_dir: str | Path) -> list[Path]:
     """A prepared dataset's record (``structpe_prepare.json``) and the corpus files it was built from."""
-    import json
 
     meta_file = Path(dataset_dir) / METADATA_FILE
-    inputs = json.loads(meta_file.read_text()).get("inputs", {}) if meta_file.is_file() else {}
+    inputs = read_json(meta_file).get("inputs", {}) if meta_file.is_file() else {}
     return [meta_file, *(Path(p) for paths in inputs.values() for p in paths)]
 
 

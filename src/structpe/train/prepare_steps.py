@@ -57,7 +57,8 @@ def _get_parser(name: str, kwargs: dict[str, Any]) -> Any:
     return _CACHE[key]
 
 
-def _get_tokenizer(path: str) -> Any:
+def get_tokenizer(path: str) -> Any:
+    """The tokenizer at ``path``, loaded once per process (each ``datasets`` worker keeps its own)."""
     key = ("tokenizer", path)
     if key not in _CACHE:
         from structpe.train.tokenizer import load_tokenizer
@@ -81,7 +82,7 @@ def _sentence_columns(sentences: Iterable[Any]) -> dict[str, list]:
     return out
 
 
-def _parse_batch(
+def parse_batch(
     batch: dict[str, list],
     parser: str,
     parser_kwargs: dict[str, Any],
@@ -118,7 +119,7 @@ def _keep_raw_text(batch: dict[str, list], cols: dict[str, list]) -> None:
     cols["raw_text"] = list(batch["raw_text"])
 
 
-def _gold_units(paths: Sequence[Path], policy: str, max_units: int | None) -> tuple[dict[str, list], int]:
+def gold_units(paths: Sequence[Path], policy: str, max_units: int | None) -> tuple[dict[str, list], int]:
     """Gold CoNLL-U trees -> tagged sentences under the non-projectivity policy; also the input count."""
     from structpe.syntax.conllu_io import read_conllu
 
@@ -130,12 +131,13 @@ def _gold_units(paths: Sequence[Path], policy: str, max_units: int | None) -> tu
 
 
 # -- step 2: align ------------------------------------------------------------------------------------
-def _align_batch(batch: dict[str, list], tokenizer_path: str, text_form: str = "tokenized") -> dict:
+def align_batch(batch: dict[str, list], tokenizer_path: str, text_form: str = "tokenized") -> dict:
+    """The align step: word tags -> first-subword tag ids (by words, or by character offsets for raw text)."""
     if text_form == "raw":
         return _align_raw_batch(batch, tokenizer_path)
     from structpe.syntax.alignment import align_tags
 
-    tok = _get_tokenizer(tokenizer_path)
+    tok = get_tokenizer(tokenizer_path)
     enc = align_tags(tok, batch["words"], batch["terminals"], batch["nonterminals"], add_special_tokens=False)
     return {
         "input_ids": enc["input_ids"],
@@ -154,7 +156,7 @@ def _align_raw_batch(batch: dict[str, list], tokenizer_path: str) -> dict:
     """
     from structpe.syntax.alignment import align_tags_by_offsets, first_tokens_of_words
 
-    tok = _get_tokenizer(tokenizer_path)
+    tok = get_tokenizer(tokenizer_path)
     texts = batch.get("raw_text") or [detokenize_words(w)[1] for w in batch["words"]]
     enc = tok(texts, add_special_tokens=False, return_offsets_mapping=True)
     out: dict[str, list] = {"input_ids": enc["input_ids"], "terminal_ids": [], "nonterminal_ids": [],
@@ -171,7 +173,7 @@ def _align_raw_batch(batch: dict[str, list], tokenizer_path: str) -> dict:
     return out
 
 
-def _lines_units(paths: Sequence[Path], text_form: str) -> dict[str, list]:
+def lines_units(paths: Sequence[Path], text_form: str) -> dict[str, list]:
     """Sentences of ``lines`` files: their words, and (``raw``) Brown-normalised words + raw text."""
     words = [u.split() for p in paths for u in iter_units(p, "lines")]
     if text_form != "raw":
@@ -227,7 +229,8 @@ def pack_sentences(
     return rows
 
 
-def _pack_batch(batch: dict[str, list], seq_len: int, bos_id: int, eos_id: int, bos: str) -> dict:
+def pack_batch(batch: dict[str, list], seq_len: int, bos_id: int, eos_id: int, bos: str) -> dict:
+    """The pack step: aligned sentences -> rows of ``seq_len`` tokens (``COLUMNS``)."""
     rows = pack_sentences(
         zip(batch["input_ids"], batch["terminal_ids"], batch["nonterminal_ids"], strict=True),
         seq_len, bos_id, eos_id, bos,

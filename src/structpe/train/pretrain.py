@@ -28,8 +28,6 @@ refuses arbitrary pickled objects, so no untrusted pickle is ever executed.
 from __future__ import annotations
 
 import contextlib
-import csv
-import dataclasses
 import json
 import os
 import pickle
@@ -44,39 +42,27 @@ from transformers import TrainerCallback, TrainingArguments
 from structpe.choices import CAUSAL_FAMILIES
 from structpe.errors import PreparedDataError, RecipeError, StructpeError
 from structpe.hardware import cpu_threads
-from structpe.io import atomic_open, atomic_write_text, read_json
-from structpe.train.checkpoints import checkpoint_problem, last_complete_checkpoint
+from structpe.io import atomic_write_text, read_json
+from structpe.train.checkpoints import (
+    check_resume_config,
+    checkpoint_problem,
+    last_complete_checkpoint,
+    truncate_metrics,
+)
 from structpe.train.collators import MLMCollator, collator_for
 from structpe.train.master_weights import MasterWeightAdamW
 from structpe.train.model_card import write_model_card
 from structpe.train.prepare import load_prepared
 from structpe.train.prepare_deprels import check_deprel_data
 from structpe.train.prepare_settings import tokenizer_hash
-from structpe.train.recipe import Recipe, TrainConfig, default_run_dir, load_recipe
+from structpe.train.recipe import Recipe, default_run_dir, load_recipe
 from structpe.train.trainer import (
-    METRIC_COLUMNS,
     EpochToCollator,
     RunFolderCallback,
     SiPETrainer,
     VocabularyMismatchError,
     plot_losses,
 )
-from structpe.yamlio import load_yaml
-
-
-def _truncate_metrics(csv_path: Path, step: int) -> float:
-    """Drop rows logged after ``step`` (a killed run's steps that the resume will redo); return the
-    training seconds logged up to ``step``, from which the resumed run's clock continues."""
-    if not csv_path.exists():
-        return 0.0
-    with open(csv_path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    keep = [r for r in rows if float(r["step"]) <= step]
-    with atomic_open(csv_path, "w") as fh:
-        w = csv.DictWriter(fh, fieldnames=METRIC_COLUMNS)
-        w.writeheader()
-        w.writerows(keep)
-    return max((float(r["elapsed_s"]) for r in keep if r.get("elapsed_s")), default=0.0)
 
 
 # -- setup checks -----------------------------------------------------------------------------------
@@ -176,17 +162,9 @@ def hold_run_folder(run_dir: Path, hold: contextlib.ExitStack) -> None:
         raise StructpeError(f"{lock_path}: cannot lock the run folder ({err.strerror})") from None
 
 
-def _train_run(
-    config: Recipe | str | Path,
-    overrides: Sequence[str] | None = None,
-    *,
-    resume: bool | str | Path = False,
-    callbacks: Sequence[TrainerCallback] = (),
-    allow_changed_recipe: bool = False,
-    hold: contextlib.ExitStack,
-) -> Path:
-    """:func:`pretrain`'s work; the run folder is locked into ``hold`` before anything is written."""
-    recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))
+def _load_inputs(recipe: Recipe) -> tuple[Any, dict[str, Any], Any, Any, str]:
+    """The prepared data, its record, its tokenizer, the model config and the objective, each checked
+    against the recipe before anything is written: a wrong tokenizer or missing column is one error."""
     tc = recipe.train
     if tc.dataset is None:
         raise RecipeError(
@@ -223,9 +201,14 @@ def _train_run(
     objective = _objective(recipe)
     if objective == "mlm" and tokenizer.mask_token_id is None:
         raise VocabularyMismatchError(f"objective 'mlm' needs a mask token, and {tok_dir} has none")
+    return dd, meta, tokenizer, model_config, objective
 
-    run_dir = Path(tc.output_dir) if tc.output_dir else default_run_dir(recipe)
-    hold_run_folder(run_dir, hold)
+
+def _open_run_folder(
+    recipe: Recipe, run_dir: Path, resume: bool | str | Path, allow_changed_recipe: bool
+) -> tuple[str | None, float]:
+    """The checkpoint to resume from (None: a fresh start) and the training seconds of the earlier
+    sittings; the folder gets the recipe (or, resumed with a changed recipe, the changed one)."""
     checkpoint: str | None = None
     changed: list[str] = []
     elapsed_before = 0.0
@@ -236,12 +219,12 @@ def _train_run(
                 raise FileNotFoundError(f"{ckpt} is not a complete checkpoint (no trainer_state.json)")
             if problem := checkpoint_problem(ckpt):
                 raise RecipeError(f"cannot resume from {ckpt}: {problem}")
-            changed = _check_resume_config(run_dir, recipe, allow_changed_recipe)
+            changed = check_resume_config(run_dir, recipe, allow_changed_recipe)
             checkpoint = str(ckpt)
             step = read_json(ckpt / "trainer_state.json")["global_step"]
             print(f"pretrain: resuming {run_dir} from {ckpt.name} (step {step})")
             if _is_main():
-                elapsed_before = _truncate_metrics(run_dir / "metrics.csv", step)
+                elapsed_before = truncate_metrics(run_dir / "metrics.csv", step)
         else:
             print(f"pretrain: nothing to resume in {run_dir}; starting from scratch")
     elif last_complete_checkpoint(run_dir) is not None:
@@ -256,23 +239,12 @@ def _train_run(
         recipe.dump(run_dir / "config.yaml")
     elif _is_main() and changed:
         recipe.dump(run_dir / f"config-resumed-{step}.yaml")
+    return checkpoint, elapsed_before
 
-    from structpe.models import build_model
 
-    if not torch.cuda.is_available():
-        torch.set_num_threads(cpu_threads(tc.threads))
-    torch.manual_seed(tc.seed)
-    trainer_class = SiPETrainer
-    if recipe.adapter is not None:  # a Hugging Face base model + SiPE adapter (structpe.train.adapter)
-        from structpe.train.adapter import AdapterTrainer, build_adapted
-
-        model, trainer_class = build_adapted(recipe, tokenizer, tc.seq_len), AdapterTrainer
-    else:
-        model = build_model(model_config)
-    collator = collator_for(objective, tokenizer, tc.mlm_probability, model_config.vocab_size, seed=tc.seed)
-    fast = tc.fast_bf16 and tc.resolved_bf16()  # ``auto`` on a CPU without native bf16: autocast's path, off
-    if fast:
-        model.to(torch.bfloat16)  # float32 masters live in the optimizer (structpe.train.master_weights)
+def _training_arguments(recipe: Recipe, run_dir: Path, fast: bool) -> TrainingArguments:
+    """The recipe's ``train:`` section as transformers' TrainingArguments."""
+    tc = recipe.train
     save_every = tc.save_every or tc.eval_every
     args = TrainingArguments(
         output_dir=str(run_dir),
@@ -307,6 +279,73 @@ def _train_run(
         use_cpu=not torch.cuda.is_available(),
         ddp_backend="gloo" if _world_size() > 1 and not torch.cuda.is_available() else None,
     )
+    return args
+
+
+def _finish(
+    trainer: Any, model: Any, recipe: Recipe, run_dir: Path, result: Any, wall: float, elapsed_before: float,
+    checkpoint: str | None, fast: bool, objective: str, meta: dict[str, Any],
+) -> None:
+    """Save the final model; on rank 0 also the run's summary.json, model card and loss plot."""
+    tc, args = recipe.train, trainer.args
+    step = trainer.state.global_step
+    done = [h for h in trainer.state.log_history if "eval_ppl" in h and h.get("step") == step]
+    final = {k: v for k, v in done[-1].items() if k.startswith("eval_")} if done else trainer.evaluate()
+    trainer.save_model(str(run_dir / "final"))  # model.safetensors + config + tokenizer (rank 0 writes)
+    if trainer.is_world_process_zero():
+        summary = {
+            "recipe": recipe.source,
+            "overrides": recipe.overrides,
+            "objective": objective,
+            "steps": trainer.state.global_step,
+            "train_wall_s": round(elapsed_before + wall, 1),  # every sitting of a resumed run
+            "sitting_wall_s": round(wall, 1),
+            "train_runtime_s": result.metrics.get("train_runtime"),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "world_size": args.world_size,
+            "bf16": tc.resolved_bf16(),  # the precision this machine trained in (``auto`` resolved)
+            "fast_bf16": fast,  # bf16 parameters + float32 master weights (else autocast, if bf16)
+            "resumed_from": checkpoint,
+            "final_eval": final,
+            "dataset": str(tc.dataset),
+            "dataset_fingerprint": meta.get("fingerprint"),
+        }
+        atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_model_card(run_dir / "final", recipe=recipe, summary=summary, meta=meta)
+        plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
+        print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
+
+
+def _train_run(
+    config: Recipe | str | Path, overrides: Sequence[str] | None = None, *,
+    resume: bool | str | Path = False, callbacks: Sequence[TrainerCallback] = (),
+    allow_changed_recipe: bool = False, hold: contextlib.ExitStack,
+) -> Path:
+    """:func:`pretrain`'s work; the run folder is locked into ``hold`` before anything is written."""
+    recipe = config if isinstance(config, Recipe) else load_recipe(config, list(overrides or []))
+    tc = recipe.train
+    dd, meta, tokenizer, model_config, objective = _load_inputs(recipe)
+    run_dir = Path(tc.output_dir) if tc.output_dir else default_run_dir(recipe)
+    hold_run_folder(run_dir, hold)
+    checkpoint, elapsed_before = _open_run_folder(recipe, run_dir, resume, allow_changed_recipe)
+
+    from structpe.models import build_model
+
+    if not torch.cuda.is_available():
+        torch.set_num_threads(cpu_threads(tc.threads))
+    torch.manual_seed(tc.seed)
+    trainer_class = SiPETrainer
+    if recipe.adapter is not None:  # a Hugging Face base model + SiPE adapter (structpe.train.adapter)
+        from structpe.train.adapter import AdapterTrainer, build_adapted
+
+        model, trainer_class = build_adapted(recipe, tokenizer, tc.seq_len), AdapterTrainer
+    else:
+        model = build_model(model_config)
+    collator = collator_for(objective, tokenizer, tc.mlm_probability, model_config.vocab_size, seed=tc.seed)
+    fast = tc.fast_bf16 and tc.resolved_bf16()  # ``auto`` on a CPU without native bf16: autocast's path, off
+    if fast:
+        model.to(torch.bfloat16)  # float32 masters live in the optimizer (structpe.train.master_weights)
+    args = _training_arguments(recipe, run_dir, fast)
     cbs: list[TrainerCallback] = [RunFolderCallback(run_dir, elapsed_before), *callbacks]
     if isinstance(collator, MLMCollator):
         cbs.append(EpochToCollator(collator))
@@ -340,32 +379,7 @@ def _train_run(
             "refused (structpe never unpickles them)"
         ) from None
     wall = time.time() - t0
-    step = trainer.state.global_step
-    done = [h for h in trainer.state.log_history if "eval_ppl" in h and h.get("step") == step]
-    final = {k: v for k, v in done[-1].items() if k.startswith("eval_")} if done else trainer.evaluate()
-    trainer.save_model(str(run_dir / "final"))  # model.safetensors + config + tokenizer (rank 0 writes)
-    if trainer.is_world_process_zero():
-        summary = {
-            "recipe": recipe.source,
-            "overrides": recipe.overrides,
-            "objective": objective,
-            "steps": trainer.state.global_step,
-            "train_wall_s": round(elapsed_before + wall, 1),  # every sitting of a resumed run
-            "sitting_wall_s": round(wall, 1),
-            "train_runtime_s": result.metrics.get("train_runtime"),
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "world_size": args.world_size,
-            "bf16": tc.resolved_bf16(),  # the precision this machine trained in (``auto`` resolved)
-            "fast_bf16": fast,  # bf16 parameters + float32 master weights (else autocast, if bf16)
-            "resumed_from": checkpoint,
-            "final_eval": final,
-            "dataset": str(tc.dataset),
-            "dataset_fingerprint": meta.get("fingerprint"),
-        }
-        atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-        write_model_card(run_dir / "final", recipe=recipe, summary=summary, meta=meta)
-        plot_losses(run_dir / "metrics.csv", run_dir / "loss.png")
-        print(f"pretrain: done in {wall:.0f}s; validation ppl {final['eval_ppl']:.2f}; run folder {run_dir}")
+    _finish(trainer, model, recipe, run_dir, result, wall, elapsed_before, checkpoint, fast, objective, meta)
     return run_dir
 
 
@@ -393,39 +407,3 @@ def _world_size() -> int:
 
 def _is_main() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
-
-
-# train keys that do not change what is trained: free to differ when a run is resumed (threads and
-# compile: a run resumed on another machine or under other load; they change float summation order only)
-RESUME_FREE_KEYS = ("output_dir", "progress", "threads", "compile", "eval_every", "eval_batches",
-                    "eval_batch_size", "save_every", "save_total_limit", "log_every")
-
-
-def _check_resume_config(run_dir: Path, recipe: Recipe, allow_changed: bool = False) -> list[str]:
-    """The recipe keys that differ from the run's config.yaml (bookkeeping keys aside). A resumed
-    run must match the run that wrote the checkpoint -- the model always, training settings unless
-    ``allow_changed`` (a changed lr, seed or batch size makes it another run)."""
-    saved = run_dir / "config.yaml"
-    if not saved.is_file():
-        return []
-    old_all = load_yaml(saved, RecipeError) or {}
-    new_all = recipe.to_dict()
-    old = old_all.get("model", {})
-    if old != new_all["model"]:
-        diff = sorted(k for k in set(old) | set(recipe.model) if old.get(k) != recipe.model.get(k))
-        raise RecipeError(
-            f"cannot resume {run_dir}: the model section differs from the checkpoint's config.yaml "
-            f"(keys {diff}); resume with the same model settings or use a new train.output_dir"
-        )
-    # a key the run's config.yaml predates had its default then (e.g. fast_bf16: false)
-    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)
-                if f.default is not dataclasses.MISSING}
-    old_t, new_t = {**defaults, **old_all.get("train", {})}, new_all["train"]
-    diff = sorted(f"train.{k}" for k in set(old_t) | set(new_t)
-                  if k not in RESUME_FREE_KEYS and old_t.get(k) != new_t.get(k))
-    if diff and not allow_changed:
-        raise RecipeError(
-            f"cannot resume {run_dir}: {diff} differ from the run's config.yaml; resume with the "
-            "same settings, or pass --allow-changed-recipe to continue it as a changed run"
-        )
-    return diff

@@ -15,13 +15,13 @@ from typing import Any
 
 from structpe.errors import StructpeError, closest
 from structpe.eval.command_common import (
-    _common,
-    _out_dir,
-    _print_table,
     check_args,
+    common_options,
+    eval_out_dir,
     eval_provenance,
     find_tokenizer_dir,
     make_parser,
+    print_table,
 )
 from structpe.hardware import PRECISIONS
 
@@ -78,7 +78,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
     res["model"] = args.model
     res["parser"] = parser_note
     rows, cols = format_results(res)
-    out = _out_dir(args, "glue")
+    out = eval_out_dir(args, "glue")
     # one scale (points, as the tables) for the title, the axis and the error bars (sd over seeds)
     epochs = {"best epoch": "best", "last epoch": "last"}
     plots = [
@@ -112,7 +112,7 @@ def cmd_glue(args: argparse.Namespace) -> int:
     ]
     if args.max_train or args.max_eval:
         notes.append(f"subsampled: max_train={args.max_train}, max_eval={args.max_eval}")
-    _print_table(
+    print_table(
         report.write_report(
             out, "glue", res, rows, cols, title="GLUE fine-tuning", notes=notes, plots=plots,
             provenance=eval_provenance(args, started, parser, _task_folders(args.data_dir, tasks)),
@@ -156,10 +156,11 @@ def _glue_parser(args: argparse.Namespace, model: Any, model_path: Path) -> tupl
     return get_parser(rec["parser"], **kwargs), note
 
 
-def _glue_args(p: argparse.ArgumentParser) -> None:
+def add_glue_args(p: argparse.ArgumentParser) -> None:
+    """The options of GLUE fine-tuning (``structpe eval glue`` and ``structpe finetune glue`` alike)."""
     from structpe.eval.glue.tasks import FINETUNE_TASKS
 
-    _common(p)
+    common_options(p)
     p.add_argument(
         "--tasks", "--task", nargs="+", default=["all"], dest="tasks",
         help=f"GLUE tasks ({', '.join(FINETUNE_TASKS)}) or all (default), run in one go with one table",

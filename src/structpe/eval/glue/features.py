@@ -136,7 +136,9 @@ def featurize(
     return feats
 
 
-def _collate(f: Features, idx: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
+def collate_features(f: Features, idx: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
+    """The examples ``idx`` of ``f`` as one padded batch (tag ids padded with ``IGNORE``), for training
+    and for prediction alike."""
     L = max(len(f.input_ids[i]) for i in idx)
     B = len(idx)
     ids = torch.full((B, L), pad_id, dtype=torch.long)

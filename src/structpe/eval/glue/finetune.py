@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from structpe.eval.glue.features import Features, _collate, featurize, frame_sentences, uses_deprels
+from structpe.eval.glue.features import Features, collate_features, featurize, frame_sentences, uses_deprels
 from structpe.eval.glue.report import best_epoch, macro_average, summarize
 from structpe.eval.glue.tasks import (
     FINETUNE_TASKS,
@@ -82,7 +82,7 @@ def predict(model: Any, feats: Features, *, regression: bool, batch_size: int = 
     preds: list = []
     for s in range(0, len(feats.input_ids), batch_size):
         idx = list(range(s, min(s + batch_size, len(feats.input_ids))))
-        logits = _forward(model, _collate(feats, idx, pad_id), tagged).float()
+        logits = _forward(model, collate_features(feats, idx, pad_id), tagged).float()
         preds += logits.squeeze(-1).tolist() if regression else logits.argmax(-1).tolist()
     return preds
 
@@ -217,7 +217,7 @@ def finetune_task(
             losses = []
             for s in range(0, len(order), batch_size):
                 idx = order[s : s + batch_size]
-                batch = _collate(ftrain, idx, pad_id)
+                batch = collate_features(ftrain, idx, pad_id)
                 with _autocast(model, bf16):
                     logits = _forward(model, batch, tagged).float()
                 y = torch.tensor([ftrain.labels[i] for i in idx], device=dev_model)

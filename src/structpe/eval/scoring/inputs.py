@@ -37,9 +37,28 @@ def batched(seq: Sequence[Any], size: int) -> Iterator[list[Any]]:
         yield list(seq[i : i + size])
 
 
-def _progress(iterable: Any, enabled: bool, desc: str, total: int | None = None) -> Any:
+def progress_bar(iterable: Any, enabled: bool, desc: str, total: int | None = None) -> Any:
+    """``iterable`` behind a tqdm bar when ``enabled`` (tqdm imported only then), else as it is."""
     if not enabled:
         return iterable
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=desc, total=total, leave=False)
+
+
+def padded_batch(rows: Sequence[tuple[list[int], list[int], list[int]]], pad_id: int) -> tuple[Any, ...]:
+    """(token ids, terminal ids, non-terminal ids) rows -> input ids, attention mask, terminal and
+    non-terminal ids [B, L], right-padded (``pad_id``, mask 0, tags -100): both scorers' batches."""
+    import torch
+
+    from structpe.syntax.hexatags import IGNORE_INDEX
+
+    shape = (len(rows), max(len(r[0]) for r in rows))
+    input_ids, mask = torch.full(shape, pad_id, dtype=torch.long), torch.zeros(shape, dtype=torch.long)
+    term, nonterm = (torch.full(shape, IGNORE_INDEX, dtype=torch.long) for _ in range(2))
+    for b, (ids, t, n) in enumerate(rows):
+        input_ids[b, : len(ids)] = torch.tensor(ids)
+        mask[b, : len(ids)] = 1
+        term[b, : len(ids)] = torch.tensor(t)
+        nonterm[b, : len(ids)] = torch.tensor(n)
+    return input_ids, mask, term, nonterm

@@ -62,7 +62,7 @@ import heapq
 
 import torch
 
-from structpe.eval.scoring.prefixes import _Hyp, _lse, _Sentence, prefix_pairs
+from structpe.eval.scoring.prefixes import BeamHyp, BeamSentence, log_sum_exp, prefix_pairs
 from structpe.eval.scoring.rows import Row, run_rows
 from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, model_device
 from structpe.models.txl import TransfoXLSiPEForCausalLM
@@ -73,14 +73,14 @@ from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 MARGINAL_LADDER = (1, 10, 100)
 
 
-def _full_row(scorer: CausalScoring, e: Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
+def full_row(scorer: CausalScoring, e: Encoded, terminals: list[int], nonterminals: list[int]) -> Row:
     """BOS + text (+ EOS) with the given per-token tags (BOS and EOS untagged)."""
     eos = [scorer.eos_id] if scorer.append_eos else []
     pad = [IGNORE] if scorer.append_eos else []
     return Row([scorer.bos_id, *e.ids, *eos], [IGNORE, *terminals, *pad], [IGNORE, *nonterminals, *pad])
 
 
-def _token_scores(
+def score_tokens(
     scorer: CausalScoring, e: Encoded, lps: list[float], likelihood: str, meta: dict | None = None
 ) -> TokenScores:
     """Split a BOS-relative log-prob list into the text's tokens and the optional EOS."""
@@ -109,9 +109,9 @@ def tagged_positions(e: Encoded) -> list[int]:
 
 def plain_scores(scorer: CausalScoring, batch: list[Encoded]) -> list[TokenScores]:
     """p(x) of a model that reads no tags (every mode reduces to it)."""
-    rows = [_full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)) for e in batch]
+    rows = [full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)) for e in batch]
     outs = run_rows(scorer, rows, tagged=False)
-    return [_token_scores(scorer, e, o.token_lp, "plain") for e, o in zip(batch, outs, strict=True)]
+    return [score_tokens(scorer, e, o.token_lp, "plain") for e, o in zip(batch, outs, strict=True)]
 
 
 def joint_scores(scorer: CausalScoring, batch: list[Encoded]) -> list[TokenScores]:
@@ -122,7 +122,7 @@ def joint_scores(scorer: CausalScoring, batch: list[Encoded]) -> list[TokenScore
     """
     if not scorer.tagged:
         return plain_scores(scorer, batch)
-    rows = [_full_row(scorer, e, e.terminals, e.nonterminals) for e in batch]
+    rows = [full_row(scorer, e, e.terminals, e.nonterminals) for e in batch]
     outs = run_rows(scorer, rows)
     res = []
     for e, o in zip(batch, outs, strict=True):
@@ -137,7 +137,7 @@ def joint_scores(scorer: CausalScoring, batch: list[Encoded]) -> list[TokenScore
             lps[pos - 1] += lp  # the word's tag cost on its first token
             src = pos
         meta = {"tag_logprob": float(sum(tag_lps)), "token_logprob": token_total, "tag_logprobs": tag_lps}
-        res.append(_token_scores(scorer, e, lps, "joint", meta))
+        res.append(score_tokens(scorer, e, lps, "joint", meta))
     return res
 
 
@@ -145,7 +145,7 @@ def joint_scores(scorer: CausalScoring, batch: list[Encoded]) -> list[TokenScore
 # marginal: nested beam over well-formed tag prefixes
 
 
-def _select(parents: list[_Hyp], close: bool, k: int, max_depth: int) -> list[_Hyp]:
+def _select(parents: list[BeamHyp], close: bool, k: int, max_depth: int) -> list[BeamHyp]:
     """Nested top-k: width w adds the best not-yet-chosen child of parents with tier <= w.
 
     ``close``: the children end the tree (the sentence's last word); else they keep it open
@@ -171,11 +171,11 @@ def _select(parents: list[_Hyp], close: bool, k: int, max_depth: int) -> list[_H
             continue
         neg, _, pi, t, nt, d = heapq.heappop(heap)
         p = parents[pi]
-        chosen.append(_Hyp([*p.terminals, t], [*p.nonterminals, nt], d, -neg, w, parent=pi))
+        chosen.append(BeamHyp([*p.terminals, t], [*p.nonterminals, nt], d, -neg, w, parent=pi))
     return chosen
 
 
-def _choose(s: _Sentence, word: int, k: int, max_depth: int) -> None:
+def _choose(s: BeamSentence, word: int, k: int, max_depth: int) -> None:
     """Tags of word ``word`` (0-based): the open beam, and at the last word also the closing one."""
     parents = s.hyps
     if word + 1 == len(s.positions):
@@ -183,13 +183,13 @@ def _choose(s: _Sentence, word: int, k: int, max_depth: int) -> None:
     s.hyps = _select(parents, False, k, max_depth)
     if not s.hyps:  # cannot happen: tr + nl (or tl at the root) is always allowed
         raise RuntimeError(f"beam emptied at word {word + 1}: {s.enc.text[:60]!r}")
-    s.bound[s.positions[word] - 1] = _lse([h.score for h in s.hyps])
+    s.bound[s.positions[word] - 1] = log_sum_exp([h.score for h in s.hyps])
 
 
-def _segment_rows(scorer: CausalScoring, s: _Sentence, step: int) -> list[Row]:
+def _segment_rows(scorer: CausalScoring, s: BeamSentence, step: int) -> list[Row]:
     """Rows for step ``step`` (words 1..step tagged): the prefix up to the next tagged position."""
     e = s.enc
-    full = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids))
+    full = full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids))
     stop = s.positions[step] if step < len(s.positions) else s.end  # last position to predict
     rows = []
     for h in (*s.hyps, *s.closed):
@@ -231,8 +231,8 @@ def marginal_scores(
     sents = []
     for e in batch:
         end = len(e.ids) + int(scorer.append_eos)
-        root = _Hyp([], [], 0, 0.0, 1)
-        sents.append(_Sentence(e, tagged_positions(e), end, [root], [0.0] * end))
+        root = BeamHyp([], [], 0, 0.0, 1)
+        sents.append(BeamSentence(e, tagged_positions(e), end, [root], [0.0] * end))
     if use_cache is None:
         use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
     if use_cache:
@@ -245,7 +245,7 @@ def marginal_scores(
     return [_marginal_result(scorer, s, k, j) for s, j in zip(sents, parsed, strict=True)]
 
 
-def _beam_uncached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_depth: int) -> None:
+def _beam_uncached(scorer: CausalScoring, sents: list[BeamSentence], k: int, max_depth: int) -> None:
     """Word-synchronous beam: at each word, run every kept prefix up to the next word's first token."""
     max_words = max(len(s.positions) for s in sents)
     for step in range(0, max_words + 1):
@@ -254,7 +254,7 @@ def _beam_uncached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_de
             for s in active:
                 _choose(s, step - 1, k, max_depth)
         rows: list[Row] = []
-        owners: list[tuple[_Sentence, _Hyp]] = []
+        owners: list[tuple[BeamSentence, BeamHyp]] = []
         for s in active:
             seg = _segment_rows(scorer, s, step)
             rows.extend(seg)
@@ -278,10 +278,10 @@ def _beam_uncached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_de
             for j, t in enumerate(range(first, stop + 1)):
                 if step < len(s.positions) and t == stop:
                     continue  # the next word's first token: set after its tags are chosen
-                s.bound[t - 1] = _lse([h.cum[j] for h in s.hyps])
+                s.bound[t - 1] = log_sum_exp([h.cum[j] for h in s.hyps])
 
 
-def _marginal_result(scorer: CausalScoring, s: _Sentence, k: int, parsed: TokenScores) -> TokenScores:
+def _marginal_result(scorer: CausalScoring, s: BeamSentence, k: int, parsed: TokenScores) -> TokenScores:
     """Per-token scores (differences of open prefix bounds), the closing and the ``meta`` of a beam.
 
     The sentence bound at width w sums the closed sequences of tier <= w and the parser's parse
@@ -299,7 +299,7 @@ def _marginal_result(scorer: CausalScoring, s: _Sentence, k: int, parsed: TokenS
     def bound(w: int) -> tuple[float, bool]:
         kept = [h for h in closed if h.tier <= w]
         found = any((h.terminals, h.nonterminals) == parse for h in kept)
-        return _lse([h.score for h in kept] + ([] if found else [parsed.total])), found
+        return log_sum_exp([h.score for h in kept] + ([] if found else [parsed.total])), found
 
     total, found = bound(k)
     by_k = {w: bound(w)[0] for w in (*MARGINAL_LADDER, k) if w <= k}
@@ -316,7 +316,7 @@ def _marginal_result(scorer: CausalScoring, s: _Sentence, k: int, parsed: TokenS
         "best_joint": best.score if best else parsed.total,
         "n_words": len(s.positions),
     }
-    out = _token_scores(scorer, s.enc, lps, "marginal", meta)
+    out = score_tokens(scorer, s.enc, lps, "marginal", meta)
     out.close_logprob = total - prev
     return out
 
@@ -327,7 +327,7 @@ CACHED_BEAM_ROWS = 1024
 
 
 @torch.no_grad()
-def _beam_cached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_depth: int) -> None:
+def _beam_cached(scorer: CausalScoring, sents: list[BeamSentence], k: int, max_depth: int) -> None:
     """The same nested beam, token-synchronous on a key/value cache (copy-on-branch).
 
     Every kept prefix of every sentence is one row of one ``SiPECache``; all rows have fed the
@@ -343,16 +343,16 @@ def _beam_cached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_dept
     model = scorer.model
     device = model_device(model)
     full = {
-        id(s): _full_row(scorer, s.enc, [IGNORE] * len(s.enc.ids), [IGNORE] * len(s.enc.ids)).ids
+        id(s): full_row(scorer, s.enc, [IGNORE] * len(s.enc.ids), [IGNORE] * len(s.enc.ids)).ids
         for s in sents
     }
     word_at = {id(s): {pos: w for w, pos in enumerate(s.positions)} for s in sents}
-    rows: list[tuple[_Sentence, _Hyp]] = [(s, s.hyps[0]) for s in sents]
+    rows: list[tuple[BeamSentence, BeamHyp]] = [(s, s.hyps[0]) for s in sents]
     cache = None
     for t in range(max(s.end for s in sents) + 1):
         # 1. word starts at t: choose the word's tags, gather rows to the new beam's parents
         index: list[int] = []
-        new_rows: list[tuple[_Sentence, _Hyp]] = []
+        new_rows: list[tuple[BeamSentence, BeamHyp]] = []
         i = 0
         while i < len(rows):
             s = rows[i][0]
@@ -397,5 +397,5 @@ def _beam_cached(scorer: CausalScoring, sents: list[_Sentence], k: int, max_dept
         done: set[int] = set()
         for s, _ in rows:
             if id(s) not in done and (t + 1) not in word_at[id(s)]:
-                s.bound[t] = _lse([h.score for h in s.hyps])
+                s.bound[t] = log_sum_exp([h.score for h in s.hyps])
             done.add(id(s))

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from structpe.choices import PLL_METRICS
-from structpe.eval.scoring.inputs import _progress, batched, parse_texts
+from structpe.eval.scoring.inputs import batched, padded_batch, parse_texts, progress_bar
 from structpe.eval.scoring.types import Parser, TokenScores, forward_logits, model_device, uses_tags
 from structpe.syntax.alignment import align_tags_by_offsets
 from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
@@ -30,15 +30,8 @@ class MaskedScorer:
     """
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        parser: Parser | None = None,
-        *,
-        metric: str = "within_word_l2r",
-        batch_size: int = 64,
-        max_length: int | None = None,
-        progress: bool = False,
+        self, model: Any, tokenizer: Any, parser: Parser | None = None, *, metric: str = "within_word_l2r",
+        batch_size: int = 64, max_length: int | None = None, progress: bool = False,
     ) -> None:
         if metric not in PLL_METRICS:
             raise ValueError(f"PLL metric {metric!r} unknown; expected one of {PLL_METRICS}")
@@ -91,28 +84,18 @@ class MaskedScorer:
         device = model_device(self.model)
         batches = list(batched(jobs, self.batch_size))
         with torch.no_grad():
-            for batch in _progress(batches, self.progress, f"PLL ({self.metric})", len(batches)):
-                L = max(len(seqs[k][0]) for k, _, _ in batch)
+            for batch in progress_bar(batches, self.progress, f"PLL ({self.metric})", len(batches)):
                 B = len(batch)
-                input_ids = torch.full((B, L), self.pad_id, dtype=torch.long)
-                mask = torch.zeros((B, L), dtype=torch.long)
-                term = torch.full((B, L), IGNORE, dtype=torch.long)
-                nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
-                for b, (k, _p, masked) in enumerate(batch):
-                    ids, _, _, t, n, _ = seqs[k]
-                    input_ids[b, : len(ids)] = torch.tensor(ids)
-                    mask[b, : len(ids)] = 1
-                    term[b, : len(ids)] = torch.tensor(t)
-                    nonterm[b, : len(ids)] = torch.tensor(n)
+                input_ids, mask, term, nonterm = padded_batch(
+                    [(seqs[k][0], seqs[k][3], seqs[k][4]) for k, _, _ in batch], self.pad_id
+                )
+                for b, (_k, _p, masked) in enumerate(batch):
                     input_ids[b, masked] = self.tokenizer.mask_token_id
                     term[b, masked] = IGNORE
                     nonterm[b, masked] = IGNORE
                 out = forward_logits(
-                    self.model,
-                    input_ids.to(device),
-                    mask.to(device),
-                    term.to(device) if self.tagged else None,
-                    nonterm.to(device) if self.tagged else None,
+                    self.model, input_ids.to(device), mask.to(device),
+                    term.to(device) if self.tagged else None, nonterm.to(device) if self.tagged else None,
                 )
                 rows = torch.arange(B)
                 pos = torch.tensor([p for _, p, _ in batch])

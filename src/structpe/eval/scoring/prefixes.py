@@ -3,7 +3,7 @@
 ``prefix_pairs`` lists the (terminal, non-terminal) pairs that extend a well-formed prefix without
 looking at later words (open), or that end the tree (close); ``allowed_pairs`` adds the
 length-aware rule of generation (the prefix can still finish within ``n_words``; same rules and
-depth cap as ``hexatags.constrained_decode``). ``_Hyp`` and ``_Sentence`` hold the beam's state
+depth cap as ``hexatags.constrained_decode``). ``BeamHyp`` and ``BeamSentence`` hold the beam's state
 per prefix and per sentence. Pure bookkeeping without a model, kept apart from the beam itself
 (``structpe.eval.scoring.likelihood``: selection, forwards, bounds).
 """
@@ -61,7 +61,9 @@ def prefix_pairs(depth: int, close: bool, max_depth: int = DEFAULT_MAX_DEPTH) ->
 
 
 @dataclass
-class _Hyp:
+class BeamHyp:
+    """One tag prefix in the nested beam, with its score and the tag heads' next predictions."""
+
     terminals: list[int]
     nonterminals: list[int]
     depth: int
@@ -74,16 +76,19 @@ class _Hyp:
 
 
 @dataclass
-class _Sentence:
+class BeamSentence:
+    """One sentence's beam state: its open prefixes, their bound per position, and closed trees."""
+
     enc: Encoded
     positions: list[int]  # tagged positions, BOS = 0
     end: int  # last position of the full row (EOS included when appended)
-    hyps: list[_Hyp]  # the open beam: its prefixes never end the tree
+    hyps: list[BeamHyp]  # the open beam: its prefixes never end the tree
     bound: list[float]  # open prefix bound at each position 1..end (index t-1)
-    closed: list[_Hyp] = field(default_factory=list)  # the last word's closing children (eos)
+    closed: list[BeamHyp] = field(default_factory=list)  # the last word's closing children (eos)
 
 
-def _lse(values: Sequence[float]) -> float:
+def log_sum_exp(values: Sequence[float]) -> float:
+    """log(sum(exp(v))) of Python floats, stable; -inf for all -inf (no tensor for a handful of values)."""
     m = max(values)
     if m == -math.inf:
         return m

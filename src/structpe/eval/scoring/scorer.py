@@ -40,10 +40,11 @@ import torch
 
 from structpe import choices
 from structpe.choices import DEFAULT_PROPOSAL, PROPOSALS
-from structpe.eval.scoring.inputs import _progress, batched, parse_texts
+from structpe.eval.scoring.inputs import batched, padded_batch, parse_texts, progress_bar
 from structpe.eval.scoring.likelihood import joint_scores, marginal_scores
 from structpe.eval.scoring.masked import MaskedScorer
-from structpe.eval.scoring.smc import DEFAULT_PARTICLES, SMC_REPLICATES, smc_scores
+from structpe.eval.scoring.smc import DEFAULT_PARTICLES, smc_scores
+from structpe.eval.scoring.smc_views import SMC_REPLICATES
 from structpe.eval.scoring.types import (
     Encoded,
     Parser,
@@ -69,21 +70,10 @@ class CausalScorer:
     """
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        parser: Parser | None = None,
-        *,
-        likelihood: str = "conditional",
-        k: int = 10,
-        particles: int = DEFAULT_PARTICLES,
-        seed: int = 0,
-        smc_parts: str = "both",
-        proposal: str = DEFAULT_PROPOSAL,
-        batch_size: int = 32,
-        append_eos: bool = False,
-        max_length: int | None = None,
-        progress: bool = False,
+        self, model: Any, tokenizer: Any, parser: Parser | None = None, *, likelihood: str = "conditional",
+        k: int = 10, particles: int = DEFAULT_PARTICLES, seed: int = 0, smc_parts: str = "both",
+        proposal: str = DEFAULT_PROPOSAL, batch_size: int = 32, append_eos: bool = False,
+        max_length: int | None = None, progress: bool = False,
     ) -> None:
         if likelihood not in self.LIKELIHOODS:
             raise ValueError(
@@ -154,7 +144,7 @@ class CausalScorer:
         results: list[TokenScores | None] = [None] * len(encoded)
         fn = self.LIKELIHOODS[self.likelihood]
         batches = list(batched(order, self.batch_size))
-        for idx in _progress(batches, self.progress, "scoring", len(batches)):
+        for idx in progress_bar(batches, self.progress, "scoring", len(batches)):
             for i, ts in zip(idx, fn(self, [encoded[i] for i in idx]), strict=True):
                 results[i] = ts
         return results  # type: ignore[return-value]
@@ -169,22 +159,9 @@ class CausalScorer:
             t = [IGNORE, *e.terminals] + ([IGNORE] if self.append_eos else [])
             n = [IGNORE, *e.nonterminals] + ([IGNORE] if self.append_eos else [])
             rows.append((ids, t, n))
-        L = max(len(r[0]) for r in rows)
-        B = len(rows)
-        input_ids = torch.full((B, L), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((B, L), dtype=torch.long)
-        term = torch.full((B, L), IGNORE, dtype=torch.long)
-        nonterm = torch.full((B, L), IGNORE, dtype=torch.long)
-        for b, (ids, t, n) in enumerate(rows):
-            input_ids[b, : len(ids)] = torch.tensor(ids)
-            mask[b, : len(ids)] = 1
-            term[b, : len(ids)] = torch.tensor(t)
-            nonterm[b, : len(ids)] = torch.tensor(n)
+        input_ids, mask, term, nonterm = padded_batch(rows, self.pad_id)
         out = forward_logits(
-            self.model,
-            input_ids.to(device),
-            mask.to(device),
-            term.to(device) if self.tagged else None,
+            self.model, input_ids.to(device), mask.to(device), term.to(device) if self.tagged else None,
             nonterm.to(device) if self.tagged else None,
         )
         logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
@@ -256,10 +233,12 @@ class ScoringSpec:
     max_length: int | None = None
     progress: bool = False
 
-    def with_options(self, **options: Any) -> ScoringSpec:
-        """This spec with the options that are not None replacing its fields (the evaluate_* functions'
-        keyword arguments, kept for callers that pass them one by one)."""
-        return dataclasses.replace(self, **{k: v for k, v in options.items() if v is not None})
+
+def spec_with(spec: ScoringSpec | None, **options: Any) -> ScoringSpec:
+    """``spec`` (default ``ScoringSpec()``) with the ``options`` that are not None replacing its fields:
+    :func:`make_scorer` and the evaluate_* functions take ScoringSpec's fields as keywords too
+    (docs/evaluation.md), and None means "the spec's value"."""
+    return dataclasses.replace(spec or ScoringSpec(), **{k: v for k, v in options.items() if v is not None})
 
 
 def make_scorer(
@@ -274,35 +253,21 @@ def make_scorer(
     ``spec`` (default ``ScoringSpec()``) says how; keyword ``options`` (ScoringSpec's fields)
     override it.
     """
-    spec = (spec or ScoringSpec()).with_options(**options)
+    spec = spec_with(spec, **options)
     kind = spec.kind or model_kind(model)
     if kind == "causal":
         return CausalScorer(
-            model,
-            tokenizer,
-            parser,
-            likelihood=spec.likelihood,
-            k=spec.k,
-            particles=spec.particles,
-            seed=spec.seed,
-            smc_parts=spec.smc_parts or "both",
-            proposal=spec.proposal,
-            batch_size=spec.batch_size,
-            append_eos=spec.append_eos,
-            max_length=spec.max_length,
+            model, tokenizer, parser, likelihood=spec.likelihood, k=spec.k, particles=spec.particles,
+            seed=spec.seed, smc_parts=spec.smc_parts or "both", proposal=spec.proposal,
+            batch_size=spec.batch_size, append_eos=spec.append_eos, max_length=spec.max_length,
             progress=spec.progress,
         )
     if kind == "masked":
         if spec.append_eos:
             raise ValueError("append_eos applies to causal models only")
         return MaskedScorer(
-            model,
-            tokenizer,
-            parser,
-            metric=spec.pll_metric,
-            batch_size=spec.batch_size,
-            max_length=spec.max_length,
-            progress=spec.progress,
+            model, tokenizer, parser, metric=spec.pll_metric, batch_size=spec.batch_size,
+            max_length=spec.max_length, progress=spec.progress,
         )
     raise ValueError(f"kind must be 'causal' or 'masked', got {kind!r}")
 

@@ -55,226 +55,27 @@ gets an honest verdict only where ``flip_share <= FLIP_SHARE_MAX`` (``estimator_
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
 import torch
 
 from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL, PROPOSALS
-from structpe.eval.scoring.prefixes import prefix_pairs
 from structpe.eval.scoring.rows import Row, run_rows
+from structpe.eval.scoring.smc_particles import (
+    PAIRS,
+    ParticleSystem,
+    TextSystems,
+    joint_lp,
+    move_tables,
+    system_seeds,
+)
+from structpe.eval.scoring.smc_views import SMC_SYSTEMS, log_mean_exp, view_prefixes
 from structpe.eval.scoring.types import CausalScoring, Encoded, TokenScores, model_device
-from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, N_NONTERMINALS, N_TERMINALS
+from structpe.syntax.hexatags import DEFAULT_MAX_DEPTH, N_NONTERMINALS
 from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 
-# independent systems of N pooled into the reported (4N) score, plus one more alone (the N check)
-SMC_REPLICATES = 4
-SMC_SYSTEMS = SMC_REPLICATES + 1
-# the largest share of decisions that may flip between N and 4N particles for an honest verdict
-FLIP_SHARE_MAX = 0.02
 # which systems run: open (prefix estimates) and length-aware (sentence estimates), or one kind
 SMC_PARTS = ("both", "sentence", "prefix")
-# resample when the effective sample size falls below this share of N
-RESAMPLE_ESS = 0.5
 # rows (particles over the sentences of a group) per cached forward, as the marginal's beam
 CACHED_PARTICLE_ROWS = 1024
-
-_PAIRS = N_TERMINALS * N_NONTERMINALS  # (terminal, non-terminal) flattened: t * N_NONTERMINALS + nt
-
-
-def _move_tables(max_depth: int, close: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per stack depth: which (t, nt) pairs are allowed [D+1, 10] and the depth after each [D+1, 10]."""
-    allowed = torch.zeros(max_depth + 1, _PAIRS, dtype=torch.bool)
-    after = torch.zeros(max_depth + 1, _PAIRS, dtype=torch.long)
-    for d in range(max_depth + 1):
-        for t, nt, d2 in prefix_pairs(d, close, max_depth):
-            allowed[d, t * N_NONTERMINALS + nt] = True
-            after[d, t * N_NONTERMINALS + nt] = d2
-    return allowed, after
-
-
-@dataclass
-class _System:
-    """One particle system of one sentence: N particles, their rows in the cache, their weights."""
-
-    seed: int
-    n: int
-    gen: torch.Generator = field(init=False)
-    log_z: float = 0.0  # log of the product of the mean weights at past resamplings
-    logw: torch.Tensor = field(init=False)  # [N] float64, log weights since the last resampling
-    depth: torch.Tensor = field(init=False)  # [N] stack depth of each particle's prefix
-    terminals: list[list[int]] = field(init=False)
-    nonterminals: list[list[int]] = field(init=False)
-    next_lp: torch.Tensor | None = None  # [N, 10] the tag heads' joint log-probs for the next word
-    # the adapted proposal, while a word is in progress: log p(pair | history) [N, 10] (-inf where
-    # not allowed), the log-prob of the tokens fed since the word started under each pair [N, 10],
-    # and each pair's tag heads at the word's first token [N, 10, 10] (the next word's prior)
-    prior: torch.Tensor | None = None
-    look: torch.Tensor | None = None
-    heads: torch.Tensor | None = None
-    rows: list[int] = field(default_factory=list)  # cache row of each particle
-    resamplings: int = 0
-
-    def __post_init__(self) -> None:
-        self.gen = torch.Generator().manual_seed(self.seed)
-        self.logw = torch.zeros(self.n, dtype=torch.float64)
-        self.depth = torch.zeros(self.n, dtype=torch.long)
-        self.terminals = [[] for _ in range(self.n)]
-        self.nonterminals = [[] for _ in range(self.n)]
-
-    def estimate(self) -> float:
-        """log of Z_res * mean_n w_n: the estimate of the prefix fed so far."""
-        return self.log_z + float(torch.logsumexp(self.logw, 0)) - math.log(self.n)
-
-    def resample(self) -> list[int] | None:
-        """Systematic resampling when ESS < ``RESAMPLE_ESS`` N; returns each particle's parent (None:
-        not resampled).
-
-        A particle with offspring keeps its own index (its cache row) for the first of them; the
-        extra offspring take the indices of particles without any, so only those rows change.
-        """
-        w = torch.exp(self.logw - self.logw.max())
-        ess = float(w.sum() ** 2 / (w * w).sum())
-        if ess >= RESAMPLE_ESS * self.n:
-            return None
-        u = (torch.rand(1, generator=self.gen, dtype=torch.float64) + torch.arange(self.n)) / self.n
-        cdf = torch.cumsum(w / w.sum(), 0)
-        cdf[-1] = 1.0
-        picks = torch.searchsorted(cdf, u).clamp_max(self.n - 1)
-        counts = torch.bincount(picks, minlength=self.n).tolist()
-        extra = [p for p, c in enumerate(counts) for _ in range(c - 1)]
-        parent = [p if c else extra.pop() for p, c in enumerate(counts)]
-        self.log_z += float(torch.logsumexp(self.logw, 0)) - math.log(self.n)
-        self.logw = torch.zeros(self.n, dtype=torch.float64)
-        idx = torch.tensor(parent)
-        self.depth = self.depth[idx]
-        self.terminals = [list(self.terminals[p]) for p in parent]
-        self.nonterminals = [list(self.nonterminals[p]) for p in parent]
-        assert self.next_lp is not None
-        self.next_lp = self.next_lp[idx]
-        self.resamplings += 1
-        return parent
-
-    def allowed(
-        self, tables: tuple[torch.Tensor, torch.Tensor], max_after: int | None = None
-    ) -> torch.Tensor:
-        """[N, 10]: the moves each particle may take next (and whose depth after is at most
-        ``max_after``: the prefix can still close in time)."""
-        allowed, after = tables
-        ok = allowed[self.depth]
-        if max_after is not None:
-            ok = ok & (after[self.depth] <= max_after)
-        return ok
-
-    def draw(self, lp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One pair per particle from the normalised ``lp`` [N, 10] (-inf: not allowed; one uniform
-        per particle). Returns the pairs [N] and the log mass normalised away [N] (-inf: no allowed
-        move, a deep prefix that cannot close; its particle draws any pair at weight zero)."""
-        log_mass = torch.logsumexp(lp, -1)
-        stuck = ~torch.isfinite(log_mass)
-        probs = torch.exp(lp - log_mass[:, None]).masked_fill(stuck[:, None], 1.0 / _PAIRS)
-        cdf = torch.cumsum(probs, -1)
-        cdf[:, -1] = 1.0
-        u = torch.rand(self.n, 1, generator=self.gen, dtype=torch.float64)
-        pair = torch.searchsorted(cdf, u).squeeze(-1).clamp_max(_PAIRS - 1)
-        if not bool((torch.isfinite(lp[torch.arange(self.n), pair]) | stuck).all()):  # a zero bin
-            raise RuntimeError("proposal drew a disallowed tag pair")
-        return pair, log_mass
-
-    def propose(
-        self, tables: tuple[torch.Tensor, torch.Tensor], max_after: int | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The ``prior`` proposal: one (t, nt) per particle from the tag heads restricted to the
-        allowed moves. Returns the pair ids [N], the depths after them [N] and log Z, the allowed
-        mass [N] (the weight's factor p / q)."""
-        assert self.next_lp is not None
-        pair, log_mass = self.draw(self.next_lp.masked_fill(~self.allowed(tables, max_after), -math.inf))
-        return pair, tables[1][self.depth, pair], log_mass
-
-    # the ``adapted`` proposal: a word's pair is drawn once its tokens are scored under every pair
-
-    def open_word(self, ok: torch.Tensor) -> None:
-        """Word i starts: every allowed pair becomes a child, none drawn yet."""
-        assert self.next_lp is not None
-        self.prior = self.next_lp.masked_fill(~ok, -math.inf)
-        self.look = torch.zeros(self.n, _PAIRS, dtype=torch.float64)
-
-    def marginal(self) -> float:
-        """The prefix estimate while a word is in progress: each particle's weight times the exact
-        sum over the word's pairs of p(pair | history) p(tokens fed since | pair, history)."""
-        assert self.prior is not None and self.look is not None
-        lw = self.logw + torch.logsumexp(self.prior + self.look, -1)
-        return self.log_z + float(torch.logsumexp(lw, 0)) - math.log(self.n)
-
-    def close_word(
-        self, after: torch.Tensor, following: tuple[tuple[torch.Tensor, torch.Tensor], int | None] | None
-    ) -> tuple[list[int] | None, torch.Tensor]:
-        """Word i's tokens are all scored: the weight takes the incremental marginal (it does not
-        depend on the pair drawn), the particles resample on it, and each draws word i's pair from
-        its parent's exact posterior. Returns the parents (None: not resampled) and the pairs.
-
-        ``following`` (word i+1's move tables and depth limit; None at the last word): the mass
-        Z_(i+1)(pair) that word i+1's allowed moves keep under each child's tag heads is a factor
-        of p(x, T) that depends on word i's pair and is known now (the heads at pos_i read no later
-        token), so it joins the sum, and word i+1's prior is renormalised by it."""
-        assert self.prior is not None and self.look is not None
-        joint = self.prior + self.look
-        if self.heads is not None and following is not None:
-            (allowed_n, after_n), max_after_n = following
-            d = after[self.depth]  # [N, 10] the depth after each pair of word i
-            ok = allowed_n[d]
-            if max_after_n is not None:
-                ok = ok & (after_n[d] <= max_after_n)
-            log_next = torch.logsumexp(self.heads.masked_fill(~ok, -math.inf), -1)  # [N, 10]
-            joint = joint + log_next
-            self.heads = self.heads - log_next[..., None]
-        self.logw = self.logw + torch.logsumexp(joint, -1)
-        parent = self.resample()
-        idx = torch.tensor(parent) if parent is not None else torch.arange(self.n)
-        pair, _ = self.draw(joint[idx])
-        self.depth = after[self.depth, pair]  # depth, tags: already the parents' after resampling
-        for j, p in enumerate(pair.tolist()):
-            self.terminals[j].append(p // N_NONTERMINALS)
-            self.nonterminals[j].append(p % N_NONTERMINALS)
-        if self.heads is not None:
-            self.next_lp = self.heads[idx, pair]
-        self.prior = self.look = self.heads = None
-        return parent, pair
-
-
-@dataclass
-class _Text:
-    enc: Encoded
-    positions: list[int]
-    end: int
-    ids: list[int]  # BOS + text (+ EOS)
-    systems: list[_System]  # open: the prefix estimates
-    sentences: list[_System]  # length-aware: the sentence estimates
-    open_est: list[list[float]]  # per recorded system: its estimate at positions 1..end
-
-    @property
-    def every_system(self) -> list[_System]:
-        return [*self.systems, *self.sentences]
-
-    @property
-    def recorded(self) -> list[_System]:
-        """The systems whose running estimates become the per-token scores: the open ones, else
-        (``parts="sentence"``) the sentence systems."""
-        return self.systems or self.sentences
-
-
-def _joint_lp(t_lp: torch.Tensor, n_lp: torch.Tensor) -> torch.Tensor:
-    """[R, 2] and [R, 5] log-softmaxes -> [R, 10] joint log-probs of (t, nt), float64."""
-    return (t_lp.double()[:, :, None] + n_lp.double()[:, None, :]).reshape(t_lp.shape[0], _PAIRS)
-
-
-def system_seeds(seed: int, systems: int) -> list[int]:
-    """One generator seed per system, from the scorer's seed alone (numpy's SeedSequence mixing)."""
-    return [int(np.random.SeedSequence([seed, r]).generate_state(1)[0]) for r in range(systems)]
-
 
 def smc_scores(
     scorer: CausalScoring,
@@ -309,7 +110,7 @@ def smc_scores(
     its exact posterior given the tokens it conditions and weights by their exact sum (module
     docstring); it scores every allowed pair of every particle, up to 10 times the rows.
     """
-    from structpe.eval.scoring.likelihood import _full_row, _token_scores, plain_scores, tagged_positions
+    from structpe.eval.scoring.likelihood import full_row, plain_scores, score_tokens, tagged_positions
 
     n = int(particles if particles is not None else getattr(scorer, "particles", DEFAULT_PARTICLES))
     seed = int(seed if seed is not None else getattr(scorer, "seed", 0))
@@ -328,19 +129,21 @@ def smc_scores(
     texts = []
     for e in batch:
         end = len(e.ids) + int(scorer.append_eos)
-        ids = _full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
-        opened = [_System(s, n) for s in seeds[:systems]] if parts != "sentence" else []
-        whole = [_System(s, n) for s in seeds[systems:]] if parts != "prefix" else []
+        ids = full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
+        opened = [ParticleSystem(s, n) for s in seeds[:systems]] if parts != "sentence" else []
+        whole = [ParticleSystem(s, n) for s in seeds[systems:]] if parts != "prefix" else []
         texts.append(
-            _Text(e, tagged_positions(e), end, ids, opened, whole, [[0.0] * end for _ in range(systems)])
+            TextSystems(
+                e, tagged_positions(e), end, ids, opened, whole, [[0.0] * end for _ in range(systems)]
+            )
         )
     if use_cache is None:
         from structpe.models.txl import TransfoXLSiPEForCausalLM
 
         use_cache = isinstance(scorer.model, TransfoXLSiPEForCausalLM)
-    tables = (_move_tables(max_depth, False), _move_tables(max_depth, True))
+    tables = (move_tables(max_depth, False), move_tables(max_depth, True))
     if use_cache:
-        width = _PAIRS if adapted else 1
+        width = PAIRS if adapted else 1
         group = max(1, CACHED_PARTICLE_ROWS // (len(texts[0].every_system) * n * width)) if texts else 1
         for i in range(0, len(texts), group):
             _run_cached(scorer, texts[i : i + group], tables, adapted)
@@ -371,26 +174,15 @@ def smc_scores(
             "n_words": len(x.positions),
             "proposal": proposal,
         }
-        ts = _token_scores(scorer, x.enc, lps, "smc", meta)
-        ts.close_logprob = _lme([closed[r] for r in pool]) - prev
+        ts = score_tokens(scorer, x.enc, lps, "smc", meta)
+        ts.close_logprob = log_mean_exp([closed[r] for r in pool]) - prev
         out.append(ts)
     return out
 
 
-def _lme(values: Sequence[float]) -> float:
-    """log mean exp: the pooled estimate of independent unbiased estimates given as logs."""
-    m = max(values)
-    if m == -math.inf:
-        return m
-    return m + math.log(sum(math.exp(v - m) for v in values) / len(values))
-
-
-def view_prefixes(open_est: Sequence[Sequence[float]], systems: Sequence[int]) -> list[float]:
-    """Pooled log prefix estimates at each position over the given systems."""
-    return [_lme([open_est[r][t] for r in systems]) for t in range(len(open_est[0]))]
-
-
-def _word_moves(x: _Text, s: _System, w: int, tables) -> tuple[tuple[torch.Tensor, torch.Tensor], int | None]:
+def _word_moves(
+    x: TextSystems, s: ParticleSystem, w: int, tables
+) -> tuple[tuple[torch.Tensor, torch.Tensor], int | None]:
     """The move tables and depth limit of word ``w`` (0-based) for system ``s``: a sentence system
     keeps only moves that can still close (the closing move at the last word), an open one any."""
     if any(s is q for q in x.sentences):  # identity: dataclass equality compares tensors
@@ -399,7 +191,7 @@ def _word_moves(x: _Text, s: _System, w: int, tables) -> tuple[tuple[torch.Tenso
     return tables[0], None
 
 
-def _open_words(x: _Text, w: int, tables) -> None:
+def _open_words(x: TextSystems, w: int, tables) -> None:
     """``adapted``: word ``w`` starts in every system; the open estimate at its first token sums its
     allowed pairs."""
     for s in x.every_system:
@@ -408,7 +200,9 @@ def _open_words(x: _Text, w: int, tables) -> None:
         x.open_est[r][x.positions[w] - 1] = s.marginal()
 
 
-def _close_words(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | None, torch.Tensor]]:
+def _close_words(
+    x: TextSystems, w: int, tables
+) -> list[tuple[ParticleSystem, list[int] | None, torch.Tensor]]:
     """``adapted``: word ``w``'s tokens are scored in every system: weigh, resample, draw its pair.
     Returns each system's parents and pairs (for the cache's rows)."""
     nxt = w + 1 < len(x.positions)
@@ -423,7 +217,7 @@ def _close_words(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | No
     ]
 
 
-def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | None]]:
+def _word_start(x: TextSystems, w: int, tables) -> list[tuple[ParticleSystem, list[int] | None]]:
     """Word ``w`` (0-based) starts: every system resamples and draws the word's tags; an open system
     records its prefix estimate at the word's first token, a sentence system draws only moves that
     can still close (the closing move at the last word).
@@ -445,7 +239,7 @@ def _word_start(x: _Text, w: int, tables) -> list[tuple[_System, list[int] | Non
     return out
 
 
-def _run_uncached(scorer: CausalScoring, x: _Text, tables, adapted: bool = False) -> None:
+def _run_uncached(scorer: CausalScoring, x: TextSystems, tables, adapted: bool = False) -> None:
     """Word-synchronous reference: each particle's prefix re-run up to the next word's first token
     (``adapted``: once per allowed pair of the word, its children, as the k-best beam expands)."""
     n_words = len(x.positions)
@@ -455,7 +249,7 @@ def _run_uncached(scorer: CausalScoring, x: _Text, tables, adapted: bool = False
             (_open_words if child else _word_start)(x, step - 1, tables)
         stop = x.positions[step] if step < n_words else x.end  # last position predicted
         src = x.positions[step - 1] if step > 0 else 0  # logits needed from here on
-        width = _PAIRS if child else 1
+        width = PAIRS if child else 1
         rows, owners = [], []
         for s in x.every_system:
             for j in range(s.n):
@@ -483,8 +277,8 @@ def _run_uncached(scorer: CausalScoring, x: _Text, tables, adapted: bool = False
                     x.open_est[r][pos - 1] = s.marginal() if child else s.estimate()
             if step < n_words:
                 heads = torch.cat(
-                    [_joint_lp(o.terminal_lp[src][None], o.nonterminal_lp[src][None]) for o in mine]
-                ).reshape(s.n, width, _PAIRS)
+                    [joint_lp(o.terminal_lp[src][None], o.nonterminal_lp[src][None]) for o in mine]
+                ).reshape(s.n, width, PAIRS)
                 if child:
                     s.heads = heads
                 else:
@@ -494,7 +288,7 @@ def _run_uncached(scorer: CausalScoring, x: _Text, tables, adapted: bool = False
 
 
 @torch.no_grad()
-def _run_cached(scorer: CausalScoring, texts: list[_Text], tables, adapted: bool = False) -> None:
+def _run_cached(scorer: CausalScoring, texts: list[TextSystems], tables, adapted: bool = False) -> None:
     """The same particle systems, token-synchronous on one ``SiPECache``: every particle of every
     system of every text is a row, all rows have fed the same number of positions, and one forward
     of one new position per row advances the group. Resampling copies only the rows of particles
@@ -506,9 +300,10 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables, adapted: bool
     becomes a copy of the child it drew (after resampling: of its parent's), one ``copy_rows``."""
     model = scorer.model
     device = model_device(model)
-    width = _PAIRS if adapted else 1
+    width = PAIRS if adapted else 1
     word_at = {id(x): {pos: w for w, pos in enumerate(x.positions)} for x in texts}
-    owner: list[tuple[_Text, _System, int, int] | None] = []  # the particle and child of each row
+    # the particle and child of each row
+    owner: list[tuple[TextSystems, ParticleSystem, int, int] | None] = []
     for x in texts:
         for s in x.every_system:
             s.rows = list(range(len(owner), len(owner) + s.n * width))
@@ -595,7 +390,7 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables, adapted: bool
                     rows = torch.tensor(s.rows, device=logp.device)
                     t_lp = torch.log_softmax(out.terminal_logits[rows, -1].float(), dim=-1).cpu()
                     n_lp = torch.log_softmax(out.nonterminal_logits[rows, -1].float(), dim=-1).cpu()
-                    heads = _joint_lp(t_lp, n_lp).reshape(s.n, width, _PAIRS)
+                    heads = joint_lp(t_lp, n_lp).reshape(s.n, width, PAIRS)
                     if s.look is not None:
                         s.heads = heads
                     else:
@@ -605,93 +400,3 @@ def _run_cached(scorer: CausalScoring, texts: list[_Text], tables, adapted: bool
                     x.open_est[r][t] = s.marginal() if s.look is not None else s.estimate()
 
 
-# ----------------------------------------------------------------------------------------------
-# budgets N and 4N: views of the systems, decisions that flip, the score's standard error
-
-
-def views(systems: int = SMC_SYSTEMS) -> dict[str, list[int]]:
-    """The systems each estimate pools: ``score`` (1..R, the reported 4N estimate), ``check``
-    (system 0 alone, N particles, independent of the score's) and ``jk<r>`` (the score without
-    replicate r, for the jackknife)."""
-    if systems < 3:
-        raise ValueError(f"budgets N and 4N need at least 3 systems, got {systems}")
-    reps = list(range(1, systems))
-    out = {"score": reps, "check": [0]}
-    out.update({f"jk{r}": [q for q in reps if q != r] for r in reps})
-    return out
-
-
-def view_scores(ts: TokenScores, systems: Sequence[int]) -> TokenScores:
-    """``ts`` (an smc result) as the pooled estimate of the given systems: per-token log-ratios of
-    their pooled prefix estimates and the closing to their pooled sentence estimate."""
-    if ts.likelihood != "smc":
-        return ts
-    opened = view_prefixes(ts.meta["open"], systems)
-    lps, prev = [], 0.0
-    for b in opened:
-        lps.append(b - prev)
-        prev = b
-    n_tok = len(ts.token_ids)
-    eos = lps[n_tok] if ts.eos_logprob is not None else None
-    close = _lme([ts.meta["closed"][r] for r in systems]) - prev
-    return dataclasses.replace(ts, logprobs=lps[:n_tok], eos_logprob=eos, close_logprob=close)
-
-
-def convergence(
-    decide: Callable[[str], tuple[float, Sequence[bool]]], particles: int, systems: int = SMC_SYSTEMS
-) -> dict[str, float]:
-    """Budgets N and 4N of one metric: ``decide(view)`` gives the metric and its decisions (SyntaxGym
-    items, BLiMP pairs; none for perplexity) from the systems of ``views()[view]``.
-
-    ``flip_share``: the share of decisions that differ between the check (N) and the score (4N),
-    independent systems; ``stderr``: the jackknife standard error of the 4N score over its R
-    replicates, sqrt((R - 1) / R * sum_r (theta_(-r) - mean)^2) (the replicates are independent
-    and identically distributed, so the leave-one-out spread measures the estimator's own Monte
-    Carlo noise, decisions included, without any model of it); ``score_at_n``: the metric at N.
-    """
-    names = views(systems)
-    score, dec = decide("score")
-    at_n, dec_n = decide("check")
-    jk = [decide(v)[0] for v in names if v.startswith("jk")]
-    r = len(jk)
-    mean = sum(jk) / r
-    out = {
-        "particles": float(particles),
-        "replicates": float(r),
-        "score_at_n": float(at_n),
-        "stderr": math.sqrt((r - 1) / r * sum((x - mean) ** 2 for x in jk)),
-    }
-    if len(dec):
-        out["flip_share"] = sum(a != b for a, b in zip(dec, dec_n, strict=True)) / len(dec)
-        out["decisions"] = float(len(dec))
-    return out
-
-
-def estimator_converged(flip_share: float | None) -> bool:
-    """Whether a metric's smc estimate may carry an honest verdict: at most ``FLIP_SHARE_MAX`` of
-    its decisions flip between N and 4N particles (None: no record, not shown converged)."""
-    return flip_share is not None and math.isfinite(flip_share) and flip_share <= FLIP_SHARE_MAX
-
-
-def not_converged_note(particles: int) -> str:
-    """The words a report prints where ``estimator_converged`` is False."""
-    return f"estimator not converged at N = {particles}"
-
-
-def flip_share_key(metric: str) -> str | None:
-    """The flat score key that holds a metric's flip share (``blimp.smc.overall`` ->
-    ``blimp.smc.flip_share``); None for a metric that is not an smc score."""
-    parts = metric.split(".")
-    if len(parts) < 3 or parts[1] != "smc":
-        return None
-    return f"{parts[0]}.smc.flip_share"
-
-
-def cells_converged(cell_scores: Sequence[Mapping[str, float]], metric: str) -> bool | None:
-    """Whether a claim on ``metric`` may get an honest verdict from these cells' flat scores: every
-    cell's flip share between N and 4N at most ``FLIP_SHARE_MAX``. None: not an smc metric, or one
-    without decisions (perplexity: its ``stderr`` is the measure)."""
-    key = flip_share_key(metric)
-    if key is None or metric.startswith("ppl."):
-        return None
-    return all(estimator_converged(s.get(key)) for s in cell_scores)

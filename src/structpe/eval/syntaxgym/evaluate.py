@@ -35,8 +35,8 @@ import numpy as np
 
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.prefix_marginal import prefix_sources
-from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer
-from structpe.eval.scoring.smc import SMC_SYSTEMS, convergence, view_scores, views
+from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
+from structpe.eval.scoring.smc_views import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import LN2, Parser, TokenScores
 from structpe.eval.syntaxgym.suites import (
     Suite,
@@ -265,7 +265,7 @@ def evaluate_syntaxgym(
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}")
-    spec = (spec or ScoringSpec()).with_options(**scoring)
+    spec = spec_with(spec, **scoring)
     if not spec.smc_parts:  # regions are prefix estimates; the sentence's only with an EOS to score
         spec = dataclasses.replace(spec, smc_parts="both" if spec.append_eos else "prefix")
     scorer = scorer or make_scorer(model, tokenizer, parser, spec)

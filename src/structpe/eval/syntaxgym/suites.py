@@ -9,13 +9,13 @@ apart from the formulas (``structpe.eval.syntaxgym.formula``) and the scoring pr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from structpe.errors import StructpeError
 from structpe.eval.syntaxgym.formula import Formula, FormulaError, parse_formula
+from structpe.io import read_json
 
 
 @dataclass
@@ -42,10 +42,7 @@ class Suite:
 def load_suite(path: str | Path) -> Suite:
     """Read a SyntaxGym suite JSON; conditions are keyed by name (order differs between items)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise StructpeError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from err
+    data = read_json(path)
     name = data["meta"]["name"]
     metric = data["meta"].get("metric", "sum")
     if metric != "sum":

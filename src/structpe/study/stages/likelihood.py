@@ -14,7 +14,7 @@ from structpe.study.spec_checks import StudySpecError, check_choices
 
 from .cell import Cell, flat
 
-# what an smc result records about its budgets N and 4N (structpe.eval.scoring.smc.convergence):
+# what an smc result records about its budgets N and 4N (structpe.eval.scoring.smc_views.convergence):
 # the share of decisions that flip between them, N, the 4N score's standard error, the score at N
 SMC_FIELDS = ("flip_share", "particles", "stderr", "score_at_n", "word_ppl_at_n", "decisions")
 
