@@ -13,8 +13,8 @@ import yaml
 import structpe
 from structpe.models import SiPEConfig, build_model, load
 from structpe.models.config import FAMILY_INJECTIONS, SYNTAX_LOSSES
-from structpe.models.txl import TagGate, TransfoXLSiPEForCausalLM, _explicit_attention
-from structpe.models.txl_parts import rel_shift, sinusoid
+from structpe.models.txl import TransfoXLSiPEForCausalLM, _explicit_attention
+from structpe.models.txl_parts import TagGate, rel_shift, sinusoid
 from structpe.modules.prior import TagIdError
 from structpe.modules.rotary import apply_rotary
 from structpe.modules.tree_address import joined_tree_paths, tree_paths
