@@ -202,7 +202,8 @@ def test_fuzz_conllu(work: Path, data: st.DataObject) -> None:
             assert sent["words"] and all(w.strip() for w in sent["words"])
 
 
-@SETTINGS
+# 40 examples, not hypothesis's 100: each loads the model and scores (the slowest format per example)
+@settings(SETTINGS, max_examples=40)
 @given(data=st.data())
 def test_fuzz_tag_jsonl(work: Path, tiny_model: Path, data: st.DataObject) -> None:
     rows = json.loads(json.dumps(TAGGED))

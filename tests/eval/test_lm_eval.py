@@ -93,6 +93,15 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"root": root, "model": root / "txl", "tasks": root / "tasks", "gpt2": root / "gpt2"}
 
 
+@pytest.fixture(scope="module")
+def toy_tasks(setup: dict[str, Path]):  # noqa: ANN201 (lm-eval's TaskManager)
+    """The toy task alone: lm-eval's default index parses every YAML it ships (seconds per build), which
+    the in-process runs do not need; the command-line tests below still go through the full index."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=str(setup["tasks"]), include_defaults=False)
+
+
 @pytest.mark.parametrize(
     "likelihood,proposal",
     [
@@ -104,12 +113,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ],
 )
 def test_lm_eval_blimp_decisions_match_structpe(
-    setup: dict[str, Path], likelihood: str, proposal: str, monkeypatch: pytest.MonkeyPatch
+    setup: dict[str, Path], toy_tasks, likelihood: str, proposal: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from lm_eval.tasks import TaskManager
-
     import structpe.lm_eval  # noqa: F401  (registers the model type)
 
     args = f"pretrained={setup['model']},parser=chain-lm-eval,likelihood={likelihood}"
@@ -118,7 +125,7 @@ def test_lm_eval_blimp_decisions_match_structpe(
         model="structpe",
         model_args=args,
         tasks=["structpe_toy_blimp"],
-        task_manager=TaskManager(include_path=str(setup["tasks"])),
+        task_manager=toy_tasks,
         log_samples=True,
     )
     samples = sorted(res["samples"]["structpe_toy_blimp"], key=lambda s: s["doc_id"])
