@@ -232,7 +232,10 @@ def test_dry_run_lists_cells(tiny_spec: Path, capsys: pytest.CaptureFixture[str]
 def test_encoder_spec_loads(profile: str) -> None:
     spec = load_spec("sipe-encoders", profile)
     assert spec.dataset.tokenizer == "wordpiece"
-    assert {c.against for c in spec.claims} == {"roberta_none", "deberta_none", "modernbert_none"}
+    # each encoder is compared with its own family only (its `none`, or its position-side SiPE)
+    assert {c.against for c in spec.claims} == {"roberta_none", "deberta_none", "modernbert_none",
+                                                  "modernbert_position"}
+    assert all(c.recipe.split("_")[0] == c.against.split("_")[0] for c in spec.claims)
     assert all(
         m == ["conditional"] for m in (spec.evaluations.blimp.likelihoods, spec.evaluations.ppl.likelihoods)
     )
