@@ -276,7 +276,9 @@ def test_adapted_proposal_is_unbiased_and_less_spread(tok):  # noqa: F811
             res = smc_scores(sc, sc.encode([text], [trees[0]]), systems=200)[0]
             z = [math.exp(c) / exact for c in res.meta["closed"]]
             mean, sd = statistics.mean(z), statistics.stdev(z)
-            assert abs(mean - 1) < 3 * sd / math.sqrt(len(z)) + 1e-9, (text, proposal, mean, sd)
+            # + 1e-6: float32 rounding (the exact two-word case has sd 0; its estimate and the joint
+            # enumeration sum the same factors in different orders: 4e-8 apart on an Intel Xeon)
+            assert abs(mean - 1) < 3 * sd / math.sqrt(len(z)) + 1e-6, (text, proposal, mean, sd)
             spread[text, proposal] = sd
     assert spread[TEXT, "adapted"] < spread[TEXT, "prior"], spread
     assert spread["lazy dog", "adapted"] < 1e-6 < spread["lazy dog", "prior"] / 100, spread

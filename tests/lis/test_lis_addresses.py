@@ -138,15 +138,25 @@ def test_role_table_and_content_address():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
-def test_rotate_with_shared_tables_is_apply_rotary_bit_for_bit(dtype):
-    """``rotate_with`` on ``rotary_tables`` computed once (q and k share them: TXL's lis_tree) gives
-    exactly ``apply_rotary``'s numbers and memory layout, so moving a model onto it changes no output."""
+def test_rotate_with_half_tables_is_ropes_full_width_form_bit_for_bit(dtype):
+    """``rotate_with`` on half-width ``rotary_tables`` computed once (q and k share them) gives exactly
+    the numbers of RoPE's ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` in float32, so moving
+    a model onto it changes no rotated value; its gradients match to rounding."""
     from structpe.modules.rotary import rotary_tables, rotate_with
 
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(2, 5, 3, 8, generator=gen).to(dtype).transpose(1, 2)  # a permuted view, as q / k
     wide = torch.float64 if dtype == torch.float64 else torch.float32
-    angles = (10 * torch.randn(2, 3, 5, 4, generator=gen)).to(wide)
-    out, want = rotate_with(x, *rotary_tables(angles)), apply_rotary(x, angles)
-    assert out.dtype == dtype and out.stride() == want.stride()
+    angles = (10 * torch.randn(2, 3, 5, 4, generator=gen)).to(wide).requires_grad_()
+    x.requires_grad_()
+    out = rotate_with(x, *rotary_tables(angles))
+    xf = x.to(wide)
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    want = (xf * cos + torch.cat((-xf[..., 4:], xf[..., :4]), -1) * sin).to(dtype)
+    assert out.dtype == dtype and out.is_contiguous()
     assert torch.equal(out, want)
+    w = torch.randn(out.shape, generator=gen).to(dtype)
+    got = torch.autograd.grad((out * w).sum(), (x, angles))
+    ref = torch.autograd.grad((want * w).sum(), (x, angles))
+    for g, r in zip(got, ref, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)

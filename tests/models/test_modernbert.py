@@ -26,10 +26,16 @@ from sipe_encoder_checks import (
 from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification
 
 from structpe.models.modernbert import ModernBertSiPEForMaskedLM, from_hf
-from structpe.modules.rotary import rope_angles, rotate_half
+from structpe.modules.rotary import rope_angles
 
 PAD = 0
 LENGTH = 20  # > local_attention / 2, so the sliding window is exercised
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """RoPE's full-width form as Hugging Face writes it: the reference the model is held to."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def hf_config(**kw) -> ModernBertConfig:
@@ -146,7 +152,7 @@ def test_phase_offsets_follow_eq_14_16(hf_mlm, batch):
         dtheta = bb.prior_proj.proj["0"](prior).view(bsz, length, n_heads, dh // 2).transpose(1, 2)
         angles = rope_angles(torch.arange(length), dh, 160000.0) + dtheta  # layer 0 is global
         cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
         scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
         scores = scores.masked_fill(
             ~batch["attention_mask"].bool()[:, None, None, :], torch.finfo(q.dtype).min

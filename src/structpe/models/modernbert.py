@@ -13,7 +13,7 @@ SiPE sites: ``input`` (the prior joins the token embedding inside the embedding 
 
 so the angle between m and j becomes (m - j) w_t + dtheta_{m,t} - dtheta_{j,t}. W_delta starts
 near zero, and W_delta = 0 is exactly plain RoPE. Angles come from ``structpe.modules.rotary``
-(shared with LIS; Hugging Face split-halves pairs); ``rotate`` applies them with cos/sin computed
+(shared with LIS; Hugging Face split-halves pairs); ``rotate_with`` applies them with cos/sin computed
 once per forward, and the tag shift is added by angle addition on the <= 11 distinct dtheta values.
 ``lis_tree2`` (not SiPE's; docs/lis.md) adds each word's address in the whole dependency tree to
 the angles instead: theta_{p,t} + (tree angle)_{p,t}, so the score's journey is the linear offset
@@ -46,17 +46,7 @@ from structpe.models.sipe_parts import (
     tree_address,
 )
 from structpe.modules.init_rules import set_init
-from structpe.modules.rotary import rope_angles
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``rotary.apply_rotary`` with precomputed half-size cos/sin [..., L, d/2] (float32).
-
-    Pair t = (x_t, x_{t+d/2}) -> (x_t cos - x_{t+d/2} sin, x_{t+d/2} cos + x_t sin): the same numbers
-    as ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)``, without the concatenated copies.
-    """
-    x1, x2 = x.float().chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+from structpe.modules.rotary import rope_angles, rotate_with
 
 
 def shifted_cos_sin(
@@ -122,7 +112,7 @@ class ModernBertLayer(nn.Module):
         bsz, length, d = x.shape
         qkv = self.qkv(self.attn_norm(x)).view(bsz, length, 3, self.n_heads, self.d_head)
         qkv = qkv.permute(2, 0, 3, 1, 4)  # [3, B, H, L, dh]
-        q, k = rotate(qkv[:2], cos, sin).unbind(0)  # q and k in one rotation
+        q, k = rotate_with(qkv[:2], cos, sin).unbind(0)  # q and k in one rotation
         v = qkv[2]
         dropout = self.attn_dropout if self.training else 0.0
         ctx, probs = attend(q, k, v, mask, self.d_head**-0.5, dropout, output_attentions)
@@ -355,5 +345,4 @@ __all__ = [
     "ModernBertSiPEForSequenceClassification",
     "ModernBertSiPEModel",
     "from_hf",
-    "rotate",
 ]

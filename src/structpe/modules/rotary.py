@@ -28,23 +28,23 @@ def rope_angles(positions: torch.Tensor, head_dim: int, theta: float = 10000.0) 
     return positions.to(torch.float32)[..., None] * freqs
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 def rotary_tables(angles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of ``angles`` [..., L, d/2] at full width [..., L, d] (pair t at t and t + d/2):
-    computed once, they rotate several tensors by the same angles (q and k) with ``rotate_with``."""
-    cos, sin = angles.cos(), angles.sin()
-    return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+    """cos and sin of ``angles`` [..., L, d/2]: computed once, they rotate several tensors by the same
+    angles (q and k) with ``rotate_with``."""
+    return angles.cos(), angles.sin()
 
 
 def rotate_with(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` [..., L, d] by the angles whose ``rotary_tables`` are ``cos`` / ``sin``.
-    Computed in float32 (float64 stays float64) and cast back."""
-    xf = x.float() if x.element_size() < 4 else x
-    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+    """Rotate ``x`` [..., L, d] by the angles whose ``rotary_tables`` are ``cos`` / ``sin`` [..., L, d/2].
+
+    Pair t = (x_t, x_{t+d/2}) -> (x_t cos - x_{t+d/2} sin, x_{t+d/2} cos + x_t sin): the numbers of
+    RoPE's ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` bit for bit, on half-width tables
+    (no concatenated or negated copies: 0.69x the CPU time of that form, forward and backward, for
+    bf16 q and k at 16 x 4 x 128 x 64 on an Intel Xeon; docs/lis.md). Computed in float32 (float64
+    stays float64) and cast back.
+    """
+    x1, x2 = (x.float() if x.element_size() < 4 else x).chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
 
 
 def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
