@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from structpe.study.aggregate import (
     paired,
     paired_test,
 )
-from structpe.study.cell_metrics import load_cell_metrics, machine_of
+from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells, machine_of
 from structpe.study.report import write_study_report
 from structpe.study.spec import SyntaxGymSpec, load_spec
 from structpe.study.tables import md_table
@@ -336,6 +337,52 @@ def test_claims_pair_cells_of_one_cpu_type_and_precision_only(tiny_spec: Path, t
     why = "seed 1: `position` CPU B (AVX2), fp32; `none` CPU A, bf16; seed 3: no `none` value."
     assert f"Missing pairs: {why}" in md
     assert "| position | 1 | 6 | 10 | 2 | 12 | no | CPU B (2 CPUs, AVX2), fp32 |" in md
+
+
+def test_a_baseline_rerun_on_the_recipes_machine_pairs_its_seed(tiny_spec: Path, tmp_path: Path) -> None:
+    # seed 1: `none` on CPU A, `position` on CPU B; `none` re-run on CPU B under machines/b pairs
+    # with it (a re-run on CPU C, or a re-run of `position`, does not); seed 2 stays on CPU A
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1, 2]
+    _synthetic(tmp_path)
+    shutil.rmtree(tmp_path / "cells" / "position" / "seed-3")
+
+    def on(f: Path, cpu: str, bump: float = 0.0) -> None:
+        m = json.loads(f.read_text())
+        m["provenance"] = {"hardware": {"cpu": cpu, "cpu_count": 2}}
+        m["precision"] = "bf16"
+        m["scores"] = {k: v + bump for k, v in m["scores"].items()}
+        write_json_atomic(f, m)
+
+    cells = tmp_path / "cells"
+    for label, seed, cpu in (
+        ("none", 1, "CPU A"),
+        ("position", 1, "CPU B"),
+        ("none", 2, "CPU A"),
+        ("position", 2, "CPU A"),
+    ):
+        on(cells / label / f"seed-{seed}" / "metrics.json", cpu)
+    for folder, label, cpu in (("b", "none", "CPU B"), ("c", "none", "CPU C"), ("b", "position", "CPU A")):
+        rerun = tmp_path / "machines" / folder / "cells" / label / "seed-1"
+        rerun.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(cells / label / "seed-1", rerun)
+        on(rerun / "metrics.json", cpu, bump=1.0)  # the re-run scores 1 higher than the primary
+    reruns = load_rerun_cells(tmp_path)
+    assert [(c["rerun_folder"], c["recipe_label"]) for c in reruns] == [
+        ("machines/b", "none"),
+        ("machines/b", "position"),
+        ("machines/c", "none"),
+    ]
+    without = aggregate(load_cell_metrics(tmp_path), spec)["claims"][0]["metrics"][0]
+    assert without["seeds"] == [2] and without["missing"][0]["seed"] == 1
+    claim = aggregate(load_cell_metrics(tmp_path), spec, reruns=reruns)["claims"][0]
+    row = claim["metrics"][0]
+    # seed 1: position 98 against the re-run's 101 (not the primary's 100); seed 2: 107 - 110
+    assert row["seeds"] == [1, 2] and row["diffs"] == [-3.0, -3.0] and row["missing"] == []
+    assert claim["reruns"] == [(1, "none", "machines/b")] and claim["missing_pairs"] == []
+    write_study_report(tmp_path, spec, command="structpe study run tiny-study")
+    md = (tmp_path / "study.md").read_text()
+    assert "Paired with re-runs on the other side's machine: seed 1: `none` of machines/b." in md
 
 
 def test_machine_names_the_training_path() -> None:

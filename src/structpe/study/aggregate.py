@@ -181,23 +181,36 @@ def paired(
     metric: str,
     better: str,
     bound: str | None = None,
+    reruns: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """``label`` against ``against`` on ``metric``, paired by seed: raw differences (recipe -
     comparison), the same signed to ``better`` (> 0 = better / the paper's way) and their tests.
     ``bound``: :func:`diff_bound` of the comparison. A seed whose two cells differ in
-    ``cell_metrics.pair_key`` is no pair: it is listed in ``missing`` with the reason, as is a seed that
-    only one side has a value for."""
-    a, b = by_seed(cells, label, metric), by_seed(cells, against, metric)
+    ``cell_metrics.pair_key`` pairs with a cell of ``reruns`` (``cell_metrics.load_rerun_cells``) of
+    the same recipe and seed that matches the other side's machine, listed in ``reruns``; else it is
+    no pair and listed in ``missing`` with the reason, as is a seed that only one side has a value for."""
     mine, theirs = cells_by_seed(cells, label), cells_by_seed(cells, against)
-    seeds, missing = [], []
-    for s in sorted(set(a) | set(b)):
-        if s not in a or s not in b:
-            missing.append({"seed": s, "why": f"no `{label if s not in a else against}` value"})
-        elif (ka := pair_key(mine[s])) != (kb := pair_key(theirs[s])):
+    seeds, missing, used, a, b = [], [], [], [], []
+    for s in sorted(set(by_seed(cells, label, metric)) | set(by_seed(cells, against, metric))):
+        x, y = mine.get(s), theirs.get(s)
+        if _value(x, metric) is not None:
+            y = _same_machine(y, x, against, s, metric, reruns)
+        if _value(y, metric) is not None:
+            x = _same_machine(x, y, label, s, metric, reruns)
+        if (u := _value(x, metric)) is None or (v := _value(y, metric)) is None:
+            missing.append({"seed": s, "why": f"no `{label if u is None else against}` value"})
+        elif (ka := pair_key(x)) != (kb := pair_key(y)):
             missing.append({"seed": s, "why": f"`{label}` {key_text(ka)}; `{against}` {key_text(kb)}"})
         else:
             seeds.append(s)
-    diffs = [a[s] - b[s] for s in seeds]
+            a.append(u)
+            b.append(v)
+            used += [
+                {"seed": s, "recipe": c["recipe_label"], "folder": c["rerun_folder"]}
+                for c in (x, y)
+                if "rerun_folder" in c
+            ]
+    diffs = [u - v for u, v in zip(a, b, strict=True)]
     sign = 1.0 if better == "higher" else -1.0
     signed = [sign * d for d in diffs]
     return {
@@ -206,13 +219,36 @@ def paired(
         "bound": bound,
         "seeds": seeds,
         "missing": missing,
+        "reruns": used,
         "diffs": diffs,
         "signed": signed,
-        "recipe": mean_sd([a[s] for s in seeds]),
-        "against": mean_sd([b[s] for s in seeds]),
-        "ran": bool(a) and bool(b),
+        "recipe": mean_sd(a),
+        "against": mean_sd(b),
+        "ran": bool(by_seed(cells, label, metric)) and bool(by_seed(cells, against, metric)),
         **paired_test(signed),
     }
+
+
+def _value(cell: dict[str, Any] | None, metric: str) -> float | None:
+    v = None if cell is None else cell["scores"].get(metric)
+    return None if v is None else float(v)
+
+
+def _same_machine(
+    cell: dict[str, Any] | None,
+    other: dict[str, Any],
+    label: str,
+    seed: int,
+    metric: str,
+    reruns: Sequence[dict[str, Any]],
+) -> dict[str, Any] | None:
+    """``cell`` where it has a value of ``metric`` and pairs with ``other``, else ``label``'s re-run
+    of ``seed`` on ``other``'s machine that has one, else ``cell``."""
+    if _value(cell, metric) is not None and pair_key(cell) == pair_key(other):
+        return cell
+    key = pair_key(other)
+    same = (c for c in reruns if c["recipe_label"] == label and int(c["seed"]) == seed and pair_key(c) == key)
+    return next((c for c in same if _value(c, metric) is not None), cell)
 
 
 def standing_of(
@@ -354,13 +390,20 @@ def better_of(metric: str) -> str:
 
 
 def aggregate(
-    cells: Sequence[dict[str, Any]], spec: StudySpec, planned: Sequence[tuple[str, int]] | None = None
+    cells: Sequence[dict[str, Any]],
+    spec: StudySpec,
+    planned: Sequence[tuple[str, int]] | None = None,
+    reruns: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """study.json's content: per-recipe summaries, paired differences to the baseline, claims.
     ``planned``: the (recipe, seed) cells the profile plans (default: ``spec``'s), which "cells
-    finished" counts against: a study run in slices has not finished what it has not run."""
+    finished" counts against: a study run in slices has not finished what it has not run.
+    ``reruns``: ``cell_metrics.load_rerun_cells``; those of the baseline pair with a recipe's cells
+    of their machine (only a baseline that reads no tags: the convergence check reads a tagged
+    side's own cells)."""
     labels = [r.label for r in spec.recipes]
     tagged = {label: spec.reads_tags(label) for label in labels}
+    reruns = [] if tagged[spec.baseline] else [c for c in reruns if c["recipe_label"] == spec.baseline]
     metrics = sorted({k for c in cells for k in c["scores"]})
     recipes: dict[str, Any] = {}
     for label in labels:
@@ -384,7 +427,7 @@ def aggregate(
 
     def compare(label: str, against: str, metric: str, better: str) -> dict[str, Any]:
         b = diff_bound(better, bound_of(metric, tagged[label]), bound_of(metric, tagged[against]))
-        return paired(cells, label, against, metric, better, b)
+        return paired(cells, label, against, metric, better, b, reruns)
 
     vs_baseline = {
         label: {m: compare(label, spec.baseline, m, better_of(m)) for m in metrics if headline(m)}
@@ -432,6 +475,8 @@ def aggregate(
         for r in (*c["metrics"], *c["honest"]):
             seen.update({(m["seed"], m["why"]): None for m in r["missing"] if m["seed"] in both})
         c["missing_pairs"] = [{"seed": s, "why": why} for s, why in seen]
+        rows = (*c["metrics"], *c["honest"])
+        c["reruns"] = sorted({(u["seed"], u["recipe"], u["folder"]) for r in rows for u in r["reruns"]})
         c["verdict"] = claim_verdict(c["metrics"])
         c["honest_verdict"] = claim_verdict(c["honest"])
     have = {(c["recipe_label"], int(c["seed"])) for c in cells}

@@ -19,6 +19,17 @@ def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
     return sorted(found, key=lambda m: (m["recipe_label"], m["seed"]))
 
 
+def load_rerun_cells(out: str | Path) -> list[dict[str, Any]]:
+    """Cells re-run on another machine, ``out/machines/<name>/cells/<recipe>/seed-<s>/metrics.json``:
+    a baseline trained again where a recipe's cells ran, so that their seeds pair within one machine
+    (``aggregate.paired``). Each carries ``rerun_folder`` = ``machines/<name>``."""
+    found = []
+    for p in sorted(Path(out).glob("machines/*/cells/*/seed-*/metrics.json")):
+        folder = p.parents[3].relative_to(out).as_posix()
+        found.append({**_check_cell(read_json(p, finite=True), p), "rerun_folder": folder})
+    return sorted(found, key=lambda m: (m["rerun_folder"], m["recipe_label"], m["seed"]))
+
+
 def _check_cell(cell: Any, path: Path) -> dict[str, Any]:
     """A cell's metrics as the report reads them, else one error naming the file and the key: an
     edited or foreign file (a score written as a string) would otherwise fail deep in the arithmetic."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from structpe.io import atomic_write_text
 from structpe.study.aggregate import paired, paired_test
-from structpe.study.cell_metrics import load_cell_metrics, machines_text
+from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells, machines_text
 from structpe.study.cells import StudyError
 from structpe.study.selection import folder_commands, folder_spec
 from structpe.study.spec import StudySpec, load_spec
@@ -75,6 +75,7 @@ class Profile:
     spec: StudySpec
     cells: list[dict[str, Any]]
     command: str | None
+    reruns: list[dict[str, Any]]  # the baseline re-run on other machines (cell_metrics.load_rerun_cells)
 
 
 def load_profile(folder: str | Path) -> Profile:
@@ -86,7 +87,11 @@ def load_profile(folder: str | Path) -> Profile:
     ran = folder_spec(folder)
     spec = load_spec(ran.name, ran.profile)
     commands = folder_commands(folder)
-    return Profile(folder, spec, load_cell_metrics(folder), commands[-1] if commands else None)
+    # as in aggregate.aggregate: a baseline that reads no tags pairs through its re-runs
+    reruns = [] if spec.reads_tags(spec.baseline) else [
+        c for c in load_rerun_cells(folder) if c["recipe_label"] == spec.baseline
+    ]
+    return Profile(folder, spec, load_cell_metrics(folder), commands[-1] if commands else None, reruns)
 
 
 def _planned_parameters(spec: StudySpec, label: str) -> int:
@@ -152,7 +157,7 @@ def method_row(p: Profile, label: str) -> list[str]:
     if label == spec.baseline:
         delta = "(baseline)"
     else:
-        d = paired(p.cells, label, spec.baseline, HONEST["SyntaxGym"], "higher")
+        d = paired(p.cells, label, spec.baseline, HONEST["SyntaxGym"], "higher", reruns=p.reruns)
         if d["n"] == 0:
             delta = "no paired seeds"
         elif d["n"] < 2:

@@ -9,7 +9,7 @@ from typing import Any
 from structpe.choices import LIKELIHOODS
 from structpe.io import atomic_write_text, read_json, write_json_atomic
 from structpe.study.aggregate import aggregate
-from structpe.study.cell_metrics import load_cell_metrics, machine_of
+from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells, machine_of
 from structpe.study.data import study_data_root
 from structpe.study.selection import folder_commands, folder_plan
 from structpe.study.spec import StudySpec
@@ -413,7 +413,7 @@ def write_study_report(
     the chance row reads, default ``$STRUCTPE_DATA``)."""
     out = Path(out)
     cells = load_cell_metrics(out)
-    agg = aggregate(cells, spec, folder_plan(out))
+    agg = aggregate(cells, spec, folder_plan(out), load_rerun_cells(out))
     chance = chance_row(out, spec, study_data_root(data_dir, required=False)) if cells else None
     plots = _plots(out, agg, cells, spec, chance) if cells else []
     commands = folder_commands(out) or ([command] if command else [])

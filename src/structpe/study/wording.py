@@ -115,8 +115,10 @@ def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:
     return [
         f"- **Verdict rule.** Per claim metric: the paired per-seed differences d = recipe - comparison "
         f"(same seed; a seed is paired only when both cells ran on the same CPU type in the same "
-        f"training precision), **signed so that d > 0 is the paper's direction** (every difference in "
-        f"this report is signed that way). The decision test is the one-sided paired t-test of mean "
+        f"training precision; a baseline re-run on the recipe's machine, `machines/<name>/cells`, "
+        f"stands in for the baseline's cell of that seed), **signed so that d > 0 is the paper's "
+        f"direction** (every difference in this report is signed that way). The decision test is "
+        f"the one-sided paired t-test of mean "
         f"d > 0 (scipy `ttest_1samp`); the p-values of the tests that can reach a verdict are "
         f"Holm-Bonferroni adjusted as one family (here m = {family['paper_direction']} tests; the "
         f"opposite tests: m = {family['against']}). **replicates** = adjusted p < {ALPHA}; "
@@ -193,6 +195,12 @@ def claim_summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
                 f"(smallest possible {fmt_p(r['p_perm_min'])}){conv_text} -> {r['verdict']}"
             )
     text = head + (" " + "; ".join(parts) + "." if parts else "")
+    if c.get("reruns"):
+        text += (
+            " Paired with re-runs on the other side's machine: "
+            + "; ".join(f"seed {s}: `{label}` of {folder}" for s, label, folder in c["reruns"])
+            + "."
+        )
     if c.get("missing_pairs"):
         text += (
             " Missing pairs: " + "; ".join(f"seed {m['seed']}: {m['why']}" for m in c["missing_pairs"]) + "."
