@@ -389,6 +389,14 @@ def better_of(metric: str) -> str:
     return "lower" if any(t in last for t in low) else "higher"
 
 
+def baseline_reruns(spec: StudySpec, reruns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The re-runs that may stand in for a seed's baseline cell: the baseline's own, and only when it
+    reads no tags (the convergence check of an estimator reads a tagged side's own cells)."""
+    if spec.reads_tags(spec.baseline):
+        return []
+    return [c for c in reruns if c["recipe_label"] == spec.baseline]
+
+
 def aggregate(
     cells: Sequence[dict[str, Any]],
     spec: StudySpec,
@@ -403,7 +411,7 @@ def aggregate(
     side's own cells)."""
     labels = [r.label for r in spec.recipes]
     tagged = {label: spec.reads_tags(label) for label in labels}
-    reruns = [] if tagged[spec.baseline] else [c for c in reruns if c["recipe_label"] == spec.baseline]
+    reruns = baseline_reruns(spec, reruns)
     metrics = sorted({k for c in cells for k in c["scores"]})
     recipes: dict[str, Any] = {}
     for label in labels:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import atomic_write_text
-from structpe.study.aggregate import paired, paired_test
+from structpe.study.aggregate import baseline_reruns, paired, paired_test
 from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells, machines_text
 from structpe.study.cells import StudyError
 from structpe.study.selection import folder_commands, folder_spec
@@ -87,10 +87,7 @@ def load_profile(folder: str | Path) -> Profile:
     ran = folder_spec(folder)
     spec = load_spec(ran.name, ran.profile)
     commands = folder_commands(folder)
-    # as in aggregate.aggregate: a baseline that reads no tags pairs through its re-runs
-    reruns = [] if spec.reads_tags(spec.baseline) else [
-        c for c in load_rerun_cells(folder) if c["recipe_label"] == spec.baseline
-    ]
+    reruns = baseline_reruns(spec, load_rerun_cells(folder))
     return Profile(folder, spec, load_cell_metrics(folder), commands[-1] if commands else None, reruns)
 
 
