@@ -351,7 +351,10 @@ def test_a_baseline_rerun_on_the_recipes_machine_pairs_its_seed(tiny_spec: Path,
         m = json.loads(f.read_text())
         m["provenance"] = {"hardware": {"cpu": cpu, "cpu_count": 2}}
         m["precision"] = "bf16"
-        m["scores"] = {k: v + bump for k, v in m["scores"].items()}
+        # scores move, the counts of what they were measured on do not
+        m["scores"] = {
+            k: v if k.rsplit(".", 1)[1].startswith("n_") else v + bump for k, v in m["scores"].items()
+        }
         write_json_atomic(f, m)
 
     cells = tmp_path / "cells"
@@ -383,6 +386,27 @@ def test_a_baseline_rerun_on_the_recipes_machine_pairs_its_seed(tiny_spec: Path,
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")
     md = (tmp_path / "study.md").read_text()
     assert "Paired with re-runs on the other side's machine: seed 1: `none` of machines/b." in md
+
+
+def test_cells_scored_on_different_test_sets_do_not_pair(tiny_spec: Path, tmp_path: Path) -> None:
+    # seed 2's `position` was scored on 24 sentences (an older protocol), `none` on 12: a difference
+    # of test sets, not of models; seed 1 pairs, and a metric without counts pairs as before
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1, 2]
+    _synthetic(tmp_path)
+    f = tmp_path / "cells" / "position" / "seed-2" / "metrics.json"
+    m = json.loads(f.read_text())
+    m["scores"]["ppl.joint.n_sentences"] = 24.0
+    write_json_atomic(f, m)
+    cells = load_cell_metrics(tmp_path)
+    row = paired(cells, "position", "none", "ppl.joint.word_ppl", "lower")
+    assert row["seeds"] == [1] and row["diffs"] == [-2.0]
+    assert row["missing"] == [
+        {"seed": 2, "why": "test sets differ (`position` against `none`: n_sentences 24 against 12)"},
+        {"seed": 3, "why": "no `none` value"},
+    ]
+    assert paired(cells, "position", "none", "ppl.conditional.word_ppl", "lower")["seeds"] == [1, 2]
+    assert paired(cells, "position", "none", "syntaxgym.conditional.sg_score", "higher")["seeds"] == [1, 2]
 
 
 def test_machine_names_the_training_path() -> None:
