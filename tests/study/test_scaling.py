@@ -12,7 +12,7 @@ import pytest
 
 from structpe.cli import main
 from structpe.io import write_json_atomic
-from structpe.study.scaling import NOT_DISTINGUISHABLE, PROTOCOLS_DIFFER, change
+from structpe.study.scaling import NOT_DISTINGUISHABLE, PROTOCOLS_DIFFER, change, load_scale
 from structpe.study.scaling_page import write_scaling
 from structpe.study.spec import load_spec
 
@@ -387,3 +387,25 @@ def test_rows_of_scales_with_other_protocols_are_marked(scales: dict[str, Path],
     # no absolute machine path on the page: folders and commands are shortened
     assert str(tmp_path) not in md and str(scales["root"]) not in md
     assert "| `small` | `scale-study-small` |" in md
+
+
+def test_a_scale_pairs_with_the_baselines_reruns_as_its_report_does(tmp_path: Path) -> None:
+    # `position` ran on another CPU than `none`; `none` re-run there (machines/other) pairs with it,
+    # as on the study's own page: without the re-runs the scale would show the claim as not run
+    out = make_study(tmp_path, "small")
+    for f in (out / "cells" / "position").glob("seed-*/metrics.json"):
+        m = json.loads(f.read_text())
+        m["provenance"]["hardware"]["cpu"] = "Other CPU"
+        write_json_atomic(f, m)
+    metric = "syntaxgym.conditional.sg_score"
+
+    def claim_seeds() -> list[int]:
+        claims = {c["id"]: c for c in load_scale(out).agg["claims"]}
+        return next(r["seeds"] for r in claims["c-grows"]["metrics"] if r["metric"] == metric)
+
+    assert claim_seeds() == []
+    for f in (out / "cells" / "none").glob("seed-*/metrics.json"):
+        m = json.loads(f.read_text())
+        m["provenance"]["hardware"]["cpu"] = "Other CPU"
+        write_json_atomic(out / "machines" / "other" / f.relative_to(out), m)
+    assert claim_seeds() == [1, 2, 3]

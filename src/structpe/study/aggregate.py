@@ -34,7 +34,7 @@ ones) replicates when at least one of them replicates and none contradicts (the 
 correction covers every metric), contradicts in the mirror case, and is not shown otherwise.
 
 Pairs: a seed's cells pair only on the same machine and precision (``cell_metrics.pair_key``) and,
-per metric, on the same test set (``cell_metrics.protocol_difference``).
+per metric, on the same test set (``cell_metrics.eval_set_difference``).
 
 Robustness figure beside each test: the exact sign-flip permutation p of the mean (all 2^n sign
 patterns of n paired seeds enumerated); its smallest possible value is 2^-n (0.125 with 3 seeds).
@@ -55,10 +55,10 @@ from structpe.eval.scoring.smc_views import estimator_converged
 from structpe.study.cell_metrics import (
     by_seed,
     cells_by_seed,
+    eval_set_difference,
     key_text,
     machine_of,
     pair_key,
-    protocol_difference,
 )
 from structpe.study.spec import StudySpec
 from structpe.study.stages.leakage import surviving_share
@@ -197,7 +197,7 @@ def paired(
     ``cell_metrics.pair_key`` pairs with a cell of ``reruns`` (``cell_metrics.load_rerun_cells``) of
     the same recipe and seed that matches the other side's machine, listed in ``reruns``; else it is
     no pair and listed in ``missing`` with the reason, as is a seed that only one side has a value for
-    or whose two cells were scored on different test sets (``cell_metrics.protocol_difference``)."""
+    or whose two cells were scored on different test sets (``cell_metrics.eval_set_difference``)."""
     mine, theirs = cells_by_seed(cells, label), cells_by_seed(cells, against)
     seeds, missing, used, a, b = [], [], [], [], []
     for s in sorted(set(by_seed(cells, label, metric)) | set(by_seed(cells, against, metric))):
@@ -210,7 +210,7 @@ def paired(
             missing.append({"seed": s, "why": f"no `{label if u is None else against}` value"})
         elif (ka := pair_key(x)) != (kb := pair_key(y)):
             missing.append({"seed": s, "why": f"`{label}` {key_text(ka)}; `{against}` {key_text(kb)}"})
-        elif differs := protocol_difference(x, y, metric):
+        elif differs := eval_set_difference(x, y, metric):
             missing.append({"seed": s, "why": f"test sets differ (`{label}` against `{against}`: {differs})"})
         else:
             seeds.append(s)

@@ -1,7 +1,7 @@
 """A study's finished cells as the report reads them: every ``metrics.json`` checked on load, the
 machine and training precision each cell ran with, and which two cells of a seed may be paired
 (the same CPU type, SIMD level, GPU and precision: :func:`pair_key`; per metric, the same test
-set: :func:`protocol_of`)."""
+set: :func:`eval_set_of`)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def pair_key(cell: dict[str, Any]) -> tuple[str | None, ...]:
 
 # the counts a score records of what it was measured on (BLiMP pairs, SyntaxGym suites, test
 # sentences and tokens, GLUE examples): a cell scored before a study's protocol changed has others
-PROTOCOL_COUNTS = {
+EVAL_SET_COUNTS = {
     "blimp": ("n_pairs",),
     "syntaxgym": ("n_suites",),
     "ppl": ("n_sentences", "n_tokens"),
@@ -102,24 +102,24 @@ PROTOCOL_COUNTS = {
 }
 
 
-def protocol_of(cell: dict[str, Any], metric: str) -> dict[str, float]:
+def eval_set_of(cell: dict[str, Any], metric: str) -> dict[str, float]:
     """What ``metric`` of ``cell`` was measured on: its evaluation's recorded counts
-    (:data:`PROTOCOL_COUNTS`; ``blimp.smc.overall`` -> ``blimp.smc.n_pairs``). Two cells' values of a
+    (:data:`EVAL_SET_COUNTS`; ``blimp.smc.overall`` -> ``blimp.smc.n_pairs``). Two cells' values of a
     metric are comparable only where the counts both record agree: a 6-paradigm BLiMP score paired
     with a 67-paradigm one would be a difference of test sets, not of models."""
     family, _, rest = metric.partition(".")
     mode = rest.partition(".")[0]
     found = {}
-    for name in PROTOCOL_COUNTS.get(family, ()):
+    for name in EVAL_SET_COUNTS.get(family, ()):
         value = cell["scores"].get(f"{family}.{mode}.{name}")
         if value is not None:
             found[name] = float(value)
     return found
 
 
-def protocol_difference(a: dict[str, Any], b: dict[str, Any], metric: str) -> str | None:
+def eval_set_difference(a: dict[str, Any], b: dict[str, Any], metric: str) -> str | None:
     """Why ``a`` and ``b`` cannot be paired on ``metric`` (their test sets differ), else None."""
-    pa, pb = protocol_of(a, metric), protocol_of(b, metric)
+    pa, pb = eval_set_of(a, metric), eval_set_of(b, metric)
     differ = [n for n in pa if n in pb and pa[n] != pb[n]]
     if not differ:
         return None

@@ -31,7 +31,7 @@ from typing import Any
 
 from structpe.io import read_json
 from structpe.study.aggregate import aggregate, better_of
-from structpe.study.cell_metrics import load_cell_metrics
+from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells
 from structpe.study.cells import StudyError
 from structpe.study.selection import folder_commands, folder_plan, folder_spec
 from structpe.study.spec import StudySpec, score_settings
@@ -76,7 +76,8 @@ class Scale:
 
 
 def load_scale(folder: str | Path) -> Scale:
-    """Read and aggregate one study folder (its ``spec.json`` and ``cells/*/seed-*/metrics.json``)."""
+    """Read and aggregate one study folder (its ``spec.json``, ``cells/*/seed-*/metrics.json`` and the
+    baseline's re-runs on other machines, ``machines/*/cells``, as its report pairs them)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise StudyError(f"{folder}: not a folder (expected a study folder written by `structpe study run`)")
@@ -86,7 +87,7 @@ def load_scale(folder: str | Path) -> Scale:
         raise StudyError(f"{folder}: no finished cells (no cells/<recipe>/seed-<s>/metrics.json)")
     chance = read_json(folder / "chance.json") if (folder / "chance.json").is_file() else None
     saved = read_json(folder / "spec.json").get("spec") or {}
-    agg = aggregate(cells, spec, folder_plan(folder))
+    agg = aggregate(cells, spec, folder_plan(folder), load_rerun_cells(folder))
     return Scale(folder, spec, cells, agg, chance, folder_commands(folder), saved)
 
 
