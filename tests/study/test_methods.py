@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from structpe.study.cells import StudyError
-from structpe.study.methods import write_methods
+from structpe.study.methods import step_costs, write_methods
 
 SG, BLIMP, PPL = "syntaxgym.smc.sg_score", "blimp.smc.overall", "ppl.smc.word_ppl"
 
@@ -92,3 +92,20 @@ def test_methods_command_answers_a_bad_folder_with_one_line(tmp_path: Path, caps
     assert main(["study", "methods", str(tmp_path / "nowhere"), "--output", str(tmp_path / "m.md")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nowhere" in err[0]
+
+
+def test_step_cost_divides_by_the_baseline_on_the_same_machine() -> None:
+    # seed 1: the recipe ran on CPU B, the baseline's primary cell on CPU A (twice as fast per
+    # step there) and a re-run on CPU B: the cost is against the re-run; seed 2 has no same-machine
+    # baseline and is left out
+    def cell(label: str, seed: int, cpu: str, wall: float) -> dict:
+        hw = {"cpu": cpu, "cpu_count": 2}
+        return {"recipe_label": label, "seed": seed, "precision": "fp32", "provenance": {"hardware": hw},
+                "train": {"train_wall_s": wall, "steps": 100}, "scores": {}}
+
+    cells = [cell("none", 1, "A", 50.0), cell("tree", 1, "B", 120.0), cell("none", 2, "A", 50.0),
+             cell("tree", 2, "B", 130.0)]
+    assert step_costs(cells, "tree", "none") == []
+    assert step_costs(cells, "tree", "none", [cell("none", 1, "B", 100.0)]) == [1.2]
+    same = [cell("tree", 3, "A", 60.0), cell("none", 3, "A", 50.0)]
+    assert step_costs([*cells, *same], "tree", "none") == [1.2]

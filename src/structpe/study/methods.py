@@ -26,7 +26,7 @@ from typing import Any
 
 from structpe.io import atomic_write_text
 from structpe.study.aggregate import baseline_reruns, paired, paired_test
-from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells, machines_text
+from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells, machines_text, pair_key
 from structpe.study.cells import StudyError
 from structpe.study.selection import folder_commands, folder_spec
 from structpe.study.spec import StudySpec, load_spec
@@ -120,19 +120,26 @@ def _values(cells: Sequence[dict[str, Any]], metric: str) -> list[float]:
     return [float(c["scores"][metric]) for c in cells if c["scores"].get(metric) is not None]
 
 
-def step_costs(cells: Sequence[dict[str, Any]], label: str, baseline: str) -> list[float]:
-    """Per seed: the cell's training seconds per step over the same seed's baseline cell's."""
+def step_costs(
+    cells: Sequence[dict[str, Any]], label: str, baseline: str, reruns: Sequence[dict[str, Any]] = ()
+) -> list[float]:
+    """Per seed: the cell's training seconds per step over the same seed's baseline cell's on the
+    same machine and precision (``cell_metrics.pair_key``: the primary cell, else a re-run of the
+    baseline, ``reruns``); a seed without one is left out (a step time across CPUs is the CPUs')."""
 
     def per_step(c: dict[str, Any]) -> float | None:
         t = c.get("train") or {}
         wall, steps = t.get("train_wall_s"), t.get("steps")
         return wall / steps if wall and steps else None
 
-    base = {c["seed"]: per_step(c) for c in cells if c["recipe_label"] == baseline}
+    bases = [c for c in [*cells, *reruns] if c["recipe_label"] == baseline and per_step(c)]
     out = []
     for c in cells:
-        if c["recipe_label"] == label and base.get(c["seed"]) and per_step(c):
-            out.append(per_step(c) / base[c["seed"]])
+        if c["recipe_label"] != label or not per_step(c):
+            continue
+        same = [b for b in bases if b["seed"] == c["seed"] and pair_key(b) == pair_key(c)]
+        if same:
+            out.append(per_step(c) / per_step(same[0]))
     return out
 
 
@@ -163,7 +170,7 @@ def method_row(p: Profile, label: str) -> list[str]:
             lo, hi = d["ci95"]
             delta = f"{100 * d['mean']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] ({d['n']})"
     params = sorted({int(c["train"]["parameters"]) for c in mine if (c.get("train") or {}).get("parameters")})
-    cost = step_costs(p.cells, label, spec.baseline)
+    cost = step_costs(p.cells, label, spec.baseline, p.reruns)
     return [
         name,
         "yes" if reads else "no",
@@ -196,8 +203,9 @@ def render(profiles: Sequence[Profile], command: str | None = None) -> str:
         "(`~`; it errs high by O(1/N)) and its SyntaxGym / BLiMP come from it; whether it converged is "
         "each study report's convergence check. `SG vs baseline`: the "
         "paired per-seed difference to the baseline (points). `step cost`: training wall seconds per "
-        "step over the same seed's baseline cell's (a rough figure: the cells shared machines with "
-        "other work). Rows with no finished cell say so; their parameters come from the recipe.",
+        "step over the same seed's baseline cell's on the same machine and precision (a rough figure: "
+        "the cells shared machines with other work). Rows with no finished cell say so; their parameters "
+        "come from the recipe.",
         "",
     ]
     for p in profiles:
