@@ -162,8 +162,10 @@ def test_fast_bf16_trains_like_fp32_saves_float32_and_resumes_exactly(
         pretrain(tiny_recipe, [*fast, f"train.output_dir={cut}"], callbacks=[_StopAt(6)])
     pretrain(tiny_recipe, [*fast, f"train.output_dir={cut}"], resume=True)
     c = _losses(cut)
+    # exact on CPUs with native bf16; where bf16 is emulated (an AVX2 EPYC) one run of the suite saw
+    # 1.3e-6 at step 6 (the other runs 0). A resume that lost state moves the loss by percents.
     for step in range(5, 9):
-        assert c[step] == pytest.approx(b[step], rel=1e-6), step
+        assert c[step] == pytest.approx(b[step], rel=1e-5), step
     got, want = load(cut / "final").state_dict(), final.state_dict()
     assert all(torch.equal(got[k], want[k]) for k in want)
 
