@@ -341,7 +341,8 @@ def test_claims_pair_cells_of_one_cpu_type_and_precision_only(tiny_spec: Path, t
 
 def test_a_baseline_rerun_on_the_recipes_machine_pairs_its_seed(tiny_spec: Path, tmp_path: Path) -> None:
     # seed 1: `none` on CPU A, `position` on CPU B; `none` re-run on CPU B under machines/b pairs
-    # with it (a re-run on CPU C, or a re-run of `position`, does not); seed 2 stays on CPU A
+    # with it (a re-run on CPU C does not; the comparison's re-run is tried before the recipe's, so
+    # `position`'s re-run on CPU A stays unused); seed 2 stays on CPU A
     spec = load_spec(tiny_spec, "test")
     spec.seeds = [1, 2]
     _synthetic(tmp_path)

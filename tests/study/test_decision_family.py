@@ -14,7 +14,7 @@ import pytest
 from structpe.eval.scoring.smc_views import FLIP_SHARE_MAX
 from structpe.io import write_json_atomic
 from structpe.study.aggregate import aggregate
-from structpe.study.cell_metrics import load_cell_metrics
+from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells
 from structpe.study.report import write_study_report
 from structpe.study.spec import Claim, load_spec
 
@@ -136,6 +136,36 @@ def test_a_converged_estimator_decides_an_unconverged_one_says_so(spec, tmp_path
     assert "honest **estimate, no convergence check**" in md
     assert "**The family** (the tests Holm counts): `sg: syntaxgym.conditional.sg_score`." in md
     assert "`sg: syntaxgym.smc.sg_score` (estimate, no convergence check)" in md
+
+
+def test_a_tagged_sides_rerun_pairs_and_its_own_convergence_is_checked(spec, tmp_path: Path) -> None:
+    # `position` trained on CPU B; its re-run on CPU A (machines/a) stands in for every seed against
+    # `none` (CPU A), and the convergence check reads the re-run's flip share, not the primary's
+    _write(tmp_path, {("position", s): 0.5 for s in SG_GAIN})  # the primaries never converged
+    for seed in SG_GAIN:
+        cell = tmp_path / "cells" / "position" / f"seed-{seed}" / "metrics.json"
+        m = json.loads(cell.read_text())
+        rerun = dict(m, scores={**m["scores"], "syntaxgym.smc.flip_share": 0.01})
+        write_json_atomic(
+            tmp_path / "machines" / "a" / "cells" / "position" / f"seed-{seed}" / "metrics.json", rerun
+        )
+        m["provenance"] = {"hardware": {"cpu": "CPU B", "cpu_count": 2}}
+        write_json_atomic(cell, m)
+    spec.claims = [_claim("sg", ["syntaxgym.conditional.sg_score"], ["syntaxgym.smc.sg_score"])]
+    assert _claims(aggregate(load_cell_metrics(tmp_path), spec))["sg"]["honest_verdict"] == "no pairs"
+    agg = aggregate(load_cell_metrics(tmp_path), spec, reruns=load_rerun_cells(tmp_path))
+    c = _claims(agg)["sg"]
+    assert c["honest"][0]["seeds"] == [1, 2, 3, 4, 5] and c["missing_pairs"] == []
+    assert c["honest"][0]["convergence"]["max_flip_share"] == 0.01
+    assert c["honest_verdict"] == "replicates"
+    assert c["reruns"] == [(s, "position", "machines/a") for s in SG_GAIN]
+    # the re-run's own check fails on one seed: not converged, whatever the primary says
+    f = tmp_path / "machines" / "a" / "cells" / "position" / "seed-3" / "metrics.json"
+    m = json.loads(f.read_text())
+    m["scores"]["syntaxgym.smc.flip_share"] = FLIP_SHARE_MAX + 0.01
+    write_json_atomic(f, m)
+    c = _claims(aggregate(load_cell_metrics(tmp_path), spec, reruns=load_rerun_cells(tmp_path)))["sg"]
+    assert c["honest_verdict"] == "estimator not converged at N = 64"
 
 
 def test_a_cost_check_is_shown_not_decided(spec, tmp_path: Path) -> None:

@@ -145,7 +145,9 @@ def test_fast_bf16_trains_like_fp32_saves_float32_and_resumes_exactly(
     """train.fast_bf16: bf16 parameters, float32 masters. Every loss within 3% of float32 eager; the
     saved model is the float32 masters; a run resumed from its checkpoint repeats the same losses
     (the masters come back from the optimizer state, not from the bf16 weights)."""
-    common = [f"train.dataset={gold_dataset}", "train.max_steps=8", "train.eval_every=4"]
+    # one thread throughout: the default picks the idle cores at each start, and a resume on more
+    # threads than the run it continues sums in another order (seen: 2 then 1 beside the suite)
+    common = [f"train.dataset={gold_dataset}", "train.max_steps=8", "train.eval_every=4", "train.threads=1"]
     fast = [*common, "train.fast_bf16=true", "train.bf16=true"]
     ref = pretrain(tiny_recipe, [*common, f"train.output_dir={tmp_path / 'fp32'}"])
     run = pretrain(tiny_recipe, [*fast, f"train.output_dir={tmp_path / 'fast'}"])
@@ -162,10 +164,8 @@ def test_fast_bf16_trains_like_fp32_saves_float32_and_resumes_exactly(
         pretrain(tiny_recipe, [*fast, f"train.output_dir={cut}"], callbacks=[_StopAt(6)])
     pretrain(tiny_recipe, [*fast, f"train.output_dir={cut}"], resume=True)
     c = _losses(cut)
-    # exact on CPUs with native bf16; where bf16 is emulated (an AVX2 EPYC) one run of the suite saw
-    # 1.3e-6 at step 6 (the other runs 0). A resume that lost state moves the loss by percents.
     for step in range(5, 9):
-        assert c[step] == pytest.approx(b[step], rel=1e-5), step
+        assert c[step] == b[step], step  # a resume that lost state moves the loss by percents
     got, want = load(cut / "final").state_dict(), final.state_dict()
     assert all(torch.equal(got[k], want[k]) for k in want)
 

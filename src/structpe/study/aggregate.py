@@ -34,7 +34,9 @@ ones) replicates when at least one of them replicates and none contradicts (the 
 correction covers every metric), contradicts in the mirror case, and is not shown otherwise.
 
 Pairs: a seed's cells pair only on the same machine and precision (``cell_metrics.pair_key``) and,
-per metric, on the same test set (``cell_metrics.eval_set_difference``).
+per metric, on the same test set (``cell_metrics.eval_set_difference``). Where they differ, either
+side's re-run on the other side's machine (``machines/<name>/cells``, ``cell_metrics.load_rerun_cells``)
+stands in for it, and the convergence check reads the cells that were paired.
 
 Robustness figure beside each test: the exact sign-flip permutation p of the mean (all 2^n sign
 patterns of n paired seeds enumerated); its smallest possible value is 2^-n (0.125 with 3 seeds).
@@ -262,13 +264,32 @@ def _same_machine(
     return next((c for c in same if _value(c, metric) is not None), cell)
 
 
+def paired_cell(
+    cells: Sequence[dict[str, Any]],
+    reruns: Sequence[dict[str, Any]],
+    row: dict[str, Any],
+    label: str,
+    seed: int,
+) -> dict[str, Any]:
+    """The cell of ``label`` that :func:`paired` used for ``seed`` in ``row``: its re-run where the
+    row lists one, else the primary cell."""
+    folder = next((u["folder"] for u in row["reruns"] if u["seed"] == seed and u["recipe"] == label), None)
+    pool = cells if folder is None else [c for c in reruns if c["rerun_folder"] == folder]
+    return cells_by_seed(pool, label)[seed]
+
+
 def standing_of(
-    row: dict[str, Any], cells: Sequence[dict[str, Any]], sides: dict[str, bool], cost: bool = False
+    row: dict[str, Any],
+    cells: Sequence[dict[str, Any]],
+    sides: dict[str, bool],
+    cost: bool = False,
+    reruns: Sequence[dict[str, Any]] = (),
 ) -> None:
     """Set ``row["standing"]``: ``decides`` (the only one in the Holm family), ``bound``,
     ``unchecked``, ``not converged`` or ``cost`` (module docstring); and, for
     an estimator's metric, ``row["convergence"]``: the largest ``flip_share`` and the particle
-    counts of the paired cells that read tags (``sides``: label -> reads tags)."""
+    counts of the paired cells that read tags (``sides``: label -> reads tags; a paired re-run is
+    read from ``reruns``)."""
     parts = row["metric"].split(".")
     mode = parts[1].split("_k")[0] if len(parts) >= 3 else ""
     tagged = [label for label, reads in sides.items() if reads]
@@ -279,8 +300,9 @@ def standing_of(
     elif mode in LOWER_BOUND_MODES and tagged:
         row["standing"] = "unchecked"
     elif mode in ESTIMATOR_MODES and tagged:
-        by = {label: cells_by_seed(cells, label) for label in tagged}
-        involved = [by[label][s]["scores"] for label in tagged for s in row["seeds"]]
+        involved = [
+            paired_cell(cells, reruns, row, label, s)["scores"] for label in tagged for s in row["seeds"]
+        ]
         shares = [sc.get(f"{parts[0]}.{mode}.flip_share") for sc in involved]
         particles = sorted(
             {int(n) for sc in involved if (n := sc.get(f"{parts[0]}.{mode}.particles")) is not None}
@@ -400,14 +422,6 @@ def better_of(metric: str) -> str:
     return "lower" if any(t in last for t in low) else "higher"
 
 
-def baseline_reruns(spec: StudySpec, reruns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The re-runs that may stand in for a seed's baseline cell: the baseline's own, and only when it
-    reads no tags (the convergence check of an estimator reads a tagged side's own cells)."""
-    if spec.reads_tags(spec.baseline):
-        return []
-    return [c for c in reruns if c["recipe_label"] == spec.baseline]
-
-
 def aggregate(
     cells: Sequence[dict[str, Any]],
     spec: StudySpec,
@@ -417,12 +431,10 @@ def aggregate(
     """study.json's content: per-recipe summaries, paired differences to the baseline, claims.
     ``planned``: the (recipe, seed) cells the profile plans (default: ``spec``'s), which "cells
     finished" counts against: a study run in slices has not finished what it has not run.
-    ``reruns``: ``cell_metrics.load_rerun_cells``; those of the baseline pair with a recipe's cells
-    of their machine (only a baseline that reads no tags: the convergence check reads a tagged
-    side's own cells)."""
+    ``reruns``: ``cell_metrics.load_rerun_cells``; a recipe's re-run pairs with the other side's
+    cells of its machine (:func:`paired`)."""
     labels = [r.label for r in spec.recipes]
     tagged = {label: spec.reads_tags(label) for label in labels}
-    reruns = baseline_reruns(spec, reruns)
     metrics = sorted({k for c in cells for k in c["scores"]})
     recipes: dict[str, Any] = {}
     for label in labels:
@@ -471,9 +483,8 @@ def aggregate(
         )
     tested = [(c, r) for c in claims for r in (*c["metrics"], *c["honest"])]
     for c, r in tested:
-        standing_of(
-            r, cells, {c["recipe"]: tagged[c["recipe"]], c["against"]: tagged[c["against"]]}, c["cost"]
-        )
+        sides = {c["recipe"]: tagged[c["recipe"]], c["against"]: tagged[c["against"]]}
+        standing_of(r, cells, sides, c["cost"], reruns)
     family = adjust([r for _, r in tested])
     family["tests"] = [f"{c['id']}: {r['metric']}" for c, r in tested if not math.isnan(r["p_adj"])]
     family["not_counted"] = [

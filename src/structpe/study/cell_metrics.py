@@ -22,8 +22,8 @@ def load_cell_metrics(out: str | Path) -> list[dict[str, Any]]:
 
 def load_rerun_cells(out: str | Path) -> list[dict[str, Any]]:
     """Cells re-run on another machine, ``out/machines/<name>/cells/<recipe>/seed-<s>/metrics.json``:
-    a baseline trained again where a recipe's cells ran, so that their seeds pair within one machine
-    (``aggregate.paired``). Each carries ``rerun_folder`` = ``machines/<name>``."""
+    a recipe trained again where the cells it is compared with ran, so that their seeds pair within
+    one machine and precision (``aggregate.paired``). Each carries ``rerun_folder`` = ``machines/<name>``."""
     found = []
     for p in sorted(Path(out).glob("machines/*/cells/*/seed-*/metrics.json")):
         folder = p.parents[3].relative_to(out).as_posix()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from structpe.io import atomic_write_text
-from structpe.study.aggregate import baseline_reruns, paired, paired_test
+from structpe.study.aggregate import paired, paired_test
 from structpe.study.cell_metrics import load_cell_metrics, load_rerun_cells, machines_text, pair_key
 from structpe.study.cells import StudyError
 from structpe.study.selection import folder_commands, folder_spec
@@ -75,7 +75,7 @@ class Profile:
     spec: StudySpec
     cells: list[dict[str, Any]]
     command: str | None
-    reruns: list[dict[str, Any]]  # the baseline re-run on other machines (cell_metrics.load_rerun_cells)
+    reruns: list[dict[str, Any]]  # recipes re-run on other machines (cell_metrics.load_rerun_cells)
 
 
 def load_profile(folder: str | Path) -> Profile:
@@ -87,8 +87,8 @@ def load_profile(folder: str | Path) -> Profile:
     ran = folder_spec(folder)
     spec = load_spec(ran.name, ran.profile)
     commands = folder_commands(folder)
-    reruns = baseline_reruns(spec, load_rerun_cells(folder))
-    return Profile(folder, spec, load_cell_metrics(folder), commands[-1] if commands else None, reruns)
+    return Profile(folder, spec, load_cell_metrics(folder), commands[-1] if commands else None,
+                   load_rerun_cells(folder))
 
 
 def _planned_parameters(spec: StudySpec, label: str) -> int:

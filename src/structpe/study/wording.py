@@ -115,9 +115,9 @@ def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:
     return [
         f"- **Verdict rule.** Per claim metric: the paired per-seed differences d = recipe - comparison "
         f"(same seed; a seed is paired only when both cells ran on the same CPU type in the same "
-        f"training precision; a baseline re-run on the recipe's machine, `machines/<name>/cells`, "
-        f"stands in for the baseline's cell of that seed), **signed so that d > 0 is the paper's "
-        f"direction** (every difference in this report is signed that way). The decision test is "
+        f"training precision; where they differ, a re-run of either recipe on the other's machine, "
+        f"`machines/<name>/cells`, stands in for its cell of that seed), **signed so that d > 0 is the "
+        f"paper's direction** (every difference in this report is signed that way). The decision test is "
         f"the one-sided paired t-test of mean "
         f"d > 0 (scipy `ttest_1samp`); the p-values of the tests that can reach a verdict are "
         f"Holm-Bonferroni adjusted as one family (here m = {family['paper_direction']} tests; the "
