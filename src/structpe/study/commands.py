@@ -74,6 +74,30 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+COLLECT_HELP = """Copy a run folder's finished cells (metrics.json, cell.json; never weights) into the
+study folder that keeps the study's results, e.g. the committed docs/studies/<name>. A cell new to
+it, or trained on the same machine and precision as the cell it has, goes to cells/; a re-run on
+another machine goes to machines/NAME/cells with --machine NAME, where it pairs with the cells it
+is compared with that ran on that machine; --replace makes it the new primary cell. A mismatch is
+refused before anything is written. Then `structpe study report STUDY`.
+
+    structpe study collect runs/sipe-txl-cpu-mini-avx2 docs/studies/sipe-txl-cpu-mini --recipes lis_tree2
+    structpe study collect runs/sipe-txl-cpu-mini-avx2 docs/studies/sipe-txl-cpu-mini --recipes none \\
+        --machine amd-epyc-avx2-fp32-2026-12-06
+"""
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from structpe.study.collect import collect_cells
+
+    done = collect_cells(args.run, args.study, args.machine, args.replace, args.recipes)
+    for c in done:
+        print(f"{c.recipe}/seed-{c.seed}: {c.action} -> {c.dest}")
+    changed = sum(c.action != "unchanged" for c in done)
+    print(f"collected {len(done)} cells into {args.study} ({changed} new or updated)")
+    return 0
+
+
 SCALING_HELP = """Compare one study's claims across its profiles (scales): the baseline's own scores per
 scale, each claim's signed effect with its 95% interval and verdict side by side, a plot of effect
 against baseline quality, and a generated word per change (the rule is stated on the page).
@@ -116,7 +140,8 @@ def _methods(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """``structpe study run SPEC``, ``report DIR``, ``scaling DIR DIR ...``, ``methods DIR ...``."""
+    """``structpe study run SPEC``, ``report DIR``, ``collect RUN DIR``, ``scaling DIR DIR ...``,
+    ``methods DIR ...``."""
     p = sub.add_parser("study", help="replication studies: recipes x seeds, resumable, with verdicts")
     area = p.add_subparsers(dest="study_command", metavar="ACTION", required=True)
     r = area.add_parser(
@@ -140,6 +165,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("output", help="a study folder written by `structpe study run`")
     rep.add_argument("--data-dir", default=None, help="data root of the chance row (default: $STRUCTPE_DATA)")
     rep.set_defaults(func=_report)
+    co = area.add_parser(
+        "collect",
+        help="copy a run folder's finished cells into a study's results folder (primary or re-run)",
+        description=COLLECT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    co.add_argument("run", help="a study folder written by `structpe study run` (holds the weights)")
+    co.add_argument("study", help="the study's results folder (created if missing)")
+    co.add_argument("--recipes", nargs="+", default=None, help="only these recipe labels (default: all)")
+    co.add_argument("--machine", default=None, help="file the cells as re-runs under machines/NAME")
+    co.add_argument("--replace", action="store_true", help="replace primary cells of another machine")
+    co.set_defaults(func=_collect)
     sc = area.add_parser(
         "scaling",
         help="compare one study's claims across profiles (scales) against baseline quality",
