@@ -347,7 +347,7 @@ def test_plot_panels_show_every_interval(scales: dict[str, Path], monkeypatch: p
     from structpe.study import scaling_page as scaling
 
     figures = []
-    monkeypatch.setattr(scaling, "save_figure", lambda fig, path: figures.append(fig) or Path(path))
+    monkeypatch.setattr(scaling, "save_figure", lambda fig, path, **_: figures.append(fig) or Path(path))
     paths = write_scaling([scales["small"], scales["large"]], scales["root"] / "plot" / "scaling.md")
     data = json.loads(paths["json"].read_text())
     (fig,) = figures
