@@ -59,8 +59,11 @@ def test_new_cells_become_primary_and_a_second_collect_changes_nothing(
         "spec.json",
     ]  # no weights
     assert [c["recipe_label"] for c in load_cell_metrics(study)] == ["none", "position"]
+    (study / "spec.json").write_text(json.dumps(json.loads((study / "spec.json").read_text()), indent=1))
+    before = _files(study)
     assert main(["study", "collect", str(run), str(study)]) == 0
     assert "collected 2 cells into" in (out := capsys.readouterr().out) and "(0 new or updated)" in out
+    assert _files(study) == before  # not even spec.json's layout changes
     # a re-evaluation on the same machine updates the cell
     f = run / "cells" / "position" / "seed-1" / "metrics.json"
     m = json.loads(f.read_text())

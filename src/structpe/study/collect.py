@@ -81,7 +81,9 @@ def collect_cells(
         done.append(_copy_cell(cell_dir, dest / rel, cell, rel))
     if not (dest / "chance.json").exists() and (src / "chance.json").exists():
         atomic_write_bytes(dest / "chance.json", (src / "chance.json").read_bytes())
-    write_json_atomic(dest / "spec.json", _merged_spec(saved, kept))
+    merged = _merged_spec(saved, kept)
+    if merged != kept:  # a folder whose runs already hold the run's selections keeps its file as is
+        write_json_atomic(dest / "spec.json", merged)
     return done
 
 
