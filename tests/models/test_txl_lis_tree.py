@@ -241,6 +241,22 @@ def test_joined_pairs_get_exact_tree_paths_from_their_query_time_tags():
                 assert torch.equal(pre_paths[j] - pre_paths[i], exact)
 
 
+def test_a_batch_with_repeated_rows_equals_each_row_alone():
+    # the particle estimator's rows repeat; each distinct row is computed once and shared
+    rng = random.Random(1)
+    rows = [random_tree_tags(rng, 9) for _ in range(3)]
+    order = [0, 1, 0, 2, 1, 0]
+    labels = [[rng.randrange(4) for _ in range(9)] for _ in order]
+    labels[2] = labels[0]  # rows 0 and 2 repeat in full; rows 1 and 4 share tags, not labels
+    terms = torch.tensor([rows[i][0] for i in order])
+    nts = torch.tensor([rows[i][1] for i in order])
+    paths, joined = joined_tree_paths(terms, nts, torch.tensor(labels), 6, 3)
+    for b in range(len(order)):
+        alone = joined_tree_paths(terms[b : b + 1], nts[b : b + 1], torch.tensor([labels[b]]), 6, 3)
+        assert torch.equal(paths[b], alone[0][0]) and torch.equal(joined[b], alone[1][0])
+    assert not torch.equal(paths[1], paths[4])  # same tags, other labels: not shared
+
+
 def test_untagged_positions_join_through_their_word_and_eos_separates_trees():
     # BOS, "I saw dogs" with "dogs" in two subwords, EOS; then a second sentence "run" packed after
     t, nt = encode([2, 0, 2])

@@ -191,7 +191,16 @@ def joined_tree_paths(
     depends on the tags up to its query only."""
     terms, nts = terminal_ids.tolist(), nonterminal_ids.tolist()
     deps = deprel_ids.tolist() if deprel_ids is not None else [None] * len(terms)
-    rows = [_row_joined(t, n, d, n_labels, n_new) for t, n, d in zip(terms, nts, deps, strict=True)]
+    # each distinct row once: the particle estimator's rows repeat (resampled particles share their
+    # prefix; 24% of the rows were distinct in a BLiMP run), and a row's cost is a Python loop
+    # over its whole prefix
+    done: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    rows = []
+    for t, n, d in zip(terms, nts, deps, strict=True):
+        key = (tuple(t), tuple(n), None if d is None else tuple(d))
+        if key not in done:
+            done[key] = _row_joined(t, n, d, n_labels, n_new)
+        rows.append(done[key])
     dev = terminal_ids.device
     paths = torch.from_numpy(np.stack([r[0] for r in rows])).to(dev, torch.float32)
     joined = torch.from_numpy(np.stack([r[1] for r in rows])).to(dev)
