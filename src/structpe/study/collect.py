@@ -74,7 +74,10 @@ def collect_cells(
         cells = [c for c in cells if c["recipe_label"] in recipes]
     if not cells:
         raise StructpeError(f"{src}: no finished cells (cells/<recipe>/seed-<s>/metrics.json)")
-    plan = [(c, _destination(c, dest, machine, replace)) for c in cells]
+    # the machines the re-run folder already holds, read once (not once per cell)
+    reruns = load_rerun_cells(dest) if machine else []
+    held = {pair_key(c) for c in reruns if c["rerun_folder"] == f"machines/{machine}"}
+    plan = [(c, _destination(c, dest, machine, replace, held)) for c in cells]
     done = []
     for cell, rel in plan:
         cell_dir = src / "cells" / cell["recipe_label"] / f"seed-{cell['seed']}"
@@ -104,17 +107,18 @@ def _check_same_study(src: Path, saved: dict[str, Any], dest: Path, kept: dict[s
             raise StructpeError(f"{src}: {what} {a!r}, but {dest} holds {what} {b!r}: not one study")
 
 
-def _destination(cell: dict[str, Any], dest: Path, machine: str | None, replace: bool) -> str:
+def _destination(
+    cell: dict[str, Any], dest: Path, machine: str | None, replace: bool, held: set[tuple[str | None, ...]]
+) -> str:
     """Where ``cell`` goes in ``dest`` (relative), or the one error that says why it cannot."""
     name = f"{cell['recipe_label']}/seed-{cell['seed']}"
     key = pair_key(cell)
     if machine is not None:
         folder = f"machines/{machine}"
-        others = {pair_key(c) for c in load_rerun_cells(dest) if c["rerun_folder"] == folder}
-        if others and others != {key}:
-            held = "; ".join(sorted(key_text(k) for k in others))
+        if held and held != {key}:
+            which = "; ".join(sorted(key_text(k) for k in held))
             raise StructpeError(
-                f"{name}: ran on {key_text(key)}, but {dest / folder} holds cells of {held} "
+                f"{name}: ran on {key_text(key)}, but {dest / folder} holds cells of {which} "
                 "(one machine folder per machine and precision)"
             )
         return f"{folder}/cells/{name}"
