@@ -45,6 +45,10 @@ def _run(args: argparse.Namespace) -> int:
                 f"{label}/seed-{seed}: {spec.recipe_name(label)} {overrides}"
                 + (f" (tags: {tags})" if tags != "parse" else "")
             )
+        if (out / "cells").is_dir():  # a folder the study ran in: what is done, and what is left
+            from structpe.study.progress import progress_lines
+
+            print("\n".join(progress_lines(spec, out)))
         return 0
     parts = ["structpe", "study", "run", args.spec, "--profile", spec.profile, "--output", str(out)]
     if args.recipes:
@@ -133,8 +137,9 @@ seeds, beside the published rows of Hu et al. (2020) and of the SiPE paper's Tab
 def _methods(args: argparse.Namespace) -> int:
     from structpe.study.methods import write_methods
 
-    command = " ".join(shlex.quote(a) for a in ["structpe", "study", "methods", *args.folders,
-                                                 "--output", args.output])
+    command = " ".join(
+        shlex.quote(a) for a in ["structpe", "study", "methods", *args.folders, "--output", args.output]
+    )
     write_methods(args.folders, args.output, command=command)
     return 0
 
@@ -159,7 +164,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--seeds", nargs="+", type=int, default=None, help="only these seeds of the spec")
     r.add_argument("--data-dir", default=None, help="shared data root (default: $STRUCTPE_DATA)")
     r.add_argument("--progress", action="store_true", help="show progress bars")
-    r.add_argument("--dry-run", action="store_true", help="print the cells and their recipes, run nothing")
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the cells and their recipes, and where --output stands (done, running, left, time "
+        "left at the folder's finished cells' medians); run nothing",
+    )
     r.set_defaults(func=_run)
     rep = area.add_parser("report", help="(re)write study.md / study.json / plots from finished cells")
     rep.add_argument("output", help="a study folder written by `structpe study run`")
