@@ -116,6 +116,9 @@ def test_a_converged_estimator_decides_an_unconverged_one_says_so(spec, tmp_path
     c = _claims(aggregate(load_cell_metrics(tmp_path), spec))["sg"]
     honest = c["honest"][0]
     assert honest["standing"] == "decides" and honest["convergence"]["max_flip_share"] == 0.01
+    # the estimator's own error of the mean difference: `position`'s 5 stderrs of 0.004 (`none` reads
+    # no tags: exact), sqrt(5 x 0.004^2) / 5
+    assert honest["convergence"]["mc_se"] == pytest.approx(0.004 / math.sqrt(5))
     assert c["honest_verdict"] == "replicates"
     # one involved cell flips more than the threshold: no honest verdict, and the page says why
     _write(tmp_path, {("position", 3): FLIP_SHARE_MAX + 0.01})
@@ -133,6 +136,7 @@ def test_a_converged_estimator_decides_an_unconverged_one_says_so(spec, tmp_path
     assert c["honest_verdict"] == "estimate, no convergence check"
     write_study_report(tmp_path, spec, command="structpe study run tiny-study")
     md = (tmp_path / "study.md").read_text()
+    assert "Monte Carlo se of the mean 0.002" in md
     assert "honest **estimate, no convergence check**" in md
     assert "**The family** (the tests Holm counts): `sg: syntaxgym.conditional.sg_score`." in md
     assert "`sg: syntaxgym.smc.sg_score` (estimate, no convergence check)" in md

@@ -289,7 +289,10 @@ def standing_of(
     ``unchecked``, ``not converged`` or ``cost`` (module docstring); and, for
     an estimator's metric, ``row["convergence"]``: the largest ``flip_share`` and the particle
     counts of the paired cells that read tags (``sides``: label -> reads tags; a paired re-run is
-    read from ``reruns``)."""
+    read from ``reruns``), and ``mc_se``, the Monte Carlo standard error of the mean paired
+    difference from those cells' ``stderr`` (sqrt of their summed variances over the n seeds, / n;
+    a side that reads no tags is exact). It separates the estimator's own noise from the seeds':
+    a score can be precise while single decisions still flip."""
     parts = row["metric"].split(".")
     mode = parts[1].split("_k")[0] if len(parts) >= 3 else ""
     tagged = [label for label, reads in sides.items() if reads]
@@ -308,10 +311,16 @@ def standing_of(
             {int(n) for sc in involved if (n := sc.get(f"{parts[0]}.{mode}.particles")) is not None}
         )
         known = [float(x) for x in shares if x is not None]
+        ses = [sc.get(f"{parts[0]}.{mode}.stderr") for sc in involved]
         row["convergence"] = {
             "max_flip_share": max(known) if known else None,
             "particles": particles,
             "checked": len(known) == len(shares),
+            "mc_se": (
+                math.sqrt(sum(float(x) ** 2 for x in ses)) / len(row["seeds"])
+                if row["seeds"] and None not in ses
+                else None
+            ),
         }
         if len(known) < len(shares):
             row["standing"] = "unchecked"

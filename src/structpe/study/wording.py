@@ -138,8 +138,11 @@ def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:
         "`honest` accuracy from the k-best marginal is a lower bound with **no convergence check**: "
         "shown, no honest verdict. An honest score from the particle estimator (`smc`) decides only "
         f"where every involved cell's N vs 4N decisions differ on at most {FLIP_SHARE_MAX:.0%} of "
-        "items (`flip_share`); otherwise the page says **estimator not converged at N**. A model "
-        "that reads no tags has its exact p(x) in every mode.",
+        "items (`flip_share`); otherwise the page says **estimator not converged at N**. Each "
+        "estimator row also gives the Monte Carlo standard error of its mean difference (from the "
+        "cells' `stderr`): the estimator's own noise, beside the seeds' interval; a score can be "
+        "precise while single decisions still flip. A model that reads no tags has its exact p(x) "
+        "in every mode.",
         "- **Cost checks** (`cost` claims, e.g. the paper's small BLiMP drop) are not discoveries: "
         "shown with the largest cost their 95% interval allows, never in the family.",
         f"- **Robustness figure**: the exact sign-flip permutation p of the mean (all 2^n sign "
@@ -183,6 +186,8 @@ def claim_summary(c: dict[str, Any], cells: list[dict[str, Any]]) -> str:
                 if share is not None and conv.get("checked")
                 else ""
             )
+            if conv.get("mc_se") is not None:
+                conv_text += f", Monte Carlo se of the mean {conv['mc_se']:.3f}"
             cost = (
                 f", the largest cost its interval allows {fmt_num(r['ci95'][1])}"
                 if r.get("standing") == "cost"
