@@ -11,7 +11,10 @@ they spread over pairs with clear margins, only a larger N everywhere would.
 
   OMP_NUM_THREADS=1 python benchmarks/smc_decisions.py --model <cell>/run/final --particles 8 \
       --paradigms anaphor_gender_agreement determiner_noun_agreement_1 \
-      regular_plural_subject_verb_agreement_1 --limit 100
+      regular_plural_subject_verb_agreement_1 --limit 100 [--pairs-out pairs.json]
+
+``--pairs-out`` keeps every pair's margins at every N (each N draws from its own seed, so the
+budgets are independent runs): the data a per-decision budget rule can be tried on offline.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ def main() -> None:
     ap.add_argument("--paradigms", nargs="+", default=None)
     ap.add_argument("--limit", type=int, default=100, help="first pairs of each paradigm")
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--pairs-out", default=None, help="write every pair's margins per N (JSON)")
     args = ap.parse_args()
 
     model, tok = load_model_and_tokenizer(args.model)
@@ -83,22 +87,32 @@ def main() -> None:
     groups: dict[str, list] = {}
     for p in pairs:
         groups.setdefault(p.paradigm, []).append(p)
-    runs = []
-    for n_particles in args.particles:
+    runs, kept = [], {}
+    for seed, n_particles in enumerate(args.particles):
         scorer = make_scorer(
-            model, tok, parser, likelihood="smc", particles=n_particles, smc_parts="sentence"
+            model, tok, parser, likelihood="smc", particles=n_particles, seed=seed, smc_parts="sentence"
         )
         start = _cpu_s()
         margins = []
         for group in groups.values():
             texts = [" " + p.good for p in group] + [" " + p.bad for p in group]
             margins += pair_margins(scorer.score(texts), len(group))
-        run = {"particles": n_particles, "cpu_s": round(_cpu_s() - start, 1), **summarize(margins)}
+        run = {
+            "particles": n_particles,
+            "seed": seed,
+            "cpu_s": round(_cpu_s() - start, 1),
+            **summarize(margins),
+        }
         run["median_abs_margin_over_se"] = sorted(abs(m["margin"]) / max(m["se"], 1e-12) for m in margins)[
             len(margins) // 2
         ]
         runs.append(run)
+        kept[str(n_particles)] = margins
         print(f"N = {n_particles}: flip share {run['flip_share']:.3f}, {run['cpu_s']} CPU s", file=sys.stderr)
+    if args.pairs_out:
+        ids = [f"{p.paradigm}/{p.pair_id}" for group in groups.values() for p in group]
+        with open(args.pairs_out, "w") as f:
+            json.dump({"pairs": ids, "margins": kept}, f)
     json.dump(
         {
             "benchmark": "smc_decisions",

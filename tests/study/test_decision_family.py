@@ -172,6 +172,17 @@ def test_a_tagged_sides_rerun_pairs_and_its_own_convergence_is_checked(spec, tmp
     assert c["honest_verdict"] == "estimator not converged at N = 64"
 
 
+def test_per_decision_budgets_are_named_in_the_verdict(spec, tmp_path: Path) -> None:
+    _write(tmp_path, {("position", 3): FLIP_SHARE_MAX + 0.01})
+    f = tmp_path / "cells" / "position" / "seed-3" / "metrics.json"
+    m = json.loads(f.read_text())
+    m["scores"]["syntaxgym.smc.particles_max"] = 256.0
+    write_json_atomic(f, m)
+    c = _claims(aggregate(load_cell_metrics(tmp_path), spec))["sg"]
+    assert c["honest"][0]["convergence"]["particles_max"] == [256]
+    assert c["honest_verdict"] == "estimator not converged at N = 64 (per decision up to 256)"
+
+
 def test_a_cost_check_is_shown_not_decided(spec, tmp_path: Path) -> None:
     _write(tmp_path)
     spec.claims.append(

@@ -270,6 +270,22 @@ def test_the_smc_proposal_keys_only_smc_evaluations(tiny_spec: Path) -> None:
     assert "evaluations.blimp.proposal" not in score_settings(saved, "blimp.conditional.overall")
 
 
+def test_per_pair_budgets_key_only_blimps_smc(tiny_spec: Path) -> None:
+    """BLiMP's particles_max changes its smc key alone; unset it keeps the keys from before it existed."""
+    from structpe.study.spec import BlimpSpec, score_settings
+
+    spec = load_spec(tiny_spec, "test")
+    spec.evaluations.blimp = BlimpSpec(likelihoods=["conditional", "smc"])
+    data = StudyData(Path("tok"), Path("ds"), "fp", [], train_fingerprint="train-fp")
+    before = eval_keys(spec, "position", 1, data)
+    spec.evaluations.blimp.particles_max = 128
+    after = eval_keys(spec, "position", 1, data)
+    assert [k for k in after if after[k] != before[k]] == ["blimp-smc"]
+    saved = spec.to_dict()
+    assert score_settings(saved, "blimp.smc.overall")["evaluations.blimp.particles_max"] == 128
+    assert "evaluations.blimp.particles_max" not in score_settings(saved, "blimp.conditional.overall")
+
+
 def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     """Raising a benchmark's marginal k re-runs that benchmark's marginal, nothing else."""
     from structpe.study.spec import BlimpSpec

@@ -179,6 +179,16 @@ def test_a_claim_may_read_the_marginal_at_a_width_of_the_ladder(tiny_spec: Path,
             "sentences: 12}\n  blimp: {limit: 5, marginal_limit: 9, likelihoods: [conditional, marginal]}",
             "evaluations.blimp.marginal_limit 9 exceeds limit 5",
         ),
+        (
+            "sentences: 12}",
+            "sentences: 12}\n  blimp: {limit: 5, particles_max: 32}",
+            "evaluations.blimp.particles_max is set but 'smc' is not a likelihood",
+        ),
+        (
+            "sentences: 12}",
+            "sentences: 12}\n  blimp: {likelihoods: [smc], particles: 16, particles_max: 8}",
+            "evaluations.blimp.particles_max must be an integer >= particles (16), got 8",
+        ),
     ],
 )
 def test_bad_spec_names_the_key(tiny_spec: Path, old: str, new: str, expect: str) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 from structpe.errors import StructpeError
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
+from structpe.eval.scoring.smc_budget import Budgets, settle
 from structpe.eval.scoring.smc_views import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import Parser
 
@@ -189,9 +190,17 @@ def evaluate_blimp(
     smc = isinstance(scorer, CausalScorer) and scorer.tagged and scorer.likelihood == "smc"
     names = views(SMC_SYSTEMS) if smc else {}
     view_dec: dict[str, list[bool]] = {v: [] for v in names}  # smc: every pair's decision per view
+    budgets: list[Budgets] = []  # smc with particles_max: each paradigm's per-pair budgets
     for _paradigm, group in it:
-        texts = [prefix + p.good for p in group] + [prefix + p.bad for p in group]
-        scores = scorer.score(texts)
+        if smc and spec.particles_max is not None:
+            per_pair, budget = settle(
+                scorer, [(prefix + p.good, prefix + p.bad) for p in group], _pair_margin, spec.particles_max
+            )
+            budgets.append(budget)
+            scores = [s[0] for s in per_pair] + [s[1] for s in per_pair]
+        else:
+            budget = None
+            scores = scorer.score([prefix + p.good for p in group] + [prefix + p.bad for p in group])
         unaligned += sum(s.unaligned_words for s in scores)
         n = len(group)
         for v, systems in names.items():
@@ -208,6 +217,7 @@ def evaluate_blimp(
                     "logp_good": lg,
                     "logp_bad": lb,
                     "correct": lg > lb,
+                    **({"particles": budget.final[i]} if budget is not None else {}),
                 }
             )
     per_paradigm: dict[str, list[bool]] = {}
@@ -238,9 +248,16 @@ def evaluate_blimp(
     if smc:  # budgets N and 4N of the particle estimate: pair decisions that flip, standard error
         result.update(convergence(lambda v: (_mean(view_dec[v]), view_dec[v]), scorer.particles, SMC_SYSTEMS))
         result["proposal"] = scorer.proposal
+        if budgets:
+            result.update(Budgets.joined(budgets).record())
     if keep_pairs:
         result["pairs"] = rows
     return result
+
+
+def _pair_margin(scores: Sequence[Any], systems: Sequence[int]) -> float:
+    """A pair's margin log p^(good) - log p^(bad), pooled over ``systems``: positive = correct."""
+    return view_scores(scores[0], systems).total - view_scores(scores[1], systems).total
 
 
 def format_results(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:

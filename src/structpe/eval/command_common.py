@@ -195,6 +195,14 @@ LIMIT_OPTIONS = (
 )
 
 
+def smc_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The smc options of an evaluation command, as its provenance records them."""
+    out = {"particles": args.particles, "proposal": args.proposal}
+    if getattr(args, "particles_max", None) is not None:
+        out["particles_max"] = args.particles_max
+    return out
+
+
 def eval_provenance(
     args: argparse.Namespace, started: float, parser: Any = None, data: list = (), **extra: Any
 ) -> dict:
@@ -215,7 +223,7 @@ def eval_provenance(
         parser=parser_record(parser_name, getattr(args, "parser_model", None)),
         likelihood=likelihood,
         k=args.k if likelihood == "marginal" else None,
-        **({"particles": args.particles, "proposal": args.proposal} if likelihood == "smc" else {}),
+        **(smc_settings(args) if likelihood == "smc" else {}),
         limits={k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None},
         seed=getattr(args, "seeds", None),
         **fields,
@@ -239,6 +247,7 @@ def scoring_spec(args: argparse.Namespace, **extra) -> ScoringSpec:
         pll_metric=args.pll_metric,
         batch_size=args.batch_size,
         append_eos=getattr(args, "append_eos", False),
+        particles_max=getattr(args, "particles_max", None),
         **extra,
     )
 
@@ -250,9 +259,19 @@ def check_args(args: argparse.Namespace) -> None:
 
     for opt in (
         "limit", "k", "particles", "batch_size", "max_length", "max_items", "epochs", "max_train", "max_eval",
-        "threads",
+        "threads", "particles_max",
     ):
         check_positive(f"--{opt.replace('_', '-')}", getattr(args, opt, None))
+    particles_max = getattr(args, "particles_max", None)
+    if particles_max is not None:
+        if getattr(args, "likelihood", None) != "smc":
+            raise StructpeError(
+                f"--particles-max {particles_max}: a budget of the smc likelihood; add --likelihood smc"
+            )
+        if particles_max < args.particles:
+            raise StructpeError(
+                f"--particles-max {particles_max}: below --particles {args.particles} (budgets start there)"
+            )
     if getattr(args, "parser", None) is not None:
         check_choice("--parser", args.parser, [*available_parsers(), "none"])
     proposal = getattr(args, "proposal", DEFAULT_PROPOSAL)

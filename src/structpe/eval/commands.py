@@ -289,6 +289,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--phenomena", nargs="+", help="only paradigms of these phenomena (the paper's 12)")
     p.add_argument("--limit", type=int, help="first N pairs of each paradigm")
     p.add_argument("--keep-pairs", action="store_true", help="store per-pair log-probs in the JSON")
+    p.add_argument(
+        "--particles-max",
+        type=int,
+        help="smc: a pair whose margin is within a few standard errors of a tie is scored again at 4x "
+        "the particles, up to this N (default: every pair at --particles; docs/likelihoods.md)",
+    )
     p.set_defaults(func=cmd_blimp)
 
     p = ev.add_parser(

@@ -310,11 +310,13 @@ def standing_of(
         particles = sorted(
             {int(n) for sc in involved if (n := sc.get(f"{parts[0]}.{mode}.particles")) is not None}
         )
+        largest = {int(n) for sc in involved if (n := sc.get(f"{parts[0]}.{mode}.particles_max")) is not None}
         known = [float(x) for x in shares if x is not None]
         ses = [sc.get(f"{parts[0]}.{mode}.stderr") for sc in involved]
         row["convergence"] = {
             "max_flip_share": max(known) if known else None,
             "particles": particles,
+            "particles_max": sorted(largest),
             "checked": len(known) == len(shares),
             "mc_se": (
                 math.sqrt(sum(float(x) ** 2 for x in ses)) / len(row["seeds"])
@@ -333,8 +335,10 @@ def standing_of(
 
 
 def _particles(row: dict[str, Any]) -> str:
-    ns = (row.get("convergence") or {}).get("particles") or []
-    return "-".join(str(n) for n in sorted({ns[0], ns[-1]})) if ns else "?"
+    conv = row.get("convergence") or {}
+    ns, largest = conv.get("particles") or [], conv.get("particles_max") or []
+    text = "-".join(str(n) for n in sorted({ns[0], ns[-1]})) if ns else "?"
+    return f"{text} (per decision up to {largest[-1]})" if largest else text
 
 
 def decide(row: dict[str, Any]) -> str:

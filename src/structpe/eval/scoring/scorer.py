@@ -216,6 +216,8 @@ class ScoringSpec:
     smc (causal models, docs/likelihoods.md) with beam width ``k`` (marginal) or ``particles`` per
     system, ``seed``, ``smc_parts`` (smc: which kinds of system run, see ``smc_scores``) and
     ``proposal`` (smc: ``prior``, the tag heads, or ``adapted``, the locally optimal one);
+    ``particles_max`` (smc, evaluations with decisions: an unsettled decision is scored again at 4N
+    particles per system, up to this N; ``structpe.eval.scoring.smc_budget``);
     ``pll_metric`` for masked models; ``append_eos`` scores an EOS after each text (causal only);
     ``max_length`` caps a text's tokens.
     """
@@ -227,6 +229,7 @@ class ScoringSpec:
     seed: int = 0
     smc_parts: str | None = None  # None: both kinds of system; evaluations that need one set it
     proposal: str = DEFAULT_PROPOSAL
+    particles_max: int | None = None  # smc: per-decision budgets up to this N (smc_budget); None: N alone
     pll_metric: str = "within_word_l2r"
     batch_size: int = 32
     append_eos: bool = False

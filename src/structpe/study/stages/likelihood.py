@@ -17,15 +17,18 @@ from .cell import Cell, flat
 # what an smc result records about its budgets N and 4N (structpe.eval.scoring.smc_views.convergence):
 # the share of decisions that flip between them, N, the 4N score's standard error, the score at N
 SMC_FIELDS = ("flip_share", "particles", "stderr", "score_at_n", "word_ppl_at_n", "decisions")
+# and with per-decision budgets (structpe.eval.scoring.smc_budget): the largest N, the mean N a
+# decision ended at, the decisions still within z standard errors of a tie at the largest N
+SMC_BUDGET_FIELDS = ("particles_max", "particles_mean", "unsettled")
 
 # the settings that shape one mode's scores alone: the beam width k (and BLiMP's marginal_limit)
 # marginal scores only, the particles (and the proposal) smc scores only
-MODE_SETTINGS = ("k", "marginal_limit", "particles", "proposal")
+MODE_SETTINGS = ("k", "marginal_limit", "particles", "proposal", "particles_max")
 
 
 def smc_scores(r: dict[str, Any]) -> dict[str, float]:
     """The smc convergence fields of a result (none for the other modes)."""
-    return {k: float(r[k]) for k in SMC_FIELDS if r.get(k) is not None}
+    return {k: float(r[k]) for k in (*SMC_FIELDS, *SMC_BUDGET_FIELDS) if r.get(k) is not None}
 
 
 def result_scores(r: dict[str, Any], head: tuple[str, ...], groups: dict[str, str]) -> dict[str, float]:
@@ -40,7 +43,13 @@ def result_scores(r: dict[str, Any], head: tuple[str, ...], groups: dict[str, st
 
 def options(sub: Any, cell: Cell) -> dict[str, Any]:
     """The keyword options every likelihood evaluation takes from its section and the cell."""
-    return {"k": sub.k, "particles": sub.particles, "proposal": sub.proposal, "progress": cell.progress}
+    return {
+        "k": sub.k,
+        "particles": sub.particles,
+        "proposal": sub.proposal,
+        "particles_max": getattr(sub, "particles_max", None),  # BLiMP's per-pair budgets
+        "progress": cell.progress,
+    }
 
 
 def check(sub: Any, where: str) -> None:
@@ -57,7 +66,8 @@ def cache_keys(bench: str, sub: Any, own: str) -> dict[str, str]:
     """One key per mode (``<bench>-<mode>``) from the model's key ``own`` and the bench's settings.
 
     Changing a mode's own setting (:data:`MODE_SETTINGS`) re-runs that mode alone; an unset
-    ``marginal_limit``, adding smc, or the default proposal keeps the keys from before they existed."""
+    ``marginal_limit``, adding smc, the default proposal or no ``particles_max`` keeps the keys from
+    before they existed."""
     settings = {f: v for f, v in dataclasses.asdict(sub).items() if f not in MODE_SETTINGS}
     settings["likelihoods"] = [m for m in sub.likelihoods if m != "smc"]
     keys = {}
@@ -67,6 +77,8 @@ def cache_keys(bench: str, sub: Any, own: str) -> dict[str, str]:
             beam.append({"particles": sub.particles, "systems": SMC_SYSTEMS})
             if sub.proposal != DEFAULT_PROPOSAL:
                 beam.append({"proposal": sub.proposal})
+            if getattr(sub, "particles_max", None) is not None:
+                beam.append({"particles_max": sub.particles_max})
         if mode in ("marginal", "smc") and getattr(sub, "marginal_limit", None) is not None:
             beam.append({"marginal_limit": sub.marginal_limit})
         keys[f"{bench}-{mode}"] = stable_hash([own, bench, mode, settings, *beam])
