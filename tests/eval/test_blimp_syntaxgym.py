@@ -139,6 +139,14 @@ def test_formula_grammar():
     assert not parse_formula("(1;%a%) = 1.01").evaluate(v)
     assert parse_formula("(1;%a%) > 9 | (1;%b%) > 1").evaluate(v)
     assert parse_formula("-(1;%a%) < 0").evaluate(v)
+    # slack: how far from flipping, positive where the prediction holds
+    assert parse_formula("(1;%a%) < (1;%b%)").slack(v) == 1.0
+    assert parse_formula("(1;%a%) > (1;%b%)").slack(v) == -1.0
+    assert parse_formula("(1;%a%) < (1;%b%) & (2;%a%) > 4").slack(v) == 1.0
+    assert parse_formula("(1;%a%) > (1;%b%) | (2;%a%) > 4.5").slack(v) == 0.5
+    assert parse_formula("(1;%a%) = 1.0005").slack(v) > 0 > parse_formula("(1;%a%) = 1.01").slack(v)
+    with pytest.raises(FormulaError, match="no slack"):
+        parse_formula("(1;%a%) + (1;%b%)").slack(v)
     with pytest.raises(FormulaError):
         parse_formula("((1;%a%) < (1;%b%)")
     with pytest.raises(FormulaError):
@@ -157,6 +165,8 @@ def test_every_suite_formula_parses_and_evaluates(shared_data):
                 for r in range(1, len(contents) + 1):
                     values[(cond, r)] = rng.uniform(0, 20)
             assert all(isinstance(p.evaluate(values), bool) for p in s.predictions)
+            # the slack the particle budgets read agrees with the prediction's truth value
+            assert all((p.slack(values) > 0) == p.evaluate(values) for p in s.predictions)
 
 
 @pytest.mark.data

@@ -196,3 +196,29 @@ def test_identical_prefixes_get_identical_smc_surprisals(suites_root, proposal):
     assert 0 <= res["flip_share"] <= 1 and res["stderr"] >= 0 and res["decisions"] == sum(
         len(s.items) for s in suites
     )
+
+
+def test_per_item_budgets_keep_the_prefix_property_and_the_fixed_run(suites_root):
+    """SyntaxGym with per-item particle budgets: at particles_max = N it is the fixed-budget run; with
+    room to grow, items near a tie are re-scored at 4N (all their conditions together, so shared
+    prefixes still get identical surprisals) and the others keep the fixed run's numbers."""
+    names = ["number_prep", "subordination_src-src"]
+    suites = [dataclasses.replace(s, items=s.items[:SMC_ITEMS]) for s in load_suites(suites_root, names)]
+    tok = _tokenizer(_sentences(suites))
+    model = _model(len(tok))
+    kw = {"max_items": SMC_ITEMS, "likelihood": "smc", "particles": 2, "progress": False}
+    fixed = evaluate_syntaxgym(model, tok, WholeTextParser(), suites_root, names, **kw)
+    same = evaluate_syntaxgym(model, tok, WholeTextParser(), suites_root, names, particles_max=2, **kw)
+    assert same["budgets"] == {"2": 2 * SMC_ITEMS} and same["flip_share"] == fixed["flip_share"]
+    grown = evaluate_syntaxgym(model, tok, WholeTextParser(), suites_root, names, particles_max=8, **kw)
+    assert grown["particles_max"] == 8 and sum(grown["budgets"].values()) == 2 * SMC_ITEMS
+    pairs, diffs = _shared_prefix_differences(grown, suites)
+    assert pairs > 10 and max(diffs) < 1e-6
+    moved = 0
+    for name in names:
+        for a, b in zip(grown["suites"][name]["items"], fixed["suites"][name]["items"], strict=True):
+            bits_a = grown["suites"][name]["region_surprisal_bits"][str(a["item"])]
+            bits_b = fixed["suites"][name]["region_surprisal_bits"][str(b["item"])]
+            assert (bits_a == bits_b) == (a["particles"] == 2)
+            moved += a["particles"] > 2
+    assert moved == 2 * SMC_ITEMS - grown["budgets"].get("2", 0) > 0

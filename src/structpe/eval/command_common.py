@@ -182,6 +182,17 @@ def add_scoring_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_budget_arg(p: argparse.ArgumentParser, decision: str) -> None:
+    """``--particles-max``: per-decision particle budgets of smc (``structpe.eval.scoring.smc_budget``)."""
+    p.add_argument(
+        "--particles-max",
+        type=int,
+        help=f"smc: a {decision} whose margin is within a few standard errors of a tie is scored again "
+        f"at 4x the particles, up to this N (default: every {decision} at --particles; "
+        "docs/likelihoods.md)",
+    )
+
+
 def print_table(paths: dict[str, Path]) -> None:
     """Print a written report's Markdown table, and where the report files went on stderr."""
     print(paths["markdown"].read_text())

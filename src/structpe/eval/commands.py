@@ -16,6 +16,7 @@ from structpe import text_formats
 from structpe.choices import LEAKAGE_DEFAULT, LEAKAGE_VARIANTS
 from structpe.eval.command_common import (
     add_area,
+    add_budget_arg,
     add_scoring_args,
     check_args,
     check_names,
@@ -289,12 +290,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--phenomena", nargs="+", help="only paradigms of these phenomena (the paper's 12)")
     p.add_argument("--limit", type=int, help="first N pairs of each paradigm")
     p.add_argument("--keep-pairs", action="store_true", help="store per-pair log-probs in the JSON")
-    p.add_argument(
-        "--particles-max",
-        type=int,
-        help="smc: a pair whose margin is within a few standard errors of a tie is scored again at 4x "
-        "the particles, up to this N (default: every pair at --particles; docs/likelihoods.md)",
-    )
+    add_budget_arg(p, "pair")
     p.set_defaults(func=cmd_blimp)
 
     p = ev.add_parser(
@@ -310,6 +306,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--append-eos", action="store_true", help="score an EOS into the last region (LM-Zoo GPT-2)"
     )
     p.add_argument("--max-items", type=int, help="first N items of each suite")
+    add_budget_arg(p, "item")
     p.set_defaults(func=cmd_syntaxgym)
 
     p = ev.add_parser("attention", help="verb/object attention on BLiMP causative, base vs SiPE")

@@ -24,11 +24,11 @@ import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from structpe.eval.scoring.smc_views import views
-from structpe.eval.scoring.types import TokenScores
 
 # a decision is settled when its 4N margin is at least this many jackknife standard errors from a
 # tie (the value: benchmarks/smc_decisions.py, docs/likelihoods.md "Per-decision budgets")
@@ -36,7 +36,7 @@ SETTLE_Z = 4.0
 # the budget of an unsettled decision grows by this factor: its next N is its last pooled 4N
 BUDGET_GROWTH = 4
 
-Margin = Callable[[Sequence[TokenScores], Sequence[int]], float]
+Margin = Callable[[Sequence[Any], Sequence[int]], float]
 
 
 @dataclass
@@ -77,7 +77,7 @@ def level_seed(seed: int, level: int) -> int:
     return int(np.random.SeedSequence(entropy=seed, spawn_key=(level,)).generate_state(1)[0])
 
 
-def margin_and_se(scores: Sequence[TokenScores], margin: Margin) -> tuple[float, float]:
+def margin_and_se(scores: Sequence[Any], margin: Margin) -> tuple[float, float]:
     """A decision's pooled (4N) margin and its jackknife standard error over the replicates."""
     names = views()
     reps = [margin(scores, systems) for v, systems in names.items() if v.startswith("jk")]
@@ -87,22 +87,25 @@ def margin_and_se(scores: Sequence[TokenScores], margin: Margin) -> tuple[float,
 
 
 def settle(
-    scorer,
-    texts: Sequence[Sequence[str]],
+    scorer: Any,
+    texts: Sequence[Sequence[Any]],
     margin: Margin,
     particles_max: int,
     z: float = SETTLE_Z,
-) -> tuple[list[list[TokenScores]], Budgets]:
+    score: Callable[[Any, list[Any]], list[Any]] | None = None,
+) -> tuple[list[list[Any]], Budgets]:
     """Score each decision's ``texts`` with ``scorer`` (an smc ``CausalScorer``) at its N, then its
     unsettled decisions at ``BUDGET_GROWTH`` times the particles until each is settled
     (``|margin| >= z se``) or the next budget would pass ``particles_max``.
 
-    ``margin(scores, systems)``: the decision's margin from its texts' scores pooled over ``systems``
-    (its sign is the decision). Returns every decision's scores at its final budget, and the budgets.
+    ``score(scorer, texts)`` scores a list of texts (default ``scorer.score``; SyntaxGym's texts
+    carry their region cuts and score to prefix estimates); ``margin(scores, systems)``: the
+    decision's margin from its texts' scores pooled over ``systems`` (positive: the decision holds).
+    Returns every decision's scores at its final budget, and the budgets.
     """
     if particles_max < scorer.particles:
         raise ValueError(f"particles_max ({particles_max}) is below the particles ({scorer.particles})")
-    out: list[list[TokenScores]] = [[] for _ in texts]
+    out: list[list[Any]] = [[] for _ in texts]
     final = [scorer.particles] * len(texts)
     todo = list(range(len(texts)))
     unsettled: list[int] = []
@@ -113,7 +116,8 @@ def settle(
         # the decisions' first texts, then their second ones ...: BLiMP's goods then bads, the order
         # of the fixed-budget run
         order = [(d, j) for j in range(max(len(texts[d]) for d in todo)) for d in todo if j < len(texts[d])]
-        scores = at.score([texts[d][j] for d, j in order])
+        batch = [texts[d][j] for d, j in order]
+        scores = score(at, batch) if score is not None else at.score(batch)
         for d in todo:
             out[d] = []
         for (d, _), sc in zip(order, scores, strict=True):

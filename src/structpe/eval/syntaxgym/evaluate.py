@@ -36,6 +36,7 @@ import numpy as np
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.prefix_marginal import prefix_sources
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
+from structpe.eval.scoring.smc_budget import Budgets, settle
 from structpe.eval.scoring.smc_views import SMC_SYSTEMS, convergence, view_scores, views
 from structpe.eval.scoring.types import LN2, Parser, TokenScores
 from structpe.eval.syntaxgym.suites import (
@@ -128,7 +129,7 @@ def _smc(scorer: CausalScorer | MaskedScorer) -> bool:
 
 
 def _view_regions(
-    texts: list[str], spans: list, scores: list[TokenScores], sources: list | None, systems: list[int] | None
+    spans: list, scores: list[TokenScores], sources: list | None, systems: list[int] | None
 ) -> list[list[float]]:
     """Region surprisals of every text: from prefix estimates when ``sources`` are given (pooled over
     ``systems`` for smc scores, None: the scores as they are), else summed token surprisals."""
@@ -195,6 +196,56 @@ def sg_score_from_reference(csv_path: str | Path) -> dict[str, Any]:
 
 def evaluate_item(suite: Suite, values: Mapping[tuple[str, int | None], float]) -> list[bool]:
     return [p.evaluate(values) for p in suite.predictions]
+
+
+def _cuts(spans: list) -> list[list[int]]:
+    """Each text's region ends (characters): where its prefix estimates are read."""
+    return [[b for _, b in (x for x in sp if x is not None)] for sp in spans]
+
+
+def _item_values(
+    conds: Sequence[str], regions: Sequence[Sequence[float]]
+) -> dict[tuple[str, int | None], float]:
+    """One item's surprisal per (condition, region), and per condition the sum (region None)."""
+    values: dict[tuple[str, int | None], float] = {}
+    for cond, regs in zip(conds, regions, strict=True):
+        values.update({(cond, r): x for r, x in enumerate(regs, start=1)})
+        values[(cond, None)] = float(sum(regs))
+    return values
+
+
+def _settled(
+    scorer: CausalScorer,
+    suite: Suite,
+    items: Sequence[Any],
+    texts: list[str],
+    spans: list,
+    protocol: str,
+    particles_max: int,
+) -> tuple[list[TokenScores], list, Budgets]:
+    """A suite's texts scored to prefix estimates with per-item particle budgets (``smc_budget``): an
+    item's margin is the slack of its prediction (``prediction0``) or the smallest slack of all
+    (``conjunction``). Returns the texts' scores and prefix sources in ``texts``' order (item by
+    item, each item's conditions in order)."""
+    preds = suite.predictions[:1] if protocol == "prediction0" else suite.predictions
+    decisions, k = [], 0
+    for item in items:  # per item: (text, spans, condition) of each of its conditions
+        decisions.append([(texts[k + j], spans[k + j], c) for j, c in enumerate(item.conditions)])
+        k += len(item.conditions)
+
+    def score(at: CausalScorer, batch: list[tuple[str, list, str]]) -> list[tuple]:
+        sc, src = prefix_sources(at, [t for t, _, _ in batch], _cuts([sp for _, sp, _ in batch]))
+        return [(s, r, sp, c) for s, r, (_, sp, c) in zip(sc, src, batch, strict=True)]
+
+    def margin(scored: Sequence[tuple], systems: Sequence[int]) -> float:
+        scores, sources, spans_ = ([x[k] for x in scored] for k in range(3))
+        regions = _view_regions(spans_, scores, sources, list(systems))
+        values = _item_values([x[3] for x in scored], regions)
+        return min(p.slack(values) for p in preds)
+
+    scored, budget = settle(scorer, decisions, margin, particles_max, score=score)
+    flat = [x for item in scored for x in item]
+    return [x[0] for x in flat], [x[1] for x in flat], budget
 
 
 def chance_scores(
@@ -280,6 +331,7 @@ def evaluate_syntaxgym(
     names: dict[str, list[int] | None] = views(SMC_SYSTEMS) if smc else {"score": None}  # type: ignore[assignment]
     view_acc: dict[str, dict[str, float]] = {v: {} for v in names}  # smc: suite accuracy per view
     view_dec: dict[str, list[bool]] = {v: [] for v in names}
+    budgets: list[Budgets] = []  # smc with particles_max: each suite's per-item budgets
     for suite in it:
         items = suite.items[:max_items] if max_items else suite.items
         keys, texts, spans = [], [], []
@@ -289,24 +341,28 @@ def evaluate_syntaxgym(
                 keys.append((item.number, cond))
                 texts.append(s)
                 spans.append(sp)
-        if _prefix_marginal(scorer):  # leak-free: each region from the text up to its end
-            cuts = [[b for _, b in (x for x in sp if x is not None)] for sp in spans]
-            scores, sources = prefix_sources(scorer, texts, cuts)  # type: ignore[arg-type]
+        budget = None
+        if smc and spec.particles_max is not None:  # more particles for the items near a tie
+            scores, sources, budget = _settled(
+                scorer, suite, items, texts, spans, protocol, spec.particles_max
+            )
+            budgets.append(budget)
+        elif _prefix_marginal(scorer):  # leak-free: each region from the text up to its end
+            scores, sources = prefix_sources(scorer, texts, _cuts(spans))  # type: ignore[arg-type]
         else:
             scores, sources = scorer.score(texts), None
         for view, systems in names.items():
-            regions = _view_regions(texts, spans, scores, sources, systems)
+            regions = _view_regions(spans, scores, sources, systems)
             values: dict[int, dict[tuple[str, int | None], float]] = {}
             for (num, cond), regs in zip(keys, regions, strict=True):
-                v = values.setdefault(num, {})
-                for r, x in enumerate(regs, start=1):
-                    v[(cond, r)] = x
-                v[(cond, None)] = float(sum(regs))
+                values.setdefault(num, {}).update(_item_values([cond], [regs]))
             item_rows = []
-            for item in items:
+            for i, item in enumerate(items):
                 preds = evaluate_item(suite, values[item.number])
                 correct = preds[0] if protocol == "prediction0" else all(preds)
                 item_rows.append({"item": item.number, "predictions": preds, "correct": bool(correct)})
+                if budget is not None:
+                    item_rows[-1]["particles"] = budget.final[i]
             acc = float(np.mean([r["correct"] for r in item_rows])) if item_rows else math.nan
             view_acc[view][suite.name] = acc
             view_dec[view].extend(r["correct"] for r in item_rows)
@@ -331,6 +387,8 @@ def evaluate_syntaxgym(
             lambda v: (aggregate(view_acc[v])["sg_score"], view_dec[v]), scorer.particles, SMC_SYSTEMS
         )
         extra["proposal"] = scorer.proposal
+        if budgets:
+            extra.update(Budgets.joined(budgets).record())
     return {
         "benchmark": "syntaxgym",
         "scoring": describe_scoring(scorer),

@@ -178,6 +178,13 @@ class Formula:
     def evaluate(self, values: Mapping[tuple[str, int | None], float]) -> bool:
         return bool(self.tree.evaluate(values))
 
+    def slack(self, values: Mapping[tuple[str, int | None], float]) -> float:
+        """How far the prediction is from changing its truth value, in bits: positive where it holds
+        (``evaluate``), zero or negative where it fails. ``a > b``: a - b; ``a < b``: b - a; ``a = b``:
+        the tolerance of ``=`` less |a - b|; ``&``: the smaller, ``|``: the larger of its sides. The
+        particle estimator's budgets (``structpe.eval.scoring.smc_budget``) read it as a margin."""
+        return _slack(self.tree, values)
+
     def references(self) -> list[tuple[str, int | None]]:
         out: list[tuple[str, int | None]] = []
 
@@ -191,6 +198,20 @@ class Formula:
 
         walk(self.tree)
         return out
+
+
+def _slack(node: Any, values: Mapping[tuple[str, int | None], float]) -> float:
+    if not isinstance(node, BinOp) or node.op in ("+", "-"):
+        raise FormulaError(f"{node} is a value, not a prediction: it has no slack")
+    if node.op in ("&", "|"):
+        sides = (_slack(node.left, values), _slack(node.right, values))
+        return min(sides) if node.op == "&" else max(sides)
+    a, b = node.left.evaluate(values), node.right.evaluate(values)
+    if node.op == ">":
+        return a - b
+    if node.op == "<":
+        return b - a
+    return 1e-3 + 1e-5 * abs(b) - abs(a - b)  # "=": numpy.isclose's tolerance, as evaluate uses
 
 
 def parse_formula(text: str) -> Formula:

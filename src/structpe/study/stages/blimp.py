@@ -51,13 +51,6 @@ SPEC = BlimpSpec  # the class of its section in a study spec's ``evaluations``
 def check(sub: BlimpSpec, where: str) -> None:
     """The likelihood settings, and a ``marginal_limit`` only with a leak-free mode, within ``limit``."""
     likelihood.check(sub, where)
-    if sub.particles_max is not None:
-        at = f"{where}.particles_max"
-        if "smc" not in sub.likelihoods:
-            raise StudySpecError(f"{at} is set but 'smc' is not a likelihood")
-        pm = sub.particles_max
-        if not isinstance(pm, int) or isinstance(pm, bool) or pm < sub.particles:
-            raise StudySpecError(f"{at} must be an integer >= particles ({sub.particles}), got {pm!r}")
     if sub.marginal_limit is not None:
         at = f"{where}.marginal_limit"
         if "marginal" not in sub.likelihoods and "smc" not in sub.likelihoods:

@@ -47,19 +47,28 @@ def options(sub: Any, cell: Cell) -> dict[str, Any]:
         "k": sub.k,
         "particles": sub.particles,
         "proposal": sub.proposal,
-        "particles_max": getattr(sub, "particles_max", None),  # BLiMP's per-pair budgets
+        "particles_max": getattr(sub, "particles_max", None),  # per-decision budgets (no ppl)
         "progress": cell.progress,
     }
 
 
 def check(sub: Any, where: str) -> None:
-    """Known likelihood modes and proposal, positive beam width and particles."""
+    """Known likelihood modes and proposal, positive beam width and particles, and a largest budget
+    (``particles_max``, the benches with decisions) only with smc and not below the particles."""
     check_choices(sub.likelihoods, LIKELIHOODS, f"{where}.likelihoods")
     for key in ("k", "particles"):
         v = getattr(sub, key)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise StudySpecError(f"{where}.{key} must be an integer >= 1, got {v!r}")
     check_choices([sub.proposal], PROPOSALS, f"{where}.proposal")
+    largest = getattr(sub, "particles_max", None)
+    if largest is not None:
+        if "smc" not in sub.likelihoods:
+            raise StudySpecError(f"{where}.particles_max is set but 'smc' is not a likelihood")
+        if not isinstance(largest, int) or isinstance(largest, bool) or largest < sub.particles:
+            raise StudySpecError(
+                f"{where}.particles_max must be an integer >= particles ({sub.particles}), got {largest!r}"
+            )
 
 
 def cache_keys(bench: str, sub: Any, own: str) -> dict[str, str]:

@@ -34,6 +34,9 @@ class SyntaxGymSpec:
     k: int = 10  # beam width of the marginal (prefix marginal, docs/likelihoods.md)
     particles: int = DEFAULT_PARTICLES  # the smc estimate's N (scored at N and 4N)
     proposal: str = DEFAULT_PROPOSAL  # the smc estimate's proposal (prior | adapted)
+    # smc: an item within a few standard errors of a tie is scored again at 4N, up to this N
+    # (structpe.eval.scoring.smc_budget); None: every item at ``particles``
+    particles_max: int | None = None
 
 
 SPEC = SyntaxGymSpec  # the class of its section in a study spec's ``evaluations``
