@@ -116,6 +116,18 @@ def test_eval_blimp_and_syntaxgym_cli(saved, shared_data, tmp_path, capsys):
     assert prov["parser"] is None and prov["data"][0]["path"].endswith("number_src.json")
 
 
+@pytest.mark.data
+def test_eval_blimp_cli_with_per_pair_budgets(saved, shared_data, tmp_path):
+    out = tmp_path / "blimp"
+    args = ["eval", "blimp", "--model", str(saved / "txl"), "--parser", "chain-test", "--data-dir"]
+    args += [str(shared_data), "--paradigms", "causative", "--limit", "3", "--likelihood", "smc"]
+    assert main([*args, "--particles", "2", "--particles-max", "8", "--out", str(out)]) == 0
+    res = json.loads((out / "blimp.json").read_text())
+    assert res["particles_max"] == 8 and sum(res["budgets"].values()) == 3 and res["settle_z"] > 0
+    assert res["provenance"]["particles_max"] == 8 and res["provenance"]["particles"] == 2
+    assert "per-pair budgets: N = 2 to 8" in (out / "blimp.md").read_text()
+
+
 def test_eval_ppl_cli(saved, tmp_path):
     data = tmp_path / "tagged.jsonl"
     sents = ChainParser().parse_text(["the dogs run .", "cat sleep"])

@@ -193,6 +193,18 @@ def add_budget_arg(p: argparse.ArgumentParser, decision: str) -> None:
     )
 
 
+def budget_notes(res: dict[str, Any], decision: str) -> list[str]:
+    """The report's line on per-decision particle budgets (none without ``--particles-max``)."""
+    if "particles_max" not in res:
+        return []
+    counts = ", ".join(f"{c} at N = {n}" for n, c in res["budgets"].items())
+    return [
+        f"per-{decision} budgets: N = {res['particles']:g} to {res['particles_max']:g}, scored again at 4N "
+        f"while within {res['settle_z']:g} standard errors of a tie ({counts}; {res['unsettled']:g} still "
+        "within at the largest N)"
+    ]
+
+
 def print_table(paths: dict[str, Path]) -> None:
     """Print a written report's Markdown table, and where the report files went on stderr."""
     print(paths["markdown"].read_text())

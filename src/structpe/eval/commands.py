@@ -18,6 +18,7 @@ from structpe.eval.command_common import (
     add_area,
     add_budget_arg,
     add_scoring_args,
+    budget_notes,
     check_args,
     check_names,
     common_options,
@@ -106,6 +107,7 @@ def cmd_blimp(args: argparse.Namespace) -> int:
         )
     ]
     notes = [f"model: `{args.model}`", f"scoring: {res['scoring']}", f"pairs: {res['n_pairs']}"]
+    notes += budget_notes(res, "pair")
     files = [blimp.blimp_dir(args.data_dir) / f"{p}.jsonl.gz" for p in res["per_paradigm"]]
     prov = eval_provenance(args, started, parser, files)
     print_table(
@@ -153,6 +155,7 @@ def cmd_syntaxgym(args: argparse.Namespace) -> int:
         f"scoring: {res['scoring']}",
         f"protocol: {res['protocol']} (paper: prediction 0); SG score = unweighted mean over suites",
     ]
+    notes += budget_notes(res, "item")
     if not res["complete_31"]:
         notes.append(f"only {res['n_suites']} of the paper's 31 suites were run: not the paper's SG score")
     files = [syntaxgym.suites_dir(args.data_dir) / f"{s}.json" for s in res["suite_accuracy"]]
