@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import sys
@@ -29,7 +28,7 @@ import sys
 from structpe.eval.blimp import load_blimp
 from structpe.eval.command_common import load_model_and_tokenizer, make_parser
 from structpe.eval.scoring.scorer import make_scorer
-from structpe.eval.scoring.smc_views import SMC_SYSTEMS, view_scores, views
+from structpe.eval.scoring.smc_views import SMC_SYSTEMS, jackknife_se, view_scores, views
 from structpe.provenance import hardware
 
 
@@ -47,9 +46,7 @@ def pair_margins(scores: list, n: int) -> list[dict[str, float]]:
     out = []
     for i in range(n):
         margin = {v: total[v][i] - total[v][n + i] for v in names}
-        reps = [margin[v] for v in jk]
-        mean = sum(reps) / len(reps)
-        se = math.sqrt((len(reps) - 1) / len(reps) * sum((x - mean) ** 2 for x in reps))
+        se = jackknife_se([margin[v] for v in jk])
         out.append({"margin": margin["score"], "se": se, "check": margin["check"]})
     return out
 

@@ -21,14 +21,13 @@ random numbers (``smc``: the same prefix gets the same estimates).
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from structpe.eval.scoring.smc_views import views
+from structpe.eval.scoring.smc_views import jackknife_se, views
 
 # a decision is settled when its 4N margin is at least this many jackknife standard errors from a
 # tie. Four replicates give a rough, heavy-tailed se (at N = 8, 6% of the BLiMP pairs beyond 3 se
@@ -84,9 +83,7 @@ def margin_and_se(scores: Sequence[Any], margin: Margin) -> tuple[float, float]:
     """A decision's pooled (4N) margin and its jackknife standard error over the replicates."""
     names = views()
     reps = [margin(scores, systems) for v, systems in names.items() if v.startswith("jk")]
-    mean = sum(reps) / len(reps)
-    se = math.sqrt((len(reps) - 1) / len(reps) * sum((x - mean) ** 2 for x in reps))
-    return margin(scores, names["score"]), se
+    return margin(scores, names["score"]), jackknife_se(reps)
 
 
 def settle(

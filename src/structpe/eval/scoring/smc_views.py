@@ -61,6 +61,14 @@ def view_scores(ts: TokenScores, systems: Sequence[int]) -> TokenScores:
     return dataclasses.replace(ts, logprobs=lps[:n_tok], eos_logprob=eos, close_logprob=close)
 
 
+def jackknife_se(replicates: Sequence[float]) -> float:
+    """The jackknife standard error of a statistic from its leave-one-out values over R independent,
+    identically distributed replicates: sqrt((R - 1) / R * sum_r (theta_(-r) - mean)^2)."""
+    r = len(replicates)
+    mean = sum(replicates) / r
+    return math.sqrt((r - 1) / r * sum((x - mean) ** 2 for x in replicates))
+
+
 def convergence(
     decide: Callable[[str], tuple[float, Sequence[bool]]], particles: int, systems: int = SMC_SYSTEMS
 ) -> dict[str, float]:
@@ -69,7 +77,7 @@ def convergence(
 
     ``flip_share``: the share of decisions that differ between the check (N) and the score (4N),
     independent systems; ``stderr``: the jackknife standard error of the 4N score over its R
-    replicates, sqrt((R - 1) / R * sum_r (theta_(-r) - mean)^2) (the replicates are independent
+    replicates (``jackknife_se``; the replicates are independent
     and identically distributed, so the leave-one-out spread measures the estimator's own Monte
     Carlo noise, decisions included, without any model of it); ``score_at_n``: the metric at N.
     """
@@ -77,13 +85,11 @@ def convergence(
     score, dec = decide("score")
     at_n, dec_n = decide("check")
     jk = [decide(v)[0] for v in names if v.startswith("jk")]
-    r = len(jk)
-    mean = sum(jk) / r
     out = {
         "particles": float(particles),
-        "replicates": float(r),
+        "replicates": float(len(jk)),
         "score_at_n": float(at_n),
-        "stderr": math.sqrt((r - 1) / r * sum((x - mean) ** 2 for x in jk)),
+        "stderr": jackknife_se(jk),
     }
     if len(dec):
         out["flip_share"] = sum(a != b for a, b in zip(dec, dec_n, strict=True)) / len(dec)
