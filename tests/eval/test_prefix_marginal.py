@@ -212,6 +212,7 @@ def test_per_item_budgets_keep_the_prefix_property_and_the_fixed_run(suites_root
     assert same["budgets"] == {"2": 2 * SMC_ITEMS} and same["flip_share"] == fixed["flip_share"]
     grown = evaluate_syntaxgym(model, tok, WholeTextParser(), suites_root, names, particles_max=8, **kw)
     assert grown["particles_max"] == 8 and sum(grown["budgets"].values()) == 2 * SMC_ITEMS
+    assert grown["stderr_method"] == "flip bound" and "stderr_method" not in fixed
     pairs, diffs = _shared_prefix_differences(grown, suites)
     assert pairs > 10 and max(diffs) < 1e-6
     moved = 0

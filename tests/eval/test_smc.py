@@ -166,6 +166,10 @@ def test_flip_share_and_stderr_of_the_budgets():
     assert out["stderr"] == pytest.approx(math.sqrt(3 / 4 * 0.02))
     assert not estimator_converged(out["flip_share"]) and estimator_converged(FLIP_SHARE_MAX)
     assert not estimator_converged(None)
+    assert "stderr_method" not in out
+    # per-decision budgets: the bound from the independent check, sqrt(sum_d w_d^2 flip_d / 2)
+    out = convergence(lambda v: (scores[v], decisions[v]), particles=16, weights=[0.25] * 4)
+    assert out["stderr"] == pytest.approx(math.sqrt(0.25**2 / 2)) and out["stderr_method"] == "flip bound"
 
 
 def test_views_pool_the_systems(tok):  # noqa: F811

@@ -100,6 +100,9 @@ def test_blimp_with_per_pair_budgets(tok):  # noqa: F811
     grown = evaluate_blimp(model, tok, Parser(), particles_max=32, **kw)
     assert sum(grown["budgets"].values()) == 4 and set(grown["budgets"]) <= {"2", "8", "32"}
     assert grown["particles"] == 2 and grown["particles_max"] == 32 and 0 <= grown["unsettled"] <= 4
+    # the jackknife would see the unsettled pairs alone: the score's se is the check's bound
+    assert grown["stderr_method"] == "flip bound" and "stderr_method" not in fixed
+    assert grown["stderr"] == pytest.approx((grown["flip_share"] * 4 / 2) ** 0.5 / 4)
     # the pairs that stayed at N keep the fixed run's numbers; the others were scored again
     for a, b in zip(grown["pairs"], fixed["pairs"], strict=True):
         assert (a["logp_good"] == b["logp_good"]) == (a["particles"] == 2)

@@ -246,7 +246,10 @@ def evaluate_blimp(
         "unaligned_words": unaligned,
     }
     if smc:  # budgets N and 4N of the particle estimate: pair decisions that flip, standard error
-        result.update(convergence(lambda v: (_mean(view_dec[v]), view_dec[v]), scorer.particles, SMC_SYSTEMS))
+        weights = [1 / len(rows)] * len(rows) if budgets else None  # overall: the mean over pairs
+        result.update(
+            convergence(lambda v: (_mean(view_dec[v]), view_dec[v]), scorer.particles, SMC_SYSTEMS, weights)
+        )
         result["proposal"] = scorer.proposal
         if budgets:
             result.update(Budgets.joined(budgets).record())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from structpe.eval.scoring.types import TokenScores
 
@@ -69,9 +70,26 @@ def jackknife_se(replicates: Sequence[float]) -> float:
     return math.sqrt((r - 1) / r * sum((x - mean) ** 2 for x in replicates))
 
 
+def flip_bound_se(weights: Sequence[float], flips: Sequence[bool]) -> float:
+    """An upper bound on the Monte Carlo standard error of a score sum_d w_d c_d over decisions c_d,
+    from the independent N check alone: sqrt(sum_d w_d^2 flip_d / 2).
+
+    With p_d the chance that decision d comes out right at 4N and p'_d at N, P(flip_d) = p_d + p'_d
+    - 2 p_d p'_d >= 2 p_d (1 - p_d) whenever the N check is at least as uncertain as the 4N score
+    (p'_d no further from 1/2 than p_d, on its side or beyond), so sum_d w_d^2 flip_d / 2 bounds the
+    score's variance sum_d w_d^2 p_d (1 - p_d) in expectation. Per-decision budgets need it: their
+    rule stops a decision only where every leave-one-out margin has the margin's sign (|m| >= z se
+    with z > 3 makes (m - x_r) / 3 > |m| impossible), so the jackknife of the score sees the
+    unsettled decisions alone and falls to zero."""
+    return math.sqrt(sum(w * w for w, f in zip(weights, flips, strict=True) if f) / 2)
+
+
 def convergence(
-    decide: Callable[[str], tuple[float, Sequence[bool]]], particles: int, systems: int = SMC_SYSTEMS
-) -> dict[str, float]:
+    decide: Callable[[str], tuple[float, Sequence[bool]]],
+    particles: int,
+    systems: int = SMC_SYSTEMS,
+    weights: Sequence[float] | None = None,
+) -> dict[str, Any]:
     """Budgets N and 4N of one metric: ``decide(view)`` gives the metric and its decisions (SyntaxGym
     items, BLiMP pairs; none for perplexity) from the systems of ``views()[view]``.
 
@@ -80,6 +98,9 @@ def convergence(
     replicates (``jackknife_se``; the replicates are independent
     and identically distributed, so the leave-one-out spread measures the estimator's own Monte
     Carlo noise, decisions included, without any model of it); ``score_at_n``: the metric at N.
+    ``weights`` (each decision's weight in the metric): per-decision budgets, whose rule leaves the
+    jackknife at zero for every settled decision; ``stderr`` is then ``flip_bound_se`` and
+    ``stderr_method`` is ``flip bound`` (absent: the jackknife).
     """
     names = views(systems)
     score, dec = decide("score")
@@ -92,8 +113,12 @@ def convergence(
         "stderr": jackknife_se(jk),
     }
     if len(dec):
-        out["flip_share"] = sum(a != b for a, b in zip(dec, dec_n, strict=True)) / len(dec)
+        flips = [a != b for a, b in zip(dec, dec_n, strict=True)]
+        out["flip_share"] = sum(flips) / len(dec)
         out["decisions"] = float(len(dec))
+        if weights is not None:
+            out["stderr"] = flip_bound_se(weights, flips)
+            out["stderr_method"] = "flip bound"
     return out
 
 

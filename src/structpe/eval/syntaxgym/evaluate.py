@@ -198,6 +198,17 @@ def evaluate_item(suite: Suite, values: Mapping[tuple[str, int | None], float]) 
     return [p.evaluate(values) for p in suite.predictions]
 
 
+def _item_weights(per_suite: Mapping[str, Any]) -> list[float]:
+    """Each item's weight in the SG score (the mean over the counted suites of their accuracy), in
+    the order the items were scored; 0 for a suite the score leaves out."""
+    counted = [s for s in per_suite if not EXCLUDE_RE.match(s)]
+    return [
+        1 / (len(counted) * d["n_items"]) if s in counted else 0.0
+        for s, d in per_suite.items()
+        for _ in range(d["n_items"])
+    ]
+
+
 def _cuts(spans: list) -> list[list[int]]:
     """Each text's region ends (characters): where its prefix estimates are read."""
     return [[b for _, b in (x for x in sp if x is not None)] for sp in spans]
@@ -383,8 +394,12 @@ def evaluate_syntaxgym(
     agg = aggregate(acc)
     extra: dict[str, Any] = {}
     if smc:  # budgets N and 4N of the particle estimate: decisions that flip, standard error
+        weights = _item_weights(per_suite) if budgets else None
         extra = convergence(
-            lambda v: (aggregate(view_acc[v])["sg_score"], view_dec[v]), scorer.particles, SMC_SYSTEMS
+            lambda v: (aggregate(view_acc[v])["sg_score"], view_dec[v]),
+            scorer.particles,
+            SMC_SYSTEMS,
+            weights,
         )
         extra["proposal"] = scorer.proposal
         if budgets:
