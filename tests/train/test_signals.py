@@ -22,10 +22,17 @@ SRC = str(Path(__file__).parents[2] / "src")
 ENV = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
 
 
+def _default_sigint() -> None:
+    """In the child before exec: Ctrl-C at its default, so that Python answers it with
+    KeyboardInterrupt. A test run started in the background by a shell without job control (``cmd
+    &``, nohup) inherits SIGINT ignored, and so would the command, which then rightly ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _structpe(*args: str, cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "structpe.cli", *args], cwd=cwd, env=ENV,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_default_sigint,
     )
 
 

@@ -32,6 +32,7 @@ from structpe.parser.tagging import (
     chunks_of,
     detect_format,
     init_worker,
+    results_in_order,
     run_chunk,
     text_items,
     worker_count,
@@ -184,7 +185,8 @@ def _run_tag(args: argparse.Namespace) -> int:
                 written = write_tagged(results, chunks, out, bar, stats, args.output_format)
             else:
                 with worker_pool(workers, init_worker, (parser_name, kwargs, threads)) as pool:
-                    results = pool.map(run_chunk, [fmt] * len(chunks), chunks)
+                    calls = [(fmt, c) for c in chunks]
+                    results = results_in_order(pool, run_chunk, calls, window=4 * workers)
                     written = write_tagged(results, chunks, out, bar, stats, args.output_format)
             out.flush()
     except BrokenProcessPool as err:

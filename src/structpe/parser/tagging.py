@@ -9,6 +9,7 @@ written one sentence at a time in input order (:func:`sentence_writer`, :func:`w
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import multiprocessing
@@ -196,6 +197,7 @@ def worker_pool(workers: int, initializer: Any, initargs: tuple) -> Iterator[Pro
         yield pool
     except BaseException:
         processes = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:
             proc.terminate()
@@ -208,8 +210,57 @@ def worker_pool(workers: int, initializer: Any, initargs: tuple) -> Iterator[Pro
             if proc.is_alive():
                 proc.kill()
                 proc.join(5)
+        # let the manager thread see its dead workers and close its wakeup pipe before the
+        # interpreter exits: Python 3.11 wakes every manager thread at exit, and one still closing
+        # its pipe races that ("Exception ignored ... Bad file descriptor" on stderr; seen on a
+        # loaded machine in about 1 of 10 interrupted runs)
+        if manager is not None:
+            manager.join(5)
         raise
     pool.shutdown(wait=True)
+
+
+# the signals a command answers (structpe.cli): held back while a chunk is handed to the pool
+_STOP_SIGNALS = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold Ctrl-C / SIGTERM back in this thread for a moment: an exception raised inside
+    ``ProcessPoolExecutor.submit`` can leave its work queue's lock taken, and the pool's manager
+    thread then waits on it for ever (the interpreter hangs at exit). A held signal is raised as
+    soon as the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def results_in_order(
+    pool: ProcessPoolExecutor, fn: Any, calls: Sequence[tuple], window: int
+) -> Iterator[Any]:
+    """``fn(*call)`` for each call on ``pool``, in order, with at most ``window`` calls handed to the
+    pool at a time: ``pool.map`` submits every chunk up front, which for a large input takes long
+    enough that a Ctrl-C lands inside a submit (see ``_signals_held``), and keeps every chunk's
+    arguments in memory at once."""
+    pending: collections.deque = collections.deque()
+    todo = iter(calls)
+    for call in todo:
+        with _signals_held():
+            pending.append(pool.submit(fn, *call))
+        if len(pending) >= window:
+            break
+    while pending:
+        result = pending.popleft().result()
+        call = next(todo, None)
+        if call is not None:
+            with _signals_held():
+                pending.append(pool.submit(fn, *call))
+        yield result
 
 
 def chunks_of(items: Sequence[Any], size: int) -> list[list[Any]]:
