@@ -103,7 +103,9 @@ def test_tag_workers_stop_at_once_and_leave_no_orphans(sig: signal.Signals, tmp_
     """Ctrl-C reaches the whole process group, SIGTERM only the parent: either way the command ends
     within seconds, exit 128 + n, with no worker left and no output or temporary file written."""
     src = tmp_path / "in.txt"
-    src.write_text("The dog saw a cat in the garden.\n" * 200)
+    # thousands of chunks: the job still runs when the signal comes, and the signal can land while
+    # chunks are handed to the pool (a submit interrupted with its queue's lock taken hung the exit)
+    src.write_text("".join(f"The dog number {i} saw a cat in the garden.\n" for i in range(50_000)))
     out = tmp_path / "out.jsonl"
     proc = _structpe("tag", str(src), "--parser", "spacy", "--workers", "2", "--batch-size", "10",
                      "-o", str(out), "--no-progress", cwd=tmp_path)
@@ -112,6 +114,7 @@ def test_tag_workers_stop_at_once_and_leave_no_orphans(sig: signal.Signals, tmp_
     workers = parent.children(recursive=True)
     assert workers, proc.stderr.read().decode()
     time.sleep(0.5)
+    assert proc.poll() is None, "the job ended before the signal: give it more text"
     if sig == signal.SIGINT:
         os.killpg(proc.pid, sig)
     else:

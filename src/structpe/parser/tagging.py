@@ -57,6 +57,10 @@ def detect_format(path: str, head: str | None = None) -> str:
     return "text"
 
 
+# the signals a command answers (structpe.cli): held back while a chunk is handed to the pool
+_STOP_SIGNALS = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+
+
 # -- worker side (module level so that it pickles) ------------------------------------------------
 _PARSER = None
 
@@ -70,6 +74,10 @@ def init_worker(name: str, kwargs: dict[str, Any], threads: int) -> None:
     breaks the pool and each process prints its own traceback)."""
     global _PARSER, _INIT_ERROR
     if multiprocessing.parent_process() is not None:
+        # a worker forks inside a submit, whose stop signals the parent holds back (_signals_held):
+        # unblock them, or the parent's SIGTERM would not stop it
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         # Ctrl-C reaches the whole process group: only the parent answers it (it stops the
         # workers). First, before the slow torch import below, which a Ctrl-C would otherwise break
         # with a traceback per worker
@@ -220,10 +228,6 @@ def worker_pool(workers: int, initializer: Any, initargs: tuple) -> Iterator[Pro
     pool.shutdown(wait=True)
 
 
-# the signals a command answers (structpe.cli): held back while a chunk is handed to the pool
-_STOP_SIGNALS = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
-
-
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
     """Hold Ctrl-C / SIGTERM back in this thread for a moment: an exception raised inside
@@ -238,6 +242,21 @@ def _signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+# how often the parent wakes while it waits for a chunk: the kernel may hand a signal to one of the
+# pool's threads, whose handler only flags it, and a main thread blocked on a lock without a timeout
+# sees the flag only when its chunk comes back (seconds, while the workers load their parser)
+SIGNAL_POLL_S = 0.1
+
+
+def _result(future: Any) -> Any:
+    """``future.result()``, waking every ``SIGNAL_POLL_S`` seconds to run pending signal handlers."""
+    while True:
+        try:
+            return future.result(timeout=SIGNAL_POLL_S)
+        except TimeoutError:
+            continue
 
 
 def results_in_order(
@@ -255,7 +274,7 @@ def results_in_order(
         if len(pending) >= window:
             break
     while pending:
-        result = pending.popleft().result()
+        result = _result(pending.popleft())
         call = next(todo, None)
         if call is not None:
             with _signals_held():
