@@ -25,10 +25,11 @@ import os
 import resource
 import sys
 
-from structpe.eval.blimp import load_blimp
+from structpe.eval.blimp import load_blimp, pair_margin
 from structpe.eval.command_common import load_model_and_tokenizer, make_parser
 from structpe.eval.scoring.scorer import make_scorer
-from structpe.eval.scoring.smc_views import SMC_SYSTEMS, jackknife_se, view_scores, views
+from structpe.eval.scoring.smc_budget import margin_and_se
+from structpe.eval.scoring.smc_views import views
 from structpe.provenance import hardware
 
 
@@ -40,14 +41,11 @@ def _cpu_s() -> float:
 def pair_margins(scores: list, n: int) -> list[dict[str, float]]:
     """Per pair (``scores`` = n good sentences then n bad ones): the 4N margin, its jackknife
     standard error and the N check's margin."""
-    names = views(SMC_SYSTEMS)
-    total = {v: [view_scores(sc, systems).total for sc in scores] for v, systems in names.items()}
-    jk = [v for v in names if v.startswith("jk")]
     out = []
     for i in range(n):
-        margin = {v: total[v][i] - total[v][n + i] for v in names}
-        se = jackknife_se([margin[v] for v in jk])
-        out.append({"margin": margin["score"], "se": se, "check": margin["check"]})
+        pair = [scores[i], scores[n + i]]
+        margin, se = margin_and_se(pair, pair_margin)
+        out.append({"margin": margin, "se": se, "check": pair_margin(pair, views()["check"])})
     return out
 
 

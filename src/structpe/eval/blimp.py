@@ -194,7 +194,7 @@ def evaluate_blimp(
     for _paradigm, group in it:
         if smc and spec.particles_max is not None:
             per_pair, budget = settle(
-                scorer, [(prefix + p.good, prefix + p.bad) for p in group], _pair_margin, spec.particles_max
+                scorer, [(prefix + p.good, prefix + p.bad) for p in group], pair_margin, spec.particles_max
             )
             budgets.append(budget)
             scores = [s[0] for s in per_pair] + [s[1] for s in per_pair]
@@ -258,8 +258,9 @@ def evaluate_blimp(
     return result
 
 
-def _pair_margin(scores: Sequence[Any], systems: Sequence[int]) -> float:
-    """A pair's margin log p^(good) - log p^(bad), pooled over ``systems``: positive = correct."""
+def pair_margin(scores: Sequence[Any], systems: Sequence[int]) -> float:
+    """A pair's margin log p^(good) - log p^(bad) from its (good, bad) smc scores pooled over
+    ``systems``: positive = correct."""
     return view_scores(scores[0], systems).total - view_scores(scores[1], systems).total
 
 

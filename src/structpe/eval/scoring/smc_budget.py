@@ -46,7 +46,6 @@ class Budgets:
     """What the per-decision budgets did: each decision's final particles per system, and how many
     decisions stayed within ``z`` standard errors of a tie at ``particles_max``."""
 
-    particles: int
     particles_max: int
     z: float
     final: list[int]
@@ -57,7 +56,7 @@ class Budgets:
         """The budgets of several runs with the same settings (BLiMP's paradigms) as one."""
         first = parts[0]
         final = [n for b in parts for n in b.final]
-        return cls(first.particles, first.particles_max, first.z, final, sum(b.unsettled for b in parts))
+        return cls(first.particles_max, first.z, final, sum(b.unsettled for b in parts))
 
     def record(self) -> dict[str, object]:
         """The fields a result JSON keeps (``budgets``: decisions per final N)."""
@@ -130,4 +129,4 @@ def settle(
                 unsettled.append(d)
         n, level = n * BUDGET_GROWTH, level + 1
         todo = unsettled if n <= particles_max else []
-    return out, Budgets(scorer.particles, particles_max, z, final, len(unsettled))
+    return out, Budgets(particles_max, z, final, len(unsettled))
