@@ -239,6 +239,66 @@ def test_a_field_added_after_the_reference_ran_is_no_difference(tmp_path: Path) 
     assert not any(r.get("other_settings") for r in section["scores"])
 
 
+def _rerun(folder: Path, machine: str, labels: tuple[str, ...], shift: float) -> None:
+    """Cells of ``labels`` re-run on another machine (``machines/<name>/cells``), SyntaxGym ``shift``ed."""
+    for label in labels:
+        for i, seed in enumerate(SEEDS):
+            scores = _scores(label, i)
+            scores[SG] += shift
+            write_json_atomic(
+                folder / "machines" / machine / "cells" / label / f"seed-{seed}" / "metrics.json",
+                {"study": STUDY, "profile": PROFILE, "recipe_label": label, "recipe": f"txl/{label}-tiny",
+                 "seed": seed, "wall_s": {"train": 10.0}, "scores": scores, "precision": "bf16",
+                 "provenance": {"hardware": {"cpu": "Other CPU", "cpu_count": 2,
+                                             "cpu_capability": "AVX512"}}},
+            )
+
+
+def _placed(folder: Path, cpu: str | None = None, capability: str | None = None,
+            precision: str | None = None) -> dict:
+    """The section for a run on ``cpu`` (its ``metrics.json`` as far as the machine goes; None: the
+    run records no machine)."""
+    hw = {"cpu": cpu, "cpu_count": 2, **({"cpu_capability": capability} if capability else {})}
+    run_cell = {"precision": precision, "provenance": {"hardware": hw}} if cpu else None
+    return reference_section(read_reference(folder), study_spec(QuickstartConfig()).to_dict(), RUN, METRICS,
+                             CHANCE, 42, run_cell=run_cell)
+
+
+def test_the_run_is_placed_among_its_own_machines_cells(tmp_path: Path) -> None:
+    folder = make_reference(tmp_path)
+    _rerun(folder, "other-bf16", ("none", "position"), shift=0.1)
+    # the run's machine re-ran both recipes: their spread, not the folder's own cells
+    on_other = _placed(folder, "Other CPU", "AVX512", "bf16")
+    assert on_other["same_machine"] is True and on_other["hardware"] == "Other CPU (2 CPUs, AVX512), bf16"
+    assert _row(on_other["scores"], "none", SG)["mean"] == pytest.approx(0.44)
+    assert _row(on_other["paired"], "position", SG)["mean"] == pytest.approx(0.01)  # within the re-runs
+    assert "Another machine" not in "\n".join(render(on_other))
+    # the folder's own machine: its own cells
+    on_test = _placed(folder, "Test CPU")
+    assert on_test["same_machine"] is True
+    assert _row(on_test["scores"], "none", SG)["mean"] == pytest.approx(0.34)
+    # a third machine: the folder's own cells, and a line saying the spread is another machine's
+    elsewhere = _placed(folder, "Test CPU", None, "bf16")
+    assert elsewhere["same_machine"] is False and elsewhere["hardware"] == "Test CPU (2 CPUs)"
+    assert _row(elsewhere["scores"], "none", SG)["mean"] == pytest.approx(0.34)
+    md = "\n".join(render(elsewhere))
+    assert ("- **Another machine:** this run trained on Test CPU (2 CPUs), bf16, the reference's cells on "
+            "Test CPU (2 CPUs).") in md
+    # no machine recorded for the run: the folder's own cells, no claim either way
+    unknown = _placed(folder)
+    assert unknown["same_machine"] is None and "Another machine" not in "\n".join(render(unknown))
+
+
+def test_a_rerun_of_part_of_the_recipes_is_not_the_runs_spread(tmp_path: Path) -> None:
+    # only `none` re-ran on the run's machine: position has no cells there, so the folder's own
+    # cells are the reference (one machine for both recipes and their paired difference)
+    folder = make_reference(tmp_path)
+    _rerun(folder, "other-bf16", ("none",), shift=0.1)
+    section = _placed(folder, "Other CPU", "AVX512", "bf16")
+    assert section["same_machine"] is False
+    assert _row(section["scores"], "none", SG)["mean"] == pytest.approx(0.34)
+
+
 def test_the_committed_reference_places_the_default_run() -> None:
     from structpe.quickstart.config import REFERENCE_DIR
 

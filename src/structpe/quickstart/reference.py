@@ -5,7 +5,10 @@ The reference is a study folder of the ``sipe-txl`` study's ``quickstart`` profi
 quickstart --output DIR``); by default ``docs/studies/sipe-txl-quickstart`` of the checkout this
 package runs from (:data:`structpe.quickstart.config.REFERENCE_DIR`). The run is compared with it
 only when the reference ran this run's settings (:func:`mismatch`: model, training budget, data,
-evaluations; the seed is no setting). For each headline score the page shows the reference's mean
+evaluations; the seed is no setting), and with the reference's cells trained on the run's CPU type,
+SIMD level and precision where it has them (``machines/<name>/cells`` re-runs included,
+:func:`machine_cells`): numerics alone move one seed's SyntaxGym by 0.03-0.04, so a spread from
+another machine is shown with a line saying so. For each headline score the page shows the reference's mean
 ± sd, min-max and seed count beside this run's value, and the paired ``position`` - ``none``
 difference beside the reference's per-seed paired differences (same seed). The statistics are
 :mod:`structpe.study.aggregate`'s.
@@ -19,7 +22,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,14 @@ from structpe.errors import StructpeError
 from structpe.io import read_json
 from structpe.quickstart.config import PROFILE, REFERENCE_DIR, STUDY
 from structpe.study.aggregate import mean_sd
-from structpe.study.cell_metrics import by_seed, load_cell_metrics, machines_text
+from structpe.study.cell_metrics import (
+    by_seed,
+    load_cell_metrics,
+    load_rerun_cells,
+    machine_of,
+    machines_text,
+    pair_key,
+)
 from structpe.study.spec import DatasetSpec, score_settings, with_defaults
 from structpe.study.tables import md_table, pm
 from structpe.study.wording import portable
@@ -45,12 +56,14 @@ class ReferenceFolderError(StructpeError):
 @dataclass
 class Reference:
     """A study folder read as a reference: the spec as it ran (``spec.json``'s ``spec``), its
-    command and its finished cells' ``metrics.json``."""
+    command, its finished cells' ``metrics.json`` and its cells re-run on other machines
+    (``machines/<name>/cells``, :func:`structpe.study.cell_metrics.load_rerun_cells`)."""
 
     folder: Path
     spec: dict[str, Any]
     command: str | None
     cells: list[dict[str, Any]]
+    reruns: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_reference(folder: str | Path) -> Reference:
@@ -68,13 +81,41 @@ def read_reference(folder: str | Path) -> Reference:
         raise ReferenceFolderError(f"{spec_file}: holds no 'spec' (the spec the study ran with)")
     try:
         cells = load_cell_metrics(folder)
+        reruns = load_rerun_cells(folder)
     except (KeyError, TypeError) as err:
         raise ReferenceFolderError(
             f"{folder}: a cells/<recipe>/seed-<s>/metrics.json lacks {err} (not written by a study run)"
         ) from None
     if not cells:
         raise ReferenceFolderError(f"{folder}: no finished cells (no cells/<recipe>/seed-<s>/metrics.json)")
-    return Reference(folder, saved["spec"], saved.get("command"), cells)
+    return Reference(folder, saved["spec"], saved.get("command"), cells, reruns)
+
+
+def machine_cells(
+    reference: Reference, labels: list[str], run_cell: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], bool | None]:
+    """The reference cells to place this run among, and whether they trained on its machine.
+
+    The cells of the run's CPU type, SIMD level and precision (``cell_metrics.pair_key`` of
+    ``run_cell``, one of this run's ``metrics.json``), the folder's own before its re-runs, one per
+    recipe and seed, where they cover every recipe of ``labels``; else the folder's own cells of its
+    most common machine (True / False; None: the run records no machine). One machine either way, so
+    a paired difference within the reference is never one across machines."""
+
+    def one_per_seed(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        first: dict[tuple[str, int], dict[str, Any]] = {}
+        for c in cells:
+            first.setdefault((c["recipe_label"], int(c["seed"])), c)
+        return list(first.values())
+
+    known = run_cell is not None and machine_of(run_cell) is not None
+    if known:
+        mine = pair_key(run_cell)
+        same = one_per_seed([c for c in [*reference.cells, *reference.reruns] if pair_key(c) == mine])
+        if {c["recipe_label"] for c in same} >= set(labels):
+            return same, True
+    common = Counter(pair_key(c) for c in reference.cells).most_common(1)[0][0]
+    return one_per_seed([c for c in reference.cells if pair_key(c) == common]), (False if known else None)
 
 
 def find_reference(given: str | Path | None, default: Path = REFERENCE_DIR) -> Reference | str:
@@ -215,11 +256,15 @@ def reference_section(
     metrics: dict[str, list[str]],
     chance: dict[str, Any] | None,
     seed: int,
+    run_cell: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The section's content (report.json's ``reference``): ``status`` ``compared`` (a score whose
     own evaluation settings differ is shown without a spread, naming the setting), ``other
     settings`` (the trained models differ: ``note`` names the first differing setting, no numbers)
-    or ``none`` (``note`` says why). Paths are shown without the machine's layout."""
+    or ``none`` (``note`` says why). Paths are shown without the machine's layout.
+
+    ``run_cell`` (one of this run's ``metrics.json``) picks the reference's cells of the run's
+    machine (:func:`machine_cells`); ``same_machine`` records whether there were any."""
     if isinstance(reference, str):
         return {"status": "none", "note": portable(reference)}
     folder = portable(str(reference.folder))
@@ -232,13 +277,16 @@ def reference_section(
     baseline = run_spec["baseline"]
     names = {m for ms in metrics.values() for m in ms}
     differs = {m: why for m in sorted(names) if (why := metric_mismatch(m, run_spec, reference.spec))}
+    cells, same = machine_cells(reference, list(metrics), run_cell)
     return {
         **base,
         "status": "compared",
-        "hardware": machines_text(reference.cells),
-        "seeds": {label: sorted({int(c["seed"]) for c in reference.cells if c["recipe_label"] == label})
+        "hardware": machines_text(cells),
+        "run_hardware": machine_of(run_cell) if run_cell else None,
+        "same_machine": same,
+        "seeds": {label: sorted({int(c["seed"]) for c in cells if c["recipe_label"] == label})
                   for label in metrics},
-        **compare(run, reference.cells, metrics, baseline, differs),
+        **compare(run, cells, metrics, baseline, differs),
         "chance": {k: chance[k] for k in ("blimp", "syntaxgym")} if chance else None,
     }
 
@@ -283,6 +331,12 @@ def render(section: dict[str, Any]) -> list[str]:
         f"- A range is a description, not a test: a new seed of the same settings falls outside the "
         f"min-max of n earlier seeds with probability 2 / (n + 1) ({odds}).",
     ]
+    if section.get("same_machine") is False:
+        lines.append(
+            f"- **Another machine:** this run trained on {section['run_hardware']}, the reference's cells on "
+            f"{section['hardware']}. Numerics alone (CPU type, SIMD level, precision) move one seed's "
+            "SyntaxGym by 0.03-0.04, so a score outside the range may be the machine's, not the seed's."
+        )
     if any(seed in s for s in section["seeds"].values()):
         lines.append(
             f"- Seed {seed} is one of the reference's seeds: this run repeats that cell, not a new draw."

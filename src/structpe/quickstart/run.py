@@ -147,7 +147,7 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     headline: dict[str, list[str]] = {}
     for variant in cfg.variants:
         cell = cell_dir(out, variant, cfg.seed)
-        metrics = read_json(cell / METRICS_FILE)
+        metrics = read_json(cell / METRICS_FILE)  # every variant's records the same machine
         modes = cfg.likelihoods if variant != "none" else ("conditional",)
         scores[variant], headline[variant] = metrics["scores"], headline_metrics(modes)
         entry: dict[str, Any] = {
@@ -167,7 +167,7 @@ def run_quickstart(cfg: QuickstartConfig) -> Path:
     results["chance"] = chance_row(cfg)
     timings["chance_s"] = time.time() - t
     results["reference"] = reference_section(reference, spec.to_dict(), scores, headline, results["chance"],
-                                             cfg.seed)
+                                             cfg.seed, run_cell=metrics)
     timings["total_s"] = time.time() - t_all
     results["timings"] = timings
     results["provenance"] = provenance(
