@@ -299,6 +299,20 @@ def test_a_rerun_of_part_of_the_recipes_is_not_the_runs_spread(tmp_path: Path) -
     assert _row(section["scores"], "none", SG)["mean"] == pytest.approx(0.34)
 
 
+def test_a_reference_whose_last_run_was_other_recipes_still_compares(tmp_path: Path) -> None:
+    # the folder ran none / position, then the rivals (`--recipes gpt2 tpt`): its spec.json keeps
+    # position's settings as they ran, so the quickstart's position is still compared
+    folder = make_reference(tmp_path)
+    first = json.loads((folder / "spec.json").read_text())
+    from structpe.study.selection import select
+
+    later = spec_record(select(load_spec(STUDY, PROFILE), ["gpt2", "tpt"]), "rivals", "fingerprint", first)
+    labels = [r["label"] for r in later["spec"]["recipes"]]
+    assert labels[:3] == ["none", "gpt2", "tpt"] and "position" in labels  # the latest first
+    write_json_atomic(folder / "spec.json", later)
+    assert _section(folder)["status"] == "compared"
+
+
 def test_the_committed_reference_places_the_default_run() -> None:
     from structpe.quickstart.config import REFERENCE_DIR
 
@@ -306,9 +320,15 @@ def test_the_committed_reference_places_the_default_run() -> None:
         pytest.skip("an installed package without the repository's docs/")
     ref = read_reference(REFERENCE_DIR)
     run = {"none": ref.cells[0]["scores"], "position": ref.cells[-1]["scores"]}
-    section = reference_section(ref, study_spec(QuickstartConfig()).to_dict(), run, METRICS, CHANCE, 42)
-    assert section["status"] == "compared"
-    assert not any(r.get("other_settings") for r in section["scores"])
+    section = reference_section(ref, study_spec(QuickstartConfig()).to_dict(), run, METRICS, CHANCE, 42,
+                                run_cell=ref.cells[0])
+    assert section["status"] == "compared" and section["same_machine"] is True
+    # the committed cells ran the study's protocol: the model's loss and perplexities are placed in
+    # their spread, BLiMP / SyntaxGym / the marginal name the quickstart's own smaller sample
+    placed = {r["metric"] for r in section["scores"] if not r.get("other_settings") and r["n"] == 5}
+    assert {"val_lm_loss", PPL, "ppl.joint.word_ppl"} <= placed
+    scored = [r for r in section["scores"] if r["metric"].startswith(("blimp.", "syntaxgym."))]
+    assert scored and all(r.get("other_settings") for r in scored)
     assert str(REFERENCE_DIR) not in "\n".join(render(section))
 
 

@@ -118,3 +118,25 @@ def test_another_study_or_profile_is_refused(tmp_path: Path, capsys: pytest.Capt
     assert "profile 'cpu-small', but" in capsys.readouterr().err
     assert main(["study", "collect", str(tmp_path / "nowhere"), str(study)]) == 2
     assert "no spec.json (not a study folder" in capsys.readouterr().err
+
+
+def test_recipes_new_to_the_study_folder_join_its_spec_as_they_ran(tmp_path: Path) -> None:
+    # the study folder's spec ran none / position; a later run's spec ran the rivals: the kept spec
+    # stays and gains the rival's entry (a reader compares its settings), never loses position's
+    def entry(label: str) -> dict:
+        return {"label": label, "recipe": f"txl/{label}", "overrides": [], "tags": None, "seeds": None}
+
+    run = _run_folder(tmp_path / "run", "CPU A", {("none", 1): 0.5, ("gpt2", 1): 0.4})
+    saved = json.loads((run / "spec.json").read_text())
+    saved["spec"] = {"name": "tiny-study", "recipes": [entry("none"), entry("gpt2")],
+                     "profile_recipe_overrides": {"gpt2": ["model.d_ff=1089"]}}  # fmt: skip
+    write_json_atomic(run / "spec.json", saved)
+    study = tmp_path / "study"
+    kept = _spec_json()
+    kept["spec"] = {"name": "tiny-study", "recipes": [entry("none"), entry("position")],
+                    "profile_recipe_overrides": {}}  # fmt: skip
+    write_json_atomic(study / "spec.json", kept)
+    assert main(["study", "collect", str(run), str(study)]) == 0
+    spec = json.loads((study / "spec.json").read_text())["spec"]
+    assert [r["label"] for r in spec["recipes"]] == ["none", "position", "gpt2"]
+    assert spec["profile_recipe_overrides"] == {"gpt2": ["model.d_ff=1089"]}

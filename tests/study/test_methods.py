@@ -109,3 +109,7 @@ def test_step_cost_divides_by_the_baseline_on_the_same_machine() -> None:
     assert step_costs(cells, "tree", "none", [cell("none", 1, "B", 100.0)]) == [1.2]
     same = [cell("tree", 3, "A", 60.0), cell("none", 3, "A", 50.0)]
     assert step_costs([*cells, *same], "tree", "none") == [1.2]
+    # a cell resumed from a checkpoint (its wall time spans sittings and pauses) is left out
+    resumed = cell("tree", 3, "A", 600.0)
+    resumed["train"]["resumed_from"] = "run/checkpoint-50"
+    assert step_costs([*cells, resumed, cell("none", 3, "A", 50.0)], "tree", "none") == []

@@ -422,6 +422,14 @@ def test_a_study_run_in_slices_plans_and_reports_every_slice(tmp_path: Path) -> 
         commands.append(command)
     assert folder_commands(out) == list(dict.fromkeys(commands))
     assert record["command"] == commands[-1] and record["seeds"] == [1, 2, 3, 4, 5]
+    # the spec as it ran keeps every slice's recipes (a reader compares their settings), in order
+    labels = [r["label"] for r in record["spec"]["recipes"]]
+    assert labels == ["none", "position", "input", "position_shuffled"]
+    def settings(r: dict) -> tuple:
+        return r["recipe"], r["overrides"], r["tags"]
+
+    ran = {r["label"]: settings(r) for r in full.to_dict()["recipes"]}
+    assert all(settings(r) == ran[r["label"]] for r in record["spec"]["recipes"])
     planned = folder_spec(out)
     assert sorted(cells(planned)) == sorted(
         [("none", s) for s in range(1, 6)]

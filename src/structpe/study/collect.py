@@ -26,7 +26,7 @@ from typing import Any
 from structpe.errors import StructpeError
 from structpe.io import atomic_write_bytes, read_json_object, write_json_atomic
 from structpe.study.cell_metrics import key_text, load_cell_metrics, load_rerun_cells, pair_key
-from structpe.study.selection import saved_runs
+from structpe.study.selection import saved_runs, with_recipes_of
 
 # a cell's small outputs, the ones a study folder keeps (weights and run folders stay behind)
 CELL_FILES = ("metrics.json", "cell.json")
@@ -151,13 +151,15 @@ def _copy_cell(cell_dir: Path, to: Path, cell: dict[str, Any], rel: str) -> Coll
 
 def _merged_spec(saved: dict[str, Any], kept: dict[str, Any] | None) -> dict[str, Any]:
     """The study folder's ``spec.json`` with the run's selections added (the kept spec stays: it
-    is what the committed report was written with)."""
+    is what the committed report was written with; recipes new to it join it as the run ran them,
+    ``selection.with_recipes_of``)."""
     if kept is None:
         return saved
     runs = saved_runs(kept)
     runs += [r for r in saved_runs(saved) if r not in runs]
     return {
         **kept,
+        "spec": with_recipes_of(kept["spec"], saved.get("spec")),
         "recipes": list(dict.fromkeys(label for r in runs for label in r["recipes"] or [])),
         "seeds": list(dict.fromkeys(s for r in runs for s in r["seeds"] or [])),
         "runs": runs,

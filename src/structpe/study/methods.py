@@ -125,12 +125,13 @@ def step_costs(
 ) -> list[float]:
     """Per seed: the cell's training seconds per step over the same seed's baseline cell's on the
     same machine and precision (``cell_metrics.pair_key``: the primary cell, else a re-run of the
-    baseline, ``reruns``); a seed without one is left out (a step time across CPUs is the CPUs')."""
+    baseline, ``reruns``); a seed without one is left out (a step time across CPUs is the CPUs'),
+    and so is a cell resumed from a checkpoint (its wall time spans sittings, and any pause)."""
 
     def per_step(c: dict[str, Any]) -> float | None:
         t = c.get("train") or {}
         wall, steps = t.get("train_wall_s"), t.get("steps")
-        return wall / steps if wall and steps else None
+        return wall / steps if wall and steps and not t.get("resumed_from") else None
 
     bases = [c for c in [*cells, *reruns] if c["recipe_label"] == baseline and per_step(c)]
     out = []
@@ -203,9 +204,9 @@ def render(profiles: Sequence[Profile], command: str | None = None) -> str:
         "(`~`; it errs high by O(1/N)) and its SyntaxGym / BLiMP come from it; whether it converged is "
         "each study report's convergence check. `SG vs baseline`: the "
         "paired per-seed difference to the baseline (points). `step cost`: training wall seconds per "
-        "step over the same seed's baseline cell's on the same machine and precision (a rough figure: "
-        "the cells shared machines with other work). Rows with no finished cell say so; their parameters "
-        "come from the recipe.",
+        "step over the same seed's baseline cell's on the same machine and precision, cells resumed from "
+        "a checkpoint left out (a rough figure: the cells shared machines with other work). Rows with "
+        "no finished cell say so; their parameters come from the recipe.",
         "",
     ]
     for p in profiles:

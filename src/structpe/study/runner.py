@@ -44,7 +44,7 @@ from structpe.provenance import provenance
 from structpe.study.cell_metrics import precision_of
 from structpe.study.cells import CELL_FILE, METRICS_FILE, await_baseline, cell_dir, cells, check_owner, claim
 from structpe.study.data import StudyData, study_data_root
-from structpe.study.selection import folder_spec, saved_runs
+from structpe.study.selection import folder_spec, saved_runs, with_recipes_of
 from structpe.study.spec import StudySpec
 from structpe.study.stages import STAGES
 from structpe.study.stages.cell import Cell
@@ -280,9 +280,10 @@ def spec_record(
     spec: StudySpec, command: str | None, data_fingerprint: str, earlier: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A study folder's ``spec.json``: the spec file and profile (``folder_spec`` reloads them), the
-    data's fingerprint, the spec of the latest selection as it ran (its settings are what a later
-    reader compares against, e.g. ``structpe quickstart --reference``; its seed lists are that
-    selection's, not the folder's) and ``runs``: every selection (recipes, seeds,
+    data's fingerprint, the spec of the latest selection as it ran with the recipes of earlier
+    selections added as they ran (``selection.with_recipes_of``: its settings are what a later
+    reader compares against, e.g. ``structpe quickstart --reference``; its seed lists are the
+    latest selection's, not the folder's) and ``runs``: every selection (recipes, seeds,
     command) run into the folder, ``earlier``'s first, so that a study run in slices over several
     sittings plans, and reports, the cells of all of them. ``recipes`` / ``seeds`` are their union,
     ``command`` the latest (a resume without a command keeps the earlier one)."""
@@ -300,7 +301,7 @@ def spec_record(
         "command": command,
         "runs": runs,
         "data_fingerprint": data_fingerprint,
-        "spec": spec.to_dict(),
+        "spec": with_recipes_of(spec.to_dict(), (earlier or {}).get("spec")),
     }
 
 

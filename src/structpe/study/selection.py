@@ -37,6 +37,24 @@ def select(spec: StudySpec, recipes: list[str] | None = None, seeds: list[int] |
     return out
 
 
+def with_recipes_of(spec: dict[str, Any], earlier: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``spec.json`` ``spec`` (``StudySpec.to_dict()``) with the recipes of ``earlier`` that it
+    lacks added, as they ran (their entries and ``profile_recipe_overrides``): a folder run in
+    slices (``--recipes none position``, then ``--recipes gpt2 tpt``) keeps the settings of every
+    recipe it holds cells of, which a reader of the folder compares against (the quickstart's
+    ``--reference``); the rest (data, evaluations, claims) is ``spec``'s own."""
+    have = {r["label"] for r in spec.get("recipes", [])}
+    gained = [r for r in (earlier or {}).get("recipes", []) if r["label"] not in have]
+    if not gained:
+        return spec
+    theirs = (earlier or {}).get("profile_recipe_overrides") or {}
+    overrides = dict(spec.get("profile_recipe_overrides") or {})
+    for r in gained:
+        if r["label"] in theirs:
+            overrides.setdefault(r["label"], theirs[r["label"]])
+    return {**spec, "recipes": [*spec.get("recipes", []), *gained], "profile_recipe_overrides": overrides}
+
+
 def select_union(spec: StudySpec, selections: list[tuple[list[str] | None, list[int] | None]]) -> StudySpec:
     """The spec restricted to every cell that some selection (recipes, seeds; see :func:`select`)
     picks: a study run in slices (``--recipes none position --seeds 1 2 3``, then ``--recipes
