@@ -113,3 +113,9 @@ def test_step_cost_divides_by_the_baseline_on_the_same_machine() -> None:
     resumed = cell("tree", 3, "A", 600.0)
     resumed["train"]["resumed_from"] = "run/checkpoint-50"
     assert step_costs([*cells, resumed, cell("none", 3, "A", 50.0)], "tree", "none") == []
+    # CPU seconds, where both cells record them, are the cost, resumed or not (a pause adds none)
+    resumed["train"]["train_cpu_s"] = 90.0
+    base = cell("none", 3, "A", 50.0)
+    assert step_costs([*cells, resumed, base], "tree", "none") == []  # the baseline has no CPU clock
+    base["train"]["train_cpu_s"] = 45.0
+    assert step_costs([*cells, resumed, base], "tree", "none") == [2.0]

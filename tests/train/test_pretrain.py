@@ -235,6 +235,9 @@ def test_exact_resume_after_kill(tiny_recipe: Path, gold_dataset: Path, tmp_path
     assert elapsed == sorted(elapsed) and elapsed[-1] > before
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["train_wall_s"] >= before + summary["sitting_wall_s"] - 0.1
+    # so does the CPU clock: every row has one, it never goes back, the summary sums the sittings
+    cpu = [r.get("cpu_s") for r in read_metrics(killed / "metrics.csv")]
+    assert None not in cpu and cpu == sorted(cpu) and summary["train_cpu_s"] >= cpu[-1] - 0.5 > 0
     a, b = _losses(full), _losses(killed)
     assert sorted(a) == sorted(b) == list(range(1, 21))  # no duplicate rows for the redone steps
     for step in range(1, 21):
@@ -298,3 +301,18 @@ def test_mlm_encoder_pretrains(ewt_slices: dict, wordpiece_tokenizer: Path, tmp_
     assert summary["objective"] == "mlm" and summary["final_eval"]["eval_tokens"] > 0
     rows = [r for r in read_metrics(run / "metrics.csv") if "loss" in r]
     assert len(rows) == 3 and all(r["terminal_loss"] > 0 for r in rows)
+
+
+def test_a_resume_of_a_run_without_a_cpu_clock_records_none(tmp_path: Path) -> None:
+    # metrics.csv written before `cpu_s` existed: the earlier sittings' CPU time is unknown, so the
+    # resumed run must not report a total that counts only its own sitting
+    from structpe.train.checkpoints import truncate_metrics
+
+    csv_path = tmp_path / "metrics.csv"
+    csv_path.write_text("step,epoch,loss,elapsed_s\n5,0.1,4.0,10.0\n10,0.2,3.5,20.0\n15,0.3,3.2,30.0\n")
+    assert truncate_metrics(csv_path, 10) == (20.0, None)
+    assert [r["step"] for r in read_metrics(csv_path)] == [5, 10]
+    csv_path.write_text("step,loss,elapsed_s,cpu_s\n5,4.0,10.0,9.0\n10,3.5,20.0,18.5\n")
+    assert truncate_metrics(csv_path, 10) == (20.0, 18.5)
+    assert truncate_metrics(tmp_path / "absent.csv", 10) == (0.0, 0.0)
+

@@ -125,22 +125,29 @@ def step_costs(
 ) -> list[float]:
     """Per seed: the cell's training seconds per step over the same seed's baseline cell's on the
     same machine and precision (``cell_metrics.pair_key``: the primary cell, else a re-run of the
-    baseline, ``reruns``); a seed without one is left out (a step time across CPUs is the CPUs'),
-    and so is a cell resumed from a checkpoint (its wall time spans sittings, and any pause)."""
+    baseline, ``reruns``); a seed without one is left out (a step time across CPUs is the CPUs').
+    CPU seconds where both cells record them (``train_cpu_s``: a loaded machine or a pause does not
+    inflate them), else wall seconds, and then a cell resumed from a checkpoint is left out (its
+    wall time spans sittings, and any pause)."""
 
-    def per_step(c: dict[str, Any]) -> float | None:
+    def per_step(c: dict[str, Any], clock: str) -> float | None:
         t = c.get("train") or {}
-        wall, steps = t.get("train_wall_s"), t.get("steps")
-        return wall / steps if wall and steps and not t.get("resumed_from") else None
+        seconds, steps = t.get(clock), t.get("steps")
+        if clock == "train_wall_s" and t.get("resumed_from"):
+            return None
+        return seconds / steps if seconds and steps else None
 
-    bases = [c for c in [*cells, *reruns] if c["recipe_label"] == baseline and per_step(c)]
     out = []
     for c in cells:
-        if c["recipe_label"] != label or not per_step(c):
+        if c["recipe_label"] != label:
             continue
-        same = [b for b in bases if b["seed"] == c["seed"] and pair_key(b) == pair_key(c)]
-        if same:
-            out.append(per_step(c) / per_step(same[0]))
+        same = [b for b in [*cells, *reruns]
+                if b["recipe_label"] == baseline and b["seed"] == c["seed"] and pair_key(b) == pair_key(c)]
+        for clock in ("train_cpu_s", "train_wall_s"):
+            mine, bases = per_step(c, clock), [x for b in same if (x := per_step(b, clock))]
+            if mine and bases:
+                out.append(mine / bases[0])
+                break
     return out
 
 
@@ -203,10 +210,11 @@ def render(profiles: Sequence[Profile], command: str | None = None) -> str:
         "its exact p(x) in every mode; for one that reads tags the word PPL is the particle estimate "
         "(`~`; it errs high by O(1/N)) and its SyntaxGym / BLiMP come from it; whether it converged is "
         "each study report's convergence check. `SG vs baseline`: the "
-        "paired per-seed difference to the baseline (points). `step cost`: training wall seconds per "
-        "step over the same seed's baseline cell's on the same machine and precision, cells resumed from "
-        "a checkpoint left out (a rough figure: the cells shared machines with other work). Rows with "
-        "no finished cell say so; their parameters come from the recipe.",
+        "paired per-seed difference to the baseline (points). `step cost`: training seconds per step "
+        "over the same seed's baseline cell's on the same machine and precision: CPU seconds where both "
+        "cells record them, else wall seconds with cells resumed from a checkpoint left out (a rough "
+        "figure: the cells shared machines with other work). Rows with no finished cell say so; their "
+        "parameters come from the recipe.",
         "",
     ]
     for p in profiles:

@@ -179,7 +179,9 @@ def run_cell(
 
 
 # the pre-training run's summary fields a cell's metrics.json keeps
-TRAIN_SUMMARY_FIELDS = ("steps", "parameters", "resumed_from", "train_wall_s", "bf16", "fast_bf16")
+TRAIN_SUMMARY_FIELDS = (
+    "steps", "parameters", "resumed_from", "train_wall_s", "train_cpu_s", "bf16", "fast_bf16",
+)
 
 
 def _pretrain(

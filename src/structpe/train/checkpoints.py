@@ -74,13 +74,14 @@ def checkpoint_problem(ckpt: Path) -> str | None:
     return None
 
 
-def truncate_metrics(csv_path: Path, step: int) -> float:
+def truncate_metrics(csv_path: Path, step: int) -> tuple[float, float | None]:
     """Drop rows logged after ``step`` (a killed run's steps that the resume will redo); return the
-    training seconds logged up to ``step``, from which the resumed run's clock continues."""
+    training wall seconds and CPU seconds logged up to ``step``, from which the resumed run's clocks
+    continue (CPU None: rows logged before ``cpu_s`` existed, so the total is unknown)."""
     from structpe.train.trainer import METRIC_COLUMNS
 
     if not csv_path.exists():
-        return 0.0
+        return 0.0, 0.0
     with open(csv_path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     keep = [r for r in rows if float(r["step"]) <= step]
@@ -88,7 +89,11 @@ def truncate_metrics(csv_path: Path, step: int) -> float:
         w = csv.DictWriter(fh, fieldnames=METRIC_COLUMNS)
         w.writeheader()
         w.writerows(keep)
-    return max((float(r["elapsed_s"]) for r in keep if r.get("elapsed_s")), default=0.0)
+    wall = max((float(r["elapsed_s"]) for r in keep if r.get("elapsed_s")), default=0.0)
+    cpu = [float(r["cpu_s"]) for r in keep if r.get("cpu_s")]
+    if keep and len(cpu) < len(keep):
+        return wall, None
+    return wall, max(cpu, default=0.0)
 
 
 # train keys that do not change what is trained: free to differ when a run is resumed (threads and

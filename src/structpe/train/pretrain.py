@@ -206,12 +206,13 @@ def _load_inputs(recipe: Recipe) -> tuple[Any, dict[str, Any], Any, Any, str]:
 
 def _open_run_folder(
     recipe: Recipe, run_dir: Path, resume: bool | str | Path, allow_changed_recipe: bool
-) -> tuple[str | None, float]:
-    """The checkpoint to resume from (None: a fresh start) and the training seconds of the earlier
-    sittings; the folder gets the recipe (or, resumed with a changed recipe, the changed one)."""
+) -> tuple[str | None, tuple[float, float | None]]:
+    """The checkpoint to resume from (None: a fresh start) and the training wall / CPU seconds of
+    the earlier sittings (CPU None: not logged by them); the folder gets the recipe (or, resumed
+    with a changed recipe, the changed one)."""
     checkpoint: str | None = None
     changed: list[str] = []
-    elapsed_before = 0.0
+    before: tuple[float, float | None] = (0.0, 0.0)
     if resume:
         ckpt = Path(resume) if isinstance(resume, (str, Path)) else last_complete_checkpoint(run_dir)
         if ckpt is not None:
@@ -224,7 +225,7 @@ def _open_run_folder(
             step = read_json(ckpt / "trainer_state.json")["global_step"]
             print(f"pretrain: resuming {run_dir} from {ckpt.name} (step {step})")
             if _is_main():
-                elapsed_before = truncate_metrics(run_dir / "metrics.csv", step)
+                before = truncate_metrics(run_dir / "metrics.csv", step)
         else:
             print(f"pretrain: nothing to resume in {run_dir}; starting from scratch")
     elif last_complete_checkpoint(run_dir) is not None:
@@ -239,7 +240,7 @@ def _open_run_folder(
         recipe.dump(run_dir / "config.yaml")
     elif _is_main() and changed:
         recipe.dump(run_dir / f"config-resumed-{step}.yaml")
-    return checkpoint, elapsed_before
+    return checkpoint, before
 
 
 def _training_arguments(recipe: Recipe, run_dir: Path, fast: bool) -> TrainingArguments:
@@ -283,11 +284,14 @@ def _training_arguments(recipe: Recipe, run_dir: Path, fast: bool) -> TrainingAr
 
 
 def _finish(
-    trainer: Any, model: Any, recipe: Recipe, run_dir: Path, result: Any, wall: float, elapsed_before: float,
-    checkpoint: str | None, fast: bool, objective: str, meta: dict[str, Any],
+    trainer: Any, model: Any, recipe: Recipe, run_dir: Path, result: Any, clocks: tuple[float, float],
+    before: tuple[float, float | None], checkpoint: str | None, fast: bool, objective: str,
+    meta: dict[str, Any],
 ) -> None:
-    """Save the final model; on rank 0 also the run's summary.json, model card and loss plot."""
+    """Save the final model; on rank 0 also the run's summary.json, model card and loss plot.
+    ``clocks``: this sitting's wall and CPU seconds; ``before``: the earlier sittings'."""
     tc, args = recipe.train, trainer.args
+    (wall, cpu), (elapsed_before, cpu_before) = clocks, before
     step = trainer.state.global_step
     done = [h for h in trainer.state.log_history if "eval_ppl" in h and h.get("step") == step]
     final = {k: v for k, v in done[-1].items() if k.startswith("eval_")} if done else trainer.evaluate()
@@ -300,6 +304,9 @@ def _finish(
             "steps": trainer.state.global_step,
             "train_wall_s": round(elapsed_before + wall, 1),  # every sitting of a resumed run
             "sitting_wall_s": round(wall, 1),
+            # the process's CPU seconds over every sitting: the cost a pause or a loaded machine
+            # does not inflate (None: an earlier sitting did not log it)
+            "train_cpu_s": None if cpu_before is None else round(cpu_before + cpu, 1),
             "train_runtime_s": result.metrics.get("train_runtime"),
             "parameters": sum(p.numel() for p in model.parameters()),
             "world_size": args.world_size,
@@ -327,7 +334,7 @@ def _train_run(
     dd, meta, tokenizer, model_config, objective = _load_inputs(recipe)
     run_dir = Path(tc.output_dir) if tc.output_dir else default_run_dir(recipe)
     hold_run_folder(run_dir, hold)
-    checkpoint, elapsed_before = _open_run_folder(recipe, run_dir, resume, allow_changed_recipe)
+    checkpoint, before = _open_run_folder(recipe, run_dir, resume, allow_changed_recipe)
 
     from structpe.models import build_model
 
@@ -346,7 +353,7 @@ def _train_run(
     if fast:
         model.to(torch.bfloat16)  # float32 masters live in the optimizer (structpe.train.master_weights)
     args = _training_arguments(recipe, run_dir, fast)
-    cbs: list[TrainerCallback] = [RunFolderCallback(run_dir, elapsed_before), *callbacks]
+    cbs: list[TrainerCallback] = [RunFolderCallback(run_dir, *before), *callbacks]
     if isinstance(collator, MLMCollator):
         cbs.append(EpochToCollator(collator))
     trainer = trainer_class(
@@ -370,7 +377,7 @@ def _train_run(
             f"{len(dd['validation']):,} validation sequences; {tc.max_steps} steps x {per_step} "
             f"sequences; {torch.get_num_threads()} CPU threads; run folder {run_dir}"
         )
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     try:
         result = trainer.train(resume_from_checkpoint=checkpoint)
     except pickle.UnpicklingError:  # torch.load(weights_only=True) met an object that is not a tensor
@@ -378,8 +385,8 @@ def _train_run(
             f"{checkpoint}: a checkpoint file holds pickled Python objects, not plain tensors; "
             "refused (structpe never unpickles them)"
         ) from None
-    wall = time.time() - t0
-    _finish(trainer, model, recipe, run_dir, result, wall, elapsed_before, checkpoint, fast, objective, meta)
+    clocks = (time.time() - t0, time.process_time() - c0)
+    _finish(trainer, model, recipe, run_dir, result, clocks, before, checkpoint, fast, objective, meta)
     return run_dir
 
 

@@ -26,8 +26,10 @@ from structpe.train.master_weights import MasterWeightAdamW
 METRIC_COLUMNS = (
     "step", "epoch", "loss", "lm_loss", "terminal_loss", "nonterminal_loss", "ppl", "learning_rate",
     "grad_norm", "eval_loss", "eval_lm_loss", "eval_ppl", "eval_terminal_loss", "eval_nonterminal_loss",
-    "eval_tokens", "elapsed_s",
+    "eval_tokens", "elapsed_s", "cpu_s",
 )
+# the clocks of a row (every other column is something the trainer logged)
+CLOCK_COLUMNS = ("elapsed_s", "cpu_s")
 
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the run stops rather than train on garbage."""
@@ -169,13 +171,16 @@ class RunFolderCallback(TrainerCallback):
     """metrics.csv (one row per log event) and loss.png, written by the main process only.
 
     ``elapsed_s`` counts training time over every sitting of a resumed run (``elapsed_before`` is
-    what the earlier sittings logged up to the checkpoint), so wall times stay comparable.
+    what the earlier sittings logged up to the checkpoint), so wall times stay comparable; ``cpu_s``
+    likewise counts the process's CPU seconds (``cpu_before``), the cost that a pause or a loaded
+    machine does not inflate (empty when the earlier sittings did not log it).
     """
 
-    def __init__(self, run_dir: Path, elapsed_before: float = 0.0):
+    def __init__(self, run_dir: Path, elapsed_before: float = 0.0, cpu_before: float | None = 0.0):
         self.run_dir = run_dir
         self.csv_path = run_dir / "metrics.csv"
         self.t0 = time.time() - elapsed_before
+        self.c0 = None if cpu_before is None else time.process_time() - cpu_before
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
         if not state.is_world_process_zero or not logs:
@@ -184,7 +189,8 @@ class RunFolderCallback(TrainerCallback):
         row["step"] = state.global_step
         row["epoch"] = round(state.epoch or 0.0, 4)
         row["elapsed_s"] = round(time.time() - self.t0, 2)
-        if not any(row[k] != "" for k in METRIC_COLUMNS[2:-1]):
+        row["cpu_s"] = "" if self.c0 is None else round(time.process_time() - self.c0, 2)
+        if not any(row[k] != "" for k in METRIC_COLUMNS[2:] if k not in CLOCK_COLUMNS):
             return  # e.g. the end-of-training runtime summary
         new = not self.csv_path.exists()
         with open(self.csv_path, "a", newline="") as fh:
