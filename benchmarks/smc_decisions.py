@@ -25,8 +25,10 @@ import os
 import resource
 import sys
 
+from structpe.choices import DEFAULT_PROPOSAL, PROPOSALS
 from structpe.eval.blimp import load_blimp, pair_margin
 from structpe.eval.command_common import load_model_and_tokenizer, make_parser
+from structpe.eval.scoring import smc
 from structpe.eval.scoring.scorer import make_scorer
 from structpe.eval.scoring.smc_budget import margin_and_se
 from structpe.eval.scoring.smc_views import views
@@ -74,7 +76,12 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=100, help="first pairs of each paradigm")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--pairs-out", default=None, help="write every pair's margins per N (JSON)")
+    ap.add_argument("--proposal", choices=PROPOSALS, default=DEFAULT_PROPOSAL)
+    ap.add_argument(
+        "--parse-mix", type=float, default=smc.PARSE_MIX, help="parse proposal: the prior's share"
+    )
     args = ap.parse_args()
+    smc.PARSE_MIX = args.parse_mix  # the library's default, replaced for this measurement
 
     model, tok = load_model_and_tokenizer(args.model)
     parser = make_parser(None, model)
@@ -85,7 +92,8 @@ def main() -> None:
     runs, kept = [], {}
     for seed, n_particles in enumerate(args.particles):
         scorer = make_scorer(
-            model, tok, parser, likelihood="smc", particles=n_particles, seed=seed, smc_parts="sentence"
+            model, tok, parser, likelihood="smc", particles=n_particles, seed=seed, smc_parts="sentence",
+            proposal=args.proposal,
         )
         start = _cpu_s()
         margins = []
@@ -114,6 +122,8 @@ def main() -> None:
             "model": args.model,
             "paradigms": list(groups),
             "pairs_per_paradigm": args.limit,
+            "proposal": args.proposal,
+            **({"parse_mix": args.parse_mix} if args.proposal == "parse" else {}),
             "threads": os.environ.get("OMP_NUM_THREADS"),
             "hardware": hardware(),
             "load_average": os.getloadavg(),

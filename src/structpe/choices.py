@@ -16,9 +16,10 @@ LIKELIHOODS = ("conditional", "joint", "marginal", "smc")
 # particles N per system of `smc` by default: a cpu-mini cell's honest evaluation at N and 4N stays
 # near 20 CPU-minutes (benchmarks/smc_cost.py, docs/likelihoods.md)
 DEFAULT_PARTICLES = 8
-# the proposal of `smc`: the model's own tag heads (`prior`), or the locally optimal one that sums
-# every allowed tag pair of a word against the tokens it conditions (`adapted`; docs/likelihoods.md)
-PROPOSALS = ("prior", "adapted")
+# the proposal of `smc`: the model's own tag heads (`prior`), the locally optimal one that sums
+# every allowed tag pair of a word against the tokens it conditions (`adapted`), or a mixture of the
+# text's own parse and the prior for the sentence estimates (`parse`; docs/likelihoods.md)
+PROPOSALS = ("prior", "adapted", "parse")
 DEFAULT_PROPOSAL = "prior"
 # masked LMs: pseudo-log-likelihood variants (Salazar et al. 2020; Kauf & Ivanova 2023)
 PLL_METRICS = ("original", "within_word_l2r")

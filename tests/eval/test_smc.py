@@ -73,9 +73,11 @@ def test_estimate_matches_a_wrong_proposal_weight_check(tok, monkeypatch):  # no
 
 
 @pytest.mark.parametrize(
-    "injection,append_eos", [("input", False), ("position+attn_bias", True), ("lis_tree", False)]
+    "injection,append_eos,proposal",
+    [("input", False, "prior"), ("position+attn_bias", True, "prior"), ("lis_tree", False, "prior"),
+     ("position+attn_bias", True, "parse")],
 )
-def test_cached_equals_uncached(tok, injection, append_eos, monkeypatch):  # noqa: F811
+def test_cached_equals_uncached(tok, injection, append_eos, proposal, monkeypatch):  # noqa: F811
     """The same random numbers with and without the key/value cache give the same estimates, for
     every system, position and sentence of a batch (row moves, closing rows and compaction;
     resampling at every word where the weights differ at all)."""
@@ -89,7 +91,9 @@ def test_cached_equals_uncached(tok, injection, append_eos, monkeypatch):  # noq
         "the keys to the brown cabinet are on the table",
     ]
     parses = [random_parse(t, rng) for t in texts]
-    sc = CausalScorer(model, tok, likelihood="smc", particles=8, seed=5, append_eos=append_eos)
+    sc = CausalScorer(
+        model, tok, likelihood="smc", particles=8, seed=5, append_eos=append_eos, proposal=proposal
+    )
     enc = sc.encode(texts, parses)
     ref = smc_scores(sc, enc, use_cache=False)
     got = sc.score(texts, parses)
@@ -319,3 +323,60 @@ def test_adapted_proposal_on_a_model_that_reads_no_tags_is_exact(tok):  # noqa: 
     got = CausalScorer(model, tok, likelihood="smc", particles=4, proposal="adapted").score(texts)
     for a, b in zip(got, plain, strict=True):
         assert a.logprobs == b.logprobs and a.total == b.total
+
+
+@pytest.mark.parametrize("mix", [0.3, 0.6])
+def test_parse_proposal_is_unbiased_for_the_exact_sum(tok, mix):  # noqa: F811
+    """The mixture around the text's parse: the mean of independent sentence estimates is within 3
+    standard errors of the exact p(x) (the 40 trees of 4 words), whichever tree the parser gave (the
+    p / q factor corrects the draw). A small prior share is unbiased too, but on a random model whose
+    posterior ignores the parse its rare heavy weights need far more than 200 systems to show."""
+    model = tiny_txl(tok, "input", seed=4)
+    trees = every_tree(TEXT.split())
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
+    for parse in (trees[0], trees[17]):
+        sc = CausalScorer(model, tok, likelihood="smc", particles=4, seed=3, proposal="parse")
+        res = smc_scores(sc, sc.encode([TEXT], [parse]), systems=200, parts="sentence", parse_mix=mix)[0]
+        z = [math.exp(c) / exact for c in res.meta["closed"]]
+        se = statistics.stdev(z) / math.sqrt(len(z))
+        assert abs(statistics.mean(z) - 1) < 3 * se, (mix, statistics.mean(z), se)
+
+
+def test_parse_proposal_without_its_weight_factor_is_biased(tok, monkeypatch):  # noqa: F811
+    """The check above can fail: weighting a parse draw as a prior one (the allowed mass, not p / q)
+    leaves the estimate many standard errors from p(x)."""
+    model = tiny_txl(tok, "input", seed=4)
+    trees = every_tree(TEXT.split())
+    exact = math.exp(lk.log_sum_exp([j.total for j in score(model, tok, trees, "joint")]))
+    around = ParticleSystem.propose_around
+
+    def as_prior(self, tables, max_after, target, mix):
+        pair, depth, _ = around(self, tables, max_after, target, mix)
+        lp = self.next_lp.masked_fill(~self.allowed(tables, max_after), -math.inf)
+        return pair, depth, torch.logsumexp(lp, -1)
+
+    monkeypatch.setattr(ParticleSystem, "propose_around", as_prior)
+    sc = CausalScorer(model, tok, likelihood="smc", particles=4, seed=3, proposal="parse")
+    res = smc_scores(sc, sc.encode([TEXT], [trees[17]]), systems=200, parts="sentence", parse_mix=0.3)[0]
+    z = [math.exp(c) / exact for c in res.meta["closed"]]
+    se = statistics.stdev(z) / math.sqrt(len(z))
+    assert abs(statistics.mean(z) - 1) > 5 * se, (statistics.mean(z), se)
+
+
+def test_parse_proposal_keeps_the_prefix_estimates_of_the_prior(tok):  # noqa: F811
+    """A prefix estimate may not read later words and the text's parse reads them all, so the open
+    systems keep the prior's draws (identical estimates); with all of the mixture on the prior the
+    sentence estimates are the prior's too, and the share must lie in (0, 1]."""
+    model = tiny_txl(tok, "position+attn_bias", seed=6)
+    texts = [TEXT, "she saw funny hats near the warm river"]
+    parses = [random_parse(t, random.Random(1)) for t in texts]
+    prior = CausalScorer(model, tok, likelihood="smc", particles=8, seed=5, append_eos=True)
+    parse = CausalScorer(model, tok, likelihood="smc", particles=8, seed=5, append_eos=True, proposal="parse")
+    a, b = prior.score(texts, parses), parse.score(texts, parses)
+    whole = smc_scores(parse, parse.encode(texts, parses), parse_mix=1.0)
+    for x, y, w in zip(a, b, whole, strict=True):
+        assert y.meta["open"] == x.meta["open"] and y.meta["proposal"] == "parse"
+        assert y.meta["closed"] != x.meta["closed"]
+        assert w.meta["closed"] == pytest.approx(x.meta["closed"], abs=1e-9)
+    with pytest.raises(ValueError, match="prior share"):
+        smc_scores(parse, parse.encode(texts, parses), parse_mix=0.0)

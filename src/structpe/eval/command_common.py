@@ -175,7 +175,8 @@ def add_scoring_args(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_PROPOSAL,
         help="proposal of the smc likelihood: prior = the model's tag heads, adapted = every allowed "
         "tag pair of a word scored against the tokens it conditions (lower variance, up to 10x the "
-        "rows; docs/likelihoods.md)",
+        "rows), parse = the sentence estimates drawn around the text's own parse mixed with the tag "
+        "heads (docs/likelihoods.md)",
     )
     p.add_argument(
         "--pll-metric", choices=PLL_METRICS, default="within_word_l2r", help="encoders: PLL variant"

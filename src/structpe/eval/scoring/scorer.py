@@ -279,6 +279,8 @@ def make_scorer(
 _PROPOSAL_WORDS = {
     "prior": "the model's tag heads",
     "adapted": "the locally optimal (fully adapted) draw from each word's exact posterior",
+    "parse": "a mixture of the parser's tags and the model's tag heads (sentence estimates; prefix "
+    "estimates: the tag heads)",
 }
 
 

@@ -31,6 +31,11 @@ importance sampling with resampling, word-synchronous (a particle filter over th
   next prior's normaliser), so E[weight] = p(x): unbiased, and the weight no longer depends on the
   pair drawn. Within word i the prefix estimate at t sums its children over the tokens up to t,
   so no estimate reads a later token, and the draws keep their order (resampling, one uniform).
+* ``parse`` (opt-in) draws the sentence systems' pairs from a defensive mixture of the text's own
+  parse and ``prior``, q = (1 - PARSE_MIX) [c = the parse's pair] + PARSE_MIX q_prior(c), weighted
+  by p(c | h) / q(c): unbiased, each factor below Z / PARSE_MIX. The open systems keep ``prior``:
+  the parse of the whole text reads words after any prefix. Measured against the exact p(x) of
+  short sentences in docs/likelihoods.md (better on ``position`` models, worse on ``lis_tree2``).
 * the sentence estimate p^(x) (BLiMP, perplexity, the closing of the last region) comes from
   systems of their own that know the text's word count: their proposal keeps only the moves after
   which the tree can still close in the words left (``allowed_pairs``: exactly the well-formed
@@ -76,6 +81,9 @@ from structpe.syntax.hexatags import IGNORE_INDEX as IGNORE
 SMC_PARTS = ("both", "sentence", "prefix")
 # rows (particles over the sentences of a group) per cached forward, as the marginal's beam
 CACHED_PARTICLE_ROWS = 1024
+# ``parse``: the prior's share of the sentence systems' mixture proposal (docs/likelihoods.md,
+# "The parse proposal", where it is measured)
+PARSE_MIX = 0.3
 
 def smc_scores(
     scorer: CausalScoring,
@@ -87,6 +95,7 @@ def smc_scores(
     use_cache: bool | None = None,
     parts: str | None = None,
     proposal: str | None = None,
+    parse_mix: float | None = None,
 ) -> list[TokenScores]:
     """Particle estimates of log p(x) (module docstring); ``particles`` / ``seed`` default to the
     scorer's.
@@ -109,6 +118,8 @@ def smc_scores(
     ``proposal`` (default: the scorer's, else ``prior``): ``adapted`` draws each word's pair from
     its exact posterior given the tokens it conditions and weights by their exact sum (module
     docstring); it scores every allowed pair of every particle, up to 10 times the rows.
+    ``parse`` draws the sentence systems' pairs around the text's own parse (``parse_mix``, default
+    ``PARSE_MIX``: the prior's share of the mixture); the open systems keep ``prior``.
     """
     from structpe.eval.scoring.likelihood import full_row, plain_scores, score_tokens, tagged_positions
 
@@ -123,6 +134,7 @@ def smc_scores(
     if proposal not in PROPOSALS:
         raise ValueError(f"smc proposal must be one of {PROPOSALS}, got {proposal!r}")
     adapted = proposal == "adapted"
+    mix = PARSE_MIX if parse_mix is None else float(parse_mix)
     if not scorer.tagged:
         return plain_scores(scorer, batch)
     seeds = system_seeds(seed, 2 * systems)
@@ -132,9 +144,13 @@ def smc_scores(
         ids = full_row(scorer, e, [IGNORE] * len(e.ids), [IGNORE] * len(e.ids)).ids
         opened = [ParticleSystem(s, n) for s in seeds[:systems]] if parts != "sentence" else []
         whole = [ParticleSystem(s, n) for s in seeds[systems:]] if parts != "prefix" else []
+        positions = tagged_positions(e)
+        around = None
+        if proposal == "parse":
+            around = [e.terminals[p - 1] * N_NONTERMINALS + e.nonterminals[p - 1] for p in positions]
         texts.append(
             TextSystems(
-                e, tagged_positions(e), end, ids, opened, whole, [[0.0] * end for _ in range(systems)]
+                e, positions, end, ids, opened, whole, [[0.0] * end for _ in range(systems)], around, mix
             )
         )
     if use_cache is None:
@@ -173,6 +189,7 @@ def smc_scores(
             "sentence": bool(x.sentences),
             "n_words": len(x.positions),
             "proposal": proposal,
+            **({"parse_mix": mix} if proposal == "parse" else {}),
         }
         ts = score_tokens(scorer, x.enc, lps, "smc", meta)
         ts.close_logprob = log_mean_exp([closed[r] for r in pool]) - prev
@@ -185,7 +202,7 @@ def _word_moves(
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], int | None]:
     """The move tables and depth limit of word ``w`` (0-based) for system ``s``: a sentence system
     keeps only moves that can still close (the closing move at the last word), an open one any."""
-    if any(s is q for q in x.sentences):  # identity: dataclass equality compares tensors
+    if x.is_sentence(s):
         last = w + 1 == len(x.positions)
         return tables[last], None if last else len(x.positions) - w - 1
     return tables[0], None
@@ -228,8 +245,12 @@ def _word_start(x: TextSystems, w: int, tables) -> list[tuple[ParticleSystem, li
     for s in x.every_system:
         parent = s.resample() if w > 0 else None
         out.append((s, parent))
-        pair, depth, log_mass = s.propose(*_word_moves(x, s, w, tables))
-        s.logw = s.logw + log_mass
+        moves = _word_moves(x, s, w, tables)
+        if x.around is not None and x.is_sentence(s):
+            pair, depth, gain = s.propose_around(*moves, x.around[w], x.mix)
+        else:
+            pair, depth, gain = s.propose(*moves)
+        s.logw = s.logw + gain
         s.depth = depth
         for j, p in enumerate(pair.tolist()):
             s.terminals[j].append(p // N_NONTERMINALS)

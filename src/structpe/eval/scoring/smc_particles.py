@@ -130,6 +130,30 @@ class ParticleSystem:
         pair, log_mass = self.draw(self.next_lp.masked_fill(~self.allowed(tables, max_after), -math.inf))
         return pair, tables[1][self.depth, pair], log_mass
 
+    def propose_around(
+        self, tables: tuple[torch.Tensor, torch.Tensor], max_after: int | None, target: int, mix: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The ``parse`` proposal: a defensive mixture (Hesterberg 1995) of the parser's pair for this
+        word, ``target``, and the ``prior`` proposal, q = (1 - mix) [c = target] + mix q_prior(c);
+        a particle that cannot take ``target`` (its depth forbids it) draws from q_prior alone.
+        Returns the pair ids [N], the depths after them [N] and log p(c | h) - log q(c), the weight's
+        factor [N]; q >= mix q_prior keeps that factor below Z / mix (-inf: no allowed move)."""
+        assert self.next_lp is not None
+        if not 0.0 < mix <= 1.0:
+            raise ValueError(f"the parse proposal's prior share must be in (0, 1], got {mix}")
+        lp = self.next_lp.masked_fill(~self.allowed(tables, max_after), -math.inf)
+        log_mass = torch.logsumexp(lp, -1)
+        stuck = ~torch.isfinite(log_mass)
+        q = torch.exp(lp - log_mass.masked_fill(stuck, 0.0)[:, None])  # q_prior; 0 where stuck
+        hit = torch.isfinite(lp[:, target])
+        q = torch.where(hit[:, None], mix * q, q)
+        q[hit, target] += 1.0 - mix
+        log_q = torch.log(q)
+        pair, _ = self.draw(log_q)
+        rows = torch.arange(self.n)
+        gain = (lp[rows, pair] - log_q[rows, pair]).masked_fill(stuck, -math.inf)
+        return pair, tables[1][self.depth, pair], gain
+
     # the ``adapted`` proposal: a word's pair is drawn once its tokens are scored under every pair
 
     def open_word(self, ok: torch.Tensor) -> None:
@@ -193,10 +217,17 @@ class TextSystems:
     systems: list[ParticleSystem]  # open: the prefix estimates
     sentences: list[ParticleSystem]  # length-aware: the sentence estimates
     open_est: list[list[float]]  # per recorded system: its estimate at positions 1..end
+    # ``parse``: the parser's pair of each word (the sentence systems' proposal centre) and the
+    # prior's share of the mixture; None: every system draws from the prior
+    around: list[int] | None = None
+    mix: float = 1.0
 
     @property
     def every_system(self) -> list[ParticleSystem]:
         return [*self.systems, *self.sentences]
+
+    def is_sentence(self, s: ParticleSystem) -> bool:
+        return any(s is q for q in self.sentences)  # identity: dataclass equality compares tensors
 
     @property
     def recorded(self) -> list[ParticleSystem]:
