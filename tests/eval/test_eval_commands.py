@@ -128,6 +128,29 @@ def test_eval_blimp_cli_with_per_pair_budgets(saved, shared_data, tmp_path):
     assert "per-pair budgets: N = 2 to 8" in (out / "blimp.md").read_text()
 
 
+@pytest.mark.data
+def test_eval_blimp_cli_exact_on_short_pairs(saved, shared_data, tmp_path, capsys):
+    """``--exact-max-words``: the same short pairs for a tag-reading model and its baseline (whose
+    words come from the parser too), recorded as the exact likelihood; impossible limits refused."""
+    common = ["--parser", "chain-test", "--data-dir", str(shared_data), "--paradigms", "causative"]
+    common += ["--limit", "6", "--exact-max-words", "5", "--keep-pairs"]
+    got = {}
+    for name in ("txl", "txl-none"):
+        out = tmp_path / name
+        assert main(["eval", "blimp", "--model", str(saved / name), *common, "--out", str(out)]) == 0
+        res = json.loads((out / "blimp.json").read_text())
+        assert res["likelihood"] == "exact" and res["provenance"]["likelihood"] == "exact"
+        assert res["n_pairs_considered"] == 6 and res["provenance"]["limits"]["exact_max_words"] == 5
+        got[name] = [p["pair_id"] for p in res["pairs"]]
+    assert got["txl"] == got["txl-none"] and 0 < len(got["txl"]) < 6
+    capsys.readouterr()
+    refused = ((["--exact-max-words", "9"], "1 to 7"), (["--likelihood", "smc"], "drop --likelihood smc"))
+    for bad, msg in refused:
+        args = ["eval", "blimp", "--model", str(saved / "txl"), *common, *bad]
+        assert main(args) == 2
+        assert msg in capsys.readouterr().err
+
+
 def test_eval_ppl_cli(saved, tmp_path):
     data = tmp_path / "tagged.jsonl"
     sents = ChainParser().parse_text(["the dogs run .", "cat sleep"])

@@ -286,6 +286,25 @@ def test_per_pair_budgets_key_only_blimps_smc(tiny_spec: Path) -> None:
     assert "evaluations.blimp.particles_max" not in score_settings(saved, "blimp.conditional.overall")
 
 
+def test_the_exact_word_limit_keys_only_blimps_exact(tiny_spec: Path) -> None:
+    """BLiMP's exact_max_words adds its own key (blimp-exact) and changes no other; unset, the keys
+    are those from before it existed; only the exact scores carry it among their settings."""
+    from structpe.study.spec import BlimpSpec, score_settings
+
+    spec = load_spec(tiny_spec, "test")
+    spec.evaluations.blimp = BlimpSpec(likelihoods=["conditional", "smc"])
+    data = StudyData(Path("tok"), Path("ds"), "fp", [], train_fingerprint="train-fp")
+    before = eval_keys(spec, "position", 1, data)
+    spec.evaluations.blimp.exact_max_words = 5
+    after = eval_keys(spec, "position", 1, data)
+    assert {k: v for k, v in after.items() if k != "blimp-exact"} == before and "blimp-exact" in after
+    spec.evaluations.blimp.exact_max_words = 6
+    assert eval_keys(spec, "position", 1, data)["blimp-exact"] != after["blimp-exact"]
+    saved = spec.to_dict()
+    assert score_settings(saved, "blimp.exact.overall")["evaluations.blimp.exact_max_words"] == 6
+    assert "evaluations.blimp.exact_max_words" not in score_settings(saved, "blimp.smc.overall")
+
+
 def test_the_beam_width_keys_only_marginal_evaluations(tiny_spec: Path) -> None:
     """Raising a benchmark's marginal k re-runs that benchmark's marginal, nothing else."""
     from structpe.study.spec import BlimpSpec
@@ -342,6 +361,37 @@ def test_blimp_marginal_limit_scores_the_same_fewer_pairs_for_every_recipe(
     for label in ("none", "position"):
         s = json.loads((cell_dir(tmp_path / "study", label, 1) / "metrics.json").read_text())["scores"]
         assert [s[f"blimp.{m}.n_pairs"] for m in modes] == [16, 16, 6]
+
+
+def test_blimp_exact_runs_for_every_causal_cell_with_the_studys_parser(
+    tiny_spec: Path, tiny_data: StudyData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``exact_max_words``: the tagged recipe and the baseline each score the short pairs once by
+    the exact p(x), their words counted by the study's parser (so both keep the same pairs), filed
+    as ``blimp.exact.*`` beside the modes."""
+    import structpe.eval.blimp as blimp_module
+    from structpe.eval.scoring.types import uses_tags
+    from structpe.study.spec import BlimpSpec
+
+    calls: list[tuple[bool, str, bool]] = []
+
+    def scored(model, tokenizer, parser, *args, limit: int, exact_max_words=None, **kw) -> dict:
+        mode = "exact" if exact_max_words is not None else kw["likelihood"]
+        calls.append((uses_tags(model), mode, parser is not None))
+        score = 0.6 if mode == "exact" else 0.5
+        return {"overall": score, "n_pairs": 4, "per_phenomenon": {}, "per_paradigm": {}}
+
+    monkeypatch.setattr(blimp_module, "evaluate_blimp", scored)
+    spec = load_spec(tiny_spec, "test")
+    spec.seeds = [1]
+    spec.evaluations.blimp = BlimpSpec(
+        paradigms=["p1"], limit=8, likelihoods=["conditional"], exact_max_words=5
+    )
+    run_study(spec, tmp_path / "study", data=tiny_data, report=False)
+    assert sorted(c for c in calls if c[1] == "exact") == [(False, "exact", True), (True, "exact", True)]
+    for label in ("none", "position"):
+        s = json.loads((cell_dir(tmp_path / "study", label, 1) / "metrics.json").read_text())["scores"]
+        assert s["blimp.exact.overall"] == 0.6 and s["blimp.conditional.overall"] == 0.5
 
 
 def test_every_ppl_mode_on_the_same_sentences_with_the_marginal_ladder(

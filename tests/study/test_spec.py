@@ -50,8 +50,9 @@ def test_claims_have_honest_verdicts_and_may_omit_the_paper(tiny_spec: Path) -> 
             continue
         if c.metrics[0].startswith("syntaxgym."):
             assert c.honest == ["syntaxgym.smc.sg_score"]
-        if c.metrics[0].startswith("blimp."):
-            assert c.honest == ["blimp.smc.overall"]
+        if c.metrics[0].startswith("blimp."):  # the estimate on every pair, the exact p(x) on the short ones
+            assert c.honest == ["blimp.smc.overall", "blimp.exact.overall"]
+    assert spec.evaluations.blimp.exact_max_words == 5
     assert (
         {"marginal", "smc"} <= set(spec.evaluations.blimp.likelihoods)
         and {"marginal", "smc"} <= set(spec.evaluations.syntaxgym.likelihoods)

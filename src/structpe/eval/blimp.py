@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from structpe.errors import StructpeError
+from structpe.eval.scoring.exact import ExactScorer
 from structpe.eval.scoring.masked import MaskedScorer
 from structpe.eval.scoring.scorer import CausalScorer, ScoringSpec, describe_scoring, make_scorer, spec_with
 from structpe.eval.scoring.smc_budget import Budgets, settle
@@ -153,6 +154,7 @@ def evaluate_blimp(
     keep_pairs: bool = False,
     scorer: CausalScorer | MaskedScorer | None = None,
     pairs: Sequence[BlimpPair] | None = None,
+    exact_max_words: int | None = None,
     **scoring: Any,
 ) -> dict[str, Any]:
     """BLiMP accuracy per paradigm, field, phenomenon and overall.
@@ -163,6 +165,10 @@ def evaluate_blimp(
     a space as lm-eval-harness does. ``pairs`` overrides loading (tests, custom sets).
     How sentences are scored: ``spec`` (a ScoringSpec), or its fields as keywords (``likelihood=``,
     ``k=`` ...), which override the spec.
+    ``exact_max_words`` (causal models, in place of a likelihood mode): only the pairs whose two
+    sentences have at most that many words (the parser's; a parser is needed for any model, so a
+    tag-reading model and its baseline keep the same pairs), scored by the exact p(x), every tree of
+    a sentence summed (``structpe.eval.scoring.exact``).
     """
     spec = spec_with(spec, **scoring)
     # pairs compare whole sentences: the smc mode needs only its sentence systems
@@ -176,6 +182,22 @@ def evaluate_blimp(
     if not pairs:
         raise ValueError("no BLiMP pairs selected")
     prefix = " " if leading_space else ""
+    exact, considered, parse_of = None, len(pairs), {}
+    if exact_max_words is not None:
+        if not isinstance(scorer, CausalScorer) or spec.likelihood != "conditional":
+            raise ValueError(
+                "exact_max_words: the exact p(x) of a causal model, in place of a likelihood mode"
+            )
+        exact = ExactScorer(
+            model, tokenizer, parser, exact_max_words, batch_size=spec.batch_size, append_eos=spec.append_eos
+        )
+        parses = exact.parse([prefix + s for p in pairs for s in (p.good, p.bad)])
+        for p, good, bad in zip(pairs, parses[::2], parses[1::2], strict=True):
+            if exact.fits(good) and exact.fits(bad):
+                parse_of[p.paradigm, p.pair_id] = (good, bad)
+        pairs = [p for p in pairs if (p.paradigm, p.pair_id) in parse_of]
+        if not pairs:
+            raise ValueError(f"no BLiMP pair has both sentences within {exact_max_words} words")
     # score paradigm by paradigm so the progress bar moves and memory stays flat
     by_paradigm: dict[str, list[BlimpPair]] = {}
     for p in pairs:
@@ -192,22 +214,30 @@ def evaluate_blimp(
     view_dec: dict[str, list[bool]] = {v: [] for v in names}  # smc: every pair's decision per view
     budgets: list[Budgets] = []  # smc with particles_max: each paradigm's per-pair budgets
     for _paradigm, group in it:
-        if smc and spec.particles_max is not None:
+        budget = None
+        if exact is not None:
+            totals = exact.totals(
+                [prefix + p.good for p in group] + [prefix + p.bad for p in group],
+                [parse_of[p.paradigm, p.pair_id][0] for p in group]
+                + [parse_of[p.paradigm, p.pair_id][1] for p in group],
+            )
+        elif smc and spec.particles_max is not None:
             per_pair, budget = settle(
                 scorer, [(prefix + p.good, prefix + p.bad) for p in group], pair_margin, spec.particles_max
             )
             budgets.append(budget)
             scores = [s[0] for s in per_pair] + [s[1] for s in per_pair]
         else:
-            budget = None
             scores = scorer.score([prefix + p.good for p in group] + [prefix + p.bad for p in group])
-        unaligned += sum(s.unaligned_words for s in scores)
+        if exact is None:
+            unaligned += sum(s.unaligned_words for s in scores)
+            totals = [s.total for s in scores]
         n = len(group)
         for v, systems in names.items():
-            totals = [view_scores(sc, systems).total for sc in scores]
-            view_dec[v].extend(totals[i] > totals[n + i] for i in range(n))
+            view_totals = [view_scores(sc, systems).total for sc in scores]
+            view_dec[v].extend(view_totals[i] > view_totals[n + i] for i in range(n))
         for i, p in enumerate(group):
-            lg, lb = scores[i].total, scores[n + i].total
+            lg, lb = totals[i], totals[n + i]
             rows.append(
                 {
                     "paradigm": p.paradigm,
@@ -243,8 +273,17 @@ def evaluate_blimp(
         "per_paradigm": para_acc,
         "per_field": {k: _mean(v) for k, v in sorted(fields.items())},
         "per_phenomenon": {k: _mean(v) for k, v in sorted(phen.items())},
-        "unaligned_words": unaligned,
+        "unaligned_words": unaligned if exact is None else exact.unaligned,
     }
+    if exact is not None:
+        result["likelihood"] = "exact"
+        result["scoring"] = (
+            "exact p(x): the joint p(x, T) summed over every well-formed tag sequence of each sentence, "
+            f"BOS-conditioned; only the {len(rows)} of {considered} pairs whose two sentences have at "
+            f"most {exact_max_words} words"
+        )
+        result["max_words"] = exact_max_words
+        result["n_pairs_considered"] = considered
     if smc:  # budgets N and 4N of the particle estimate: pair decisions that flip, standard error
         weights = [1 / len(rows)] * len(rows) if budgets else None  # overall: the mean over pairs
         result.update(

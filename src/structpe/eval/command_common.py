@@ -215,7 +215,7 @@ def print_table(paths: dict[str, Path]) -> None:
 # options that narrow what an evaluation covers: recorded under provenance "limits"
 LIMIT_OPTIONS = (
     "limit", "max_items", "max_length", "max_train", "max_eval", "paradigms", "fields", "phenomena", "suites",
-    "tasks", "epochs", "protocol",
+    "tasks", "epochs", "protocol", "exact_max_words",
 )
 
 

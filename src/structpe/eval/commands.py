@@ -13,7 +13,8 @@ import sys
 import time
 
 from structpe import text_formats
-from structpe.choices import LEAKAGE_DEFAULT, LEAKAGE_VARIANTS
+from structpe.choices import EXACT_MAX_WORDS, LEAKAGE_DEFAULT, LEAKAGE_VARIANTS
+from structpe.errors import StructpeError
 from structpe.eval.command_common import (
     add_area,
     add_budget_arg,
@@ -45,7 +46,6 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     sents = ppl.read_tagged_jsonl(args.data, args.limit) if args.data else []
     lines: list[str] = []
     if args.text:
-        from structpe.errors import StructpeError
         from structpe.parser.tagging import text_items
 
         fmt = text_formats.resolve("eval ppl", args.input_format, args.text, ("raw-lines", "raw-text"))
@@ -79,17 +79,37 @@ def cmd_ppl(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_exact(args: argparse.Namespace) -> None:
+    """``--exact-max-words``: a word limit the enumeration affords, in place of a likelihood mode."""
+    n = args.exact_max_words
+    if not 1 <= n <= EXACT_MAX_WORDS:
+        raise StructpeError(
+            f"--exact-max-words {n}: 1 to {EXACT_MAX_WORDS} (every tree of a sentence is scored: "
+            "8,448 at 7 words, 54,912 at 8)"
+        )
+    if args.likelihood != "conditional" or args.kind == "masked":
+        raise StructpeError(
+            f"--exact-max-words {n}: the exact p(x) of a causal model replaces the likelihood mode; "
+            f"drop --likelihood {args.likelihood}" + (" and --kind masked" if args.kind == "masked" else "")
+        )
+
+
 def cmd_blimp(args: argparse.Namespace) -> int:
     from structpe.eval import blimp, report
 
     started = time.time()
     check_args(args)
     check_names("--paradigms", args.paradigms, blimp.list_paradigms(args.data_dir))
+    if args.exact_max_words is not None:
+        check_exact(args)
     model, tok = load_model_and_tokenizer(args.model, args.tokenizer, kind=args.kind, device=args.device)
-    parser = make_parser(args.parser, model, args.parser_model)
+    # the exact mode counts words with a parser for every model (a baseline keeps the same pairs)
+    name = args.parser or ("spacy" if args.exact_max_words is not None else None)
+    parser = make_parser(name, model, args.parser_model)
     res = blimp.evaluate_blimp(
         model, tok, parser, args.data_dir, args.paradigms, limit=args.limit, fields=args.fields,
         phenomena=args.phenomena, spec=scoring_spec(args), keep_pairs=args.keep_pairs,
+        exact_max_words=args.exact_max_words,
     )
     res["model"] = args.model
     res["chance"] = blimp.CHANCE
@@ -110,6 +130,8 @@ def cmd_blimp(args: argparse.Namespace) -> int:
     notes += budget_notes(res, "pair")
     files = [blimp.blimp_dir(args.data_dir) / f"{p}.jsonl.gz" for p in res["per_paradigm"]]
     prov = eval_provenance(args, started, parser, files)
+    if args.exact_max_words is not None:
+        prov["likelihood"] = "exact"
     print_table(
         report.write_report(
             out, "blimp", res, rows, cols, title="BLiMP", notes=notes, plots=plots, provenance=prov
@@ -294,6 +316,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="first N pairs of each paradigm")
     p.add_argument("--keep-pairs", action="store_true", help="store per-pair log-probs in the JSON")
     add_budget_arg(p, "pair")
+    p.add_argument(
+        "--exact-max-words",
+        type=int,
+        help=f"causal models: score only the pairs whose two sentences have at most this many words "
+        f"(1-{EXACT_MAX_WORDS}), by the exact p(x), every tree summed, in place of --likelihood "
+        "(docs/likelihoods.md)",
+    )
     p.set_defaults(func=cmd_blimp)
 
     p = ev.add_parser(

@@ -368,10 +368,11 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
     """The evaluation settings that shape ``metric``'s number (``bench.mode.score``) in a spec as
     ``spec.json`` records it (``StudySpec.to_dict()``): the bench's fields by name, less the list
     of modes run (it changes which numbers exist, not their values), outside the marginal mode
-    its beam width, outside ``smc`` its particles, proposal and largest budget, and BLiMP's
-    ``marginal_limit`` (as the cache keys of ``structpe.study.stages.likelihood.cache_keys``);
-    BLiMP's ``limit`` is the pairs this mode scores. Empty for a score no evaluation setting shapes
-    (``val_lm_loss``) or a bench the spec does not run."""
+    its beam width, outside ``smc`` its particles, proposal and largest budget, outside BLiMP's
+    ``exact`` its word limit, and BLiMP's ``marginal_limit`` (as the cache keys of
+    ``structpe.study.stages.likelihood.cache_keys``); BLiMP's ``limit`` is the pairs this mode
+    scores. Empty for a score no evaluation setting shapes (``val_lm_loss``) or a bench the spec
+    does not run."""
     bench, _, rest = metric.partition(".")
     cls = EVAL_SPECS.get(bench)
     likelihood_bench = cls is not None and "likelihoods" in {f.name for f in dataclasses.fields(cls)}
@@ -386,6 +387,7 @@ def score_settings(saved: dict[str, Any], metric: str) -> dict[str, Any]:
         "marginal_limit",
         *(() if mode == "marginal" else ("k",)),
         *(() if mode == "smc" else ("particles", "proposal", "particles_max")),
+        *(() if mode == "exact" else ("exact_max_words",)),
     }
     kept = {f"evaluations.{bench}.{k}": v for k, v in sub.items() if k not in drop}
     return json.loads(json.dumps(kept))  # tuples as lists, as spec.json holds them

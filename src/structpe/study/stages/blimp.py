@@ -1,12 +1,14 @@
 """The ``blimp`` stage: BLiMP minimal pairs per likelihood mode (``structpe eval blimp``); metrics
-``blimp.<mode>.overall``, ``.n_pairs``, ``.phenomenon.<name>``, ``.paradigm.<name>``."""
+``blimp.<mode>.overall``, ``.n_pairs``, ``.phenomenon.<name>``, ``.paradigm.<name>``; with
+``exact_max_words``, ``blimp.exact.*`` too: the pairs short enough for the exact p(x)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL
+from structpe.choices import DEFAULT_PARTICLES, DEFAULT_PROPOSAL, EXACT_MAX_WORDS
+from structpe.io import stable_hash
 from structpe.study.spec_checks import StudySpecError
 
 from . import likelihood
@@ -38,6 +40,10 @@ class BlimpSpec:
     # smc: a pair within a few standard errors of a tie is scored again at 4N, up to this N
     # (structpe.eval.scoring.smc_budget); None: every pair at ``particles``
     particles_max: int | None = None
+    # causal models: the pairs (of the first ``limit``) whose sentences have at most this many
+    # words, scored by the exact p(x), every tree summed (``blimp.exact.*``; structpe.eval.scoring.exact);
+    # None: not run
+    exact_max_words: int | None = None
 
     def limit_for(self, mode: str) -> int | None:
         """Pairs per paradigm that ``mode`` scores."""
@@ -51,6 +57,9 @@ SPEC = BlimpSpec  # the class of its section in a study spec's ``evaluations``
 def check(sub: BlimpSpec, where: str) -> None:
     """The likelihood settings, and a ``marginal_limit`` only with a leak-free mode, within ``limit``."""
     likelihood.check(sub, where)
+    n = sub.exact_max_words
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= EXACT_MAX_WORDS):
+        raise StudySpecError(f"{where}.exact_max_words must be an integer 1..{EXACT_MAX_WORDS}, got {n!r}")
     if sub.marginal_limit is not None:
         at = f"{where}.marginal_limit"
         if "marginal" not in sub.likelihoods and "smc" not in sub.likelihoods:
@@ -60,8 +69,12 @@ def check(sub: BlimpSpec, where: str) -> None:
 
 
 def cache_keys(sub: BlimpSpec, own: str, baseline: str, trained: str) -> dict[str, str]:
-    """``blimp-<mode>``: the model (``own``) and the settings of that mode."""
-    return likelihood.cache_keys(KEY, sub, own)
+    """``blimp-<mode>``: the model (``own``) and the settings of that mode; ``blimp-exact`` the
+    pairs it may choose from and its word limit."""
+    keys = likelihood.cache_keys(KEY, sub, own)
+    if sub.exact_max_words is not None:
+        keys["blimp-exact"] = stable_hash([own, KEY, "exact", sub.paradigms, sub.limit, sub.exact_max_words])
+    return keys
 
 
 def blimp_scores(r: dict[str, Any]) -> dict[str, float]:
@@ -93,8 +106,26 @@ def run(sub: BlimpSpec, cell: Cell) -> None:
         return blimp_scores(r)
 
     likelihood.run_modes(cell, KEY, sub, score, own)
+    if sub.exact_max_words is not None and cell.causal:
+        # every causal model, tags or none: the study's parser counts the words, so that a recipe and
+        # its baseline keep the same pairs
+        exact = lambda: blimp_scores(  # noqa: E731
+            evaluate_blimp(
+                cell.model,
+                cell.tokenizer,
+                cell.parser,
+                cell.shared_data("blimp"),
+                paradigms,
+                limit=sub.limit,
+                exact_max_words=sub.exact_max_words,
+                progress=cell.progress,
+            )
+        )
+        cell.record("blimp-exact", exact, "blimp.exact")
 
 
 def planned(sub: BlimpSpec, parts: list[str]) -> bool:
-    """``blimp.<mode>.<score>`` for a mode it runs."""
+    """``blimp.<mode>.<score>`` for a mode it runs (``exact`` where a word limit is set)."""
+    if len(parts) >= 3 and parts[1] == "exact":
+        return sub.exact_max_words is not None
     return likelihood.planned(sub, parts)

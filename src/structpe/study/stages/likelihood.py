@@ -22,8 +22,9 @@ SMC_FIELDS = ("flip_share", "particles", "stderr", "score_at_n", "word_ppl_at_n"
 SMC_BUDGET_FIELDS = ("particles_max", "particles_mean", "unsettled")
 
 # the settings that shape one mode's scores alone: the beam width k (and BLiMP's marginal_limit)
-# marginal scores only, the particles (and the proposal) smc scores only
-MODE_SETTINGS = ("k", "marginal_limit", "particles", "proposal", "particles_max")
+# marginal scores only, the particles (and the proposal) smc scores only, BLiMP's exact word limit
+# its exact scores only
+MODE_SETTINGS = ("k", "marginal_limit", "particles", "proposal", "particles_max", "exact_max_words")
 
 
 def smc_scores(r: dict[str, Any]) -> dict[str, float]:
