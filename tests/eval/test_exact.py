@@ -88,3 +88,20 @@ def test_blimp_exact_keeps_the_same_short_pairs_for_every_model(tok):  # noqa: F
             tiny_txl(tok, "input"), tok, WordParser(), pairs=pairs, exact_max_words=4, likelihood="smc",
             progress=False,
         )
+
+
+def test_a_word_without_a_token_of_its_own_is_left_out(tok):  # noqa: F811
+    """Trees that differ only in the tags of a word that shares its first token with another would
+    give the same row and be summed twice: such a text does not fit."""
+    from structpe.syntax.tagged import TaggedSentence
+
+    model = tiny_txl(tok, "input", seed=4)
+    exact = ExactScorer(model, tok, WordParser(), 5)
+    whole = TaggedSentence.from_heads(["the", "lazy", "dog", "sleeps"], [0, 1, 2, 3])
+    # "dog" is one token: "g" starts inside it
+    split = TaggedSentence.from_heads(["the", "lazy", "do", "g", "sleeps"], [0, 1, 2, 3, 4])
+    assert exact.joint.encode(["the lazy dog sleeps"], [split])[0].unaligned == 1
+    assert exact.fits("the lazy dog sleeps", whole)
+    assert not exact.fits("the lazy dog sleeps", split)
+    with pytest.raises(ValueError, match="a word without a token of its own"):
+        exact.totals(["the lazy dog sleeps"], [split])

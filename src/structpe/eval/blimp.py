@@ -193,7 +193,7 @@ def evaluate_blimp(
         )
         parses = exact.parse([prefix + s for p in pairs for s in (p.good, p.bad)])
         for p, good, bad in zip(pairs, parses[::2], parses[1::2], strict=True):
-            if exact.fits(good) and exact.fits(bad):
+            if exact.fits(prefix + p.good, good) and exact.fits(prefix + p.bad, bad):
                 parse_of[p.paradigm, p.pair_id] = (good, bad)
         pairs = [p for p in pairs if (p.paradigm, p.pair_id) in parse_of]
         if not pairs:
@@ -273,14 +273,14 @@ def evaluate_blimp(
         "per_paradigm": para_acc,
         "per_field": {k: _mean(v) for k, v in sorted(fields.items())},
         "per_phenomenon": {k: _mean(v) for k, v in sorted(phen.items())},
-        "unaligned_words": unaligned if exact is None else exact.unaligned,
+        "unaligned_words": unaligned,
     }
     if exact is not None:
         result["likelihood"] = "exact"
         result["scoring"] = (
             "exact p(x): the joint p(x, T) summed over every well-formed tag sequence of each sentence, "
             f"BOS-conditioned; only the {len(rows)} of {considered} pairs whose two sentences have at "
-            f"most {exact_max_words} words"
+            f"most {exact_max_words} words, each on a token of its own"
         )
         result["max_words"] = exact_max_words
         result["n_pairs_considered"] = considered

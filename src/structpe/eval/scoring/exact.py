@@ -60,7 +60,6 @@ class ExactScorer:
             raise ValueError("exact p(x) counts a text's words with a parser: give one")
         self.max_words = max_words
         self.parser = parser
-        self.unaligned = 0  # words of the scored texts that found no token (as the scorers count)
         self.joint = CausalScorer(
             model, tokenizer, parser, likelihood="joint", batch_size=batch_size, append_eos=append_eos
         )
@@ -68,16 +67,23 @@ class ExactScorer:
     def parse(self, texts: Sequence[str]) -> list[Any]:
         return parse_texts(self.parser, list(texts)) or []
 
-    def fits(self, parse: Any) -> bool:
-        return len(parse.words) <= self.max_words
+    def fits(self, text: str, parse: Any) -> bool:
+        """At most ``max_words`` words, each on a token of its own: a word that shares its first
+        token with another carries no tags (the scorers count it unaligned), so trees that differ in
+        its tags alone would give the same row and be counted twice; such texts are left out (the
+        tokenizer, not the model, decides, so every cell of a study leaves out the same ones)."""
+        if len(parse.words) > self.max_words:
+            return False
+        return self.joint.encode([text], [parse])[0].unaligned == 0
 
     def totals(self, texts: Sequence[str], parses: Sequence[Any]) -> list[float]:
         """log p(x) of each text, given its parse (for its words; the parse's tags play no part)."""
         out = []
         for text, parse in zip(texts, parses, strict=True):
-            if not self.fits(parse):
+            if not self.fits(text, parse):
                 raise ValueError(
-                    f"{text!r}: {len(parse.words)} words, over the exact limit of {self.max_words}"
+                    f"{text!r}: {len(parse.words)} words (over the exact limit of {self.max_words}?) "
+                    "or a word without a token of its own"
                 )
             if not self.joint.tagged:
                 scores = self.joint.score([text], [parse])
@@ -87,6 +93,5 @@ class ExactScorer:
                     t, nt = [a for a, _ in seq], [b for _, b in seq]
                     trees.append(TaggedSentence(list(parse.words), decode(t, nt), t, nt))
                 scores = self.joint.score([text] * len(trees), trees)
-            self.unaligned += scores[0].unaligned_words
             out.append(log_sum_exp([s.total for s in scores]))
         return out
