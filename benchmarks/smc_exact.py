@@ -4,8 +4,9 @@ The flip share (N against 4N, docs/likelihoods.md) measures whether decisions ar
 whether they are right: a proposal that rarely leaves one region of the trees would be stable and
 still miss mass elsewhere (a heavy-tailed weight is what importance sampling fails by). On short
 sentences p(x) = sum_T p(x, T) can be summed exactly: every well-formed hexatag sequence of n words
-(8 at n = 3, 224 at 5, 1,344 at 6, 8,448 at 7) is scored by the ``joint`` mode. This benchmark takes
-the BLiMP pairs whose two sentences have at most ``--max-words`` words (the parser's words), sums
+(8 at n = 3, 224 at 5, 1,344 at 6, 8,448 at 7) is scored by the ``joint`` mode
+(``structpe.eval.scoring.exact``). This benchmark takes the BLiMP pairs whose two sentences have at
+most ``--max-words`` words (the parser's words, each on a token of its own), sums
 their exact log p(x), and scores them again with ``smc`` for each proposal; per proposal it prints
 the error of log p^ against the exact value (the pooled 4N score and the N check: mean, spread,
 largest), the share of pair decisions that differ from the exact decision (``wrong_share``), the
@@ -24,49 +25,20 @@ import os
 import resource
 import statistics
 import sys
-from functools import cache
 
 from structpe.eval.blimp import load_blimp
 from structpe.eval.command_common import load_model_and_tokenizer, make_parser
 from structpe.eval.scoring import smc
+from structpe.eval.scoring.exact import ExactScorer
 from structpe.eval.scoring.likelihood import log_sum_exp
-from structpe.eval.scoring.prefixes import allowed_pairs
 from structpe.eval.scoring.scorer import make_scorer
 from structpe.eval.scoring.smc_views import SMC_REPLICATES
 from structpe.provenance import hardware
-from structpe.syntax.hexatags import decode
-from structpe.syntax.tagged import TaggedSentence
 
 
 def _cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-@cache
-def every_sequence(n: int) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """Every well-formed (terminal, non-terminal) sequence of n words (the moves of ``allowed_pairs``
-    generate exactly these)."""
-    out: list[tuple[tuple[int, int], ...]] = []
-
-    def walk(prefix: tuple[tuple[int, int], ...], depth: int) -> None:
-        if len(prefix) == n:
-            out.append(prefix)
-            return
-        for t, nt, d in allowed_pairs(depth, len(prefix) + 1, n):
-            walk((*prefix, (t, nt)), d)
-
-    walk((), 0)
-    return tuple(out)
-
-
-def exact_logp(scorer, text: str, words: list[str]) -> float:
-    """log p(x): the joint summed over every tree of the words."""
-    trees = []
-    for seq in every_sequence(len(words)):
-        t, nt = [a for a, _ in seq], [b for _, b in seq]
-        trees.append(TaggedSentence(list(words), decode(t, nt), t, nt))
-    return log_sum_exp([s.total for s in scorer.score([text] * len(trees), trees)])
 
 
 def main() -> None:
@@ -88,18 +60,16 @@ def main() -> None:
     parser = make_parser(None, model)
     pairs = load_blimp(args.data_dir, args.paradigms, args.limit)
     texts = [" " + s for p in pairs for s in (p.good, p.bad)]
-    parses = parser.parse_text(texts)
-    keep = [
-        i for i in range(len(pairs))
-        if all(len(parses[2 * i + k].words) <= args.max_words for k in (0, 1))
-    ]
+    exact_scorer = ExactScorer(model, tok, parser, args.max_words)
+    parses = exact_scorer.parse(texts)
+    fits = [exact_scorer.fits(t, p) for t, p in zip(texts, parses, strict=True)]
+    keep = [i for i in range(len(pairs)) if fits[2 * i] and fits[2 * i + 1]]
     if not keep:
         sys.exit(f"no pair has both sentences within --max-words {args.max_words}")
     kept_texts = [texts[2 * i + k] for i in keep for k in (0, 1)]
     kept_parses = [parses[2 * i + k] for i in keep for k in (0, 1)]
-    joint = make_scorer(model, tok, parser, likelihood="joint")
     start = _cpu_s()
-    exact = [exact_logp(joint, t, p.words) for t, p in zip(kept_texts, kept_parses, strict=True)]
+    exact = exact_scorer.totals(kept_texts, kept_parses)
     exact_cpu = _cpu_s() - start
     print(f"exact p(x) of {len(exact)} sentences in {exact_cpu:.0f} CPU s", file=sys.stderr)
     runs = []
