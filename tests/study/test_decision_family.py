@@ -142,6 +142,29 @@ def test_a_converged_estimator_decides_an_unconverged_one_says_so(spec, tmp_path
     assert "`sg: syntaxgym.smc.sg_score` (estimate, no convergence check)" in md
 
 
+def test_the_exact_blimp_decides_beside_an_unconverged_estimate(spec, tmp_path: Path) -> None:
+    """``blimp.exact.*`` (every tree summed on the short pairs) needs no convergence check: it
+    decides and enters the family while the particle estimate on every pair is not converged."""
+    _write(tmp_path)
+    for seed, gain in SG_GAIN.items():
+        for label, d in (("none", 0.0), ("position", gain)):
+            path = tmp_path / "cells" / label / f"seed-{seed}" / "metrics.json"
+            m = json.loads(path.read_text())
+            m["scores"].update(
+                {"blimp.smc.overall": 0.6 + 0.001 * seed, "blimp.smc.flip_share": 0.3,
+                 "blimp.smc.particles": 8.0, "blimp.exact.overall": 0.62 - d / 2 + 0.002 * seed}
+            )  # fmt: skip
+            write_json_atomic(path, m)
+    honest = ["blimp.smc.overall", "blimp.exact.overall"]
+    spec.claims = [_claim("blimp", ["blimp.conditional.overall"], honest, better="lower")]
+    agg = aggregate(load_cell_metrics(tmp_path), spec)
+    c = _claims(agg)["blimp"]
+    assert [r["standing"] for r in c["honest"]] == ["not converged", "decides"]
+    assert c["honest_verdict"] == "replicates"
+    assert "blimp: blimp.exact.overall" in agg["holm_family"]["tests"]
+    assert "blimp: blimp.smc.overall" not in agg["holm_family"]["tests"]
+
+
 def test_a_tagged_sides_rerun_pairs_and_its_own_convergence_is_checked(spec, tmp_path: Path) -> None:
     # `position` trained on CPU B; its re-run on CPU A (machines/a) stands in for every seed against
     # `none` (CPU A), and the convergence check reads the re-run's flip share, not the primary's
