@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -29,11 +29,6 @@ from structpe.train.trainer import read_metrics, val_lm_loss
 
 CPU_MINI = ["train.batch_size=16", "train.lr=3e-3", "model.dropout=0", "model.attention_dropout=0"]
 PATHS = {"bf16": ["train.bf16=true"], "fast_bf16": ["train.bf16=true", "train.fast_bf16=true"]}
-
-
-def cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def main() -> None:
@@ -54,9 +49,9 @@ def main() -> None:
               "train.save_total_limit=1"]
     curves, valid, step_cpu = {}, {}, {}
     for name, extra in PATHS.items():
-        t0 = cpu_s()
+        t0 = time.process_time()
         run = pretrain(args.recipe, [*common, *extra, f"train.output_dir={work / name}"])
-        step_cpu[name] = round((cpu_s() - t0) / args.steps, 4)
+        step_cpu[name] = round((time.process_time() - t0) / args.steps, 4)
         rows = read_metrics(run / "metrics.csv")
         curves[name] = {int(r["step"]): round(r["lm_loss"], 4) for r in rows if "lm_loss" in r}
         valid[name] = [round(val_lm_loss(r), 4) for r in rows if val_lm_loss(r) is not None]

@@ -22,8 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
+import time
 
 from structpe.choices import DEFAULT_PROPOSAL, PROPOSALS
 from structpe.eval.blimp import load_blimp, pair_margin
@@ -33,11 +33,6 @@ from structpe.eval.scoring.scorer import make_scorer
 from structpe.eval.scoring.smc_budget import margin_and_se
 from structpe.eval.scoring.smc_views import views
 from structpe.provenance import hardware
-
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def pair_margins(scores: list, n: int) -> list[dict[str, float]]:
@@ -95,7 +90,7 @@ def main() -> None:
             model, tok, parser, likelihood="smc", particles=n_particles, seed=seed, smc_parts="sentence",
             proposal=args.proposal,
         )
-        start = _cpu_s()
+        start = time.process_time()
         margins = []
         for group in groups.values():
             texts = [" " + p.good for p in group] + [" " + p.bad for p in group]
@@ -103,7 +98,7 @@ def main() -> None:
         run = {
             "particles": n_particles,
             "seed": seed,
-            "cpu_s": round(_cpu_s() - start, 1),
+            "cpu_s": round(time.process_time() - start, 1),
             **summarize(margins),
         }
         run["median_abs_margin_over_se"] = sorted(abs(m["margin"]) / max(m["se"], 1e-12) for m in margins)[

@@ -22,9 +22,9 @@ import argparse
 import json
 import math
 import os
-import resource
 import statistics
 import sys
+import time
 
 from structpe.eval.blimp import load_blimp
 from structpe.eval.command_common import load_model_and_tokenizer, make_parser
@@ -34,11 +34,6 @@ from structpe.eval.scoring.likelihood import log_sum_exp
 from structpe.eval.scoring.scorer import make_scorer
 from structpe.eval.scoring.smc_views import SMC_REPLICATES
 from structpe.provenance import hardware
-
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def main() -> None:
@@ -68,9 +63,9 @@ def main() -> None:
         sys.exit(f"no pair has both sentences within --max-words {args.max_words}")
     kept_texts = [texts[2 * i + k] for i in keep for k in (0, 1)]
     kept_parses = [parses[2 * i + k] for i in keep for k in (0, 1)]
-    start = _cpu_s()
+    start = time.process_time()
     exact = exact_scorer.totals(kept_texts, kept_parses)
-    exact_cpu = _cpu_s() - start
+    exact_cpu = time.process_time() - start
     print(f"exact p(x) of {len(exact)} sentences in {exact_cpu:.0f} CPU s", file=sys.stderr)
     runs = []
     for spec in args.proposals:
@@ -80,9 +75,9 @@ def main() -> None:
             model, tok, parser, likelihood="smc", particles=args.particles, seed=args.seed,
             smc_parts="sentence", proposal=name,
         )
-        start = _cpu_s()
+        start = time.process_time()
         scores = scorer.score(kept_texts, kept_parses)
-        cpu = _cpu_s() - start
+        cpu = time.process_time() - start
         pooled, check = [], []
         for s in scores:
             closed = s.meta["closed"]
