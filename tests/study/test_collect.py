@@ -140,3 +140,27 @@ def test_recipes_new_to_the_study_folder_join_its_spec_as_they_ran(tmp_path: Pat
     spec = json.loads((study / "spec.json").read_text())["spec"]
     assert [r["label"] for r in spec["recipes"]] == ["none", "position", "gpt2"]
     assert spec["profile_recipe_overrides"] == {"gpt2": ["model.d_ff=1089"]}
+
+
+def test_adopt_spec_takes_the_runs_evaluations_and_keeps_earlier_recipes(tmp_path: Path) -> None:
+    # a run re-evaluated the folder's none cell under a newer spec (another evaluation): with
+    # --adopt-spec the folder's spec is the run's, and the recipes of earlier slices stay
+    def entry(label: str) -> dict:
+        return {"label": label, "recipe": f"txl/{label}", "overrides": [], "tags": None, "seeds": None}
+
+    run = _run_folder(tmp_path / "run", "CPU A", {("none", 1): 0.5})
+    saved = json.loads((run / "spec.json").read_text())
+    newer = {"blimp": {"exact_max_words": 5}}
+    saved["spec"] = {"name": "tiny-study", "recipes": [entry("none")], "evaluations": newer}
+    write_json_atomic(run / "spec.json", saved)
+    study = tmp_path / "study"
+    kept = _spec_json()
+    kept["spec"] = {"name": "tiny-study", "recipes": [entry("none"), entry("gpt2")],
+                    "evaluations": {"blimp": {}}}  # fmt: skip
+    write_json_atomic(study / "spec.json", kept)
+    assert main(["study", "collect", str(run), str(study)]) == 0
+    assert json.loads((study / "spec.json").read_text())["spec"]["evaluations"] == {"blimp": {}}
+    assert main(["study", "collect", str(run), str(study), "--adopt-spec"]) == 0
+    spec = json.loads((study / "spec.json").read_text())["spec"]
+    assert spec["evaluations"] == newer
+    assert [r["label"] for r in spec["recipes"]] == ["none", "gpt2"]

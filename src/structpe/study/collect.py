@@ -49,10 +49,13 @@ def collect_cells(
     machine: str | None = None,
     replace: bool = False,
     recipes: Sequence[str] | None = None,
+    adopt_spec: bool = False,
 ) -> list[Collected]:
     """Copy every finished cell of the run folder ``src`` (of ``recipes``, default all) into the
     study folder ``dest`` (module docstring); returns what happened to each cell. Checks everything
-    before writing anything."""
+    before writing anything. ``adopt_spec``: the run's spec (evaluations, claims) becomes the
+    folder's, for a run that re-evaluated the folder's cells under a newer spec; the recipes of
+    earlier slices stay."""
     src, dest = Path(src), Path(dest)
     if machine is not None and not MACHINE_NAME.match(machine):
         raise StructpeError(
@@ -84,7 +87,7 @@ def collect_cells(
         done.append(_copy_cell(cell_dir, dest / rel, cell, rel))
     if not (dest / "chance.json").exists() and (src / "chance.json").exists():
         atomic_write_bytes(dest / "chance.json", (src / "chance.json").read_bytes())
-    merged = _merged_spec(saved, kept)
+    merged = _merged_spec(saved, kept, adopt_spec)
     if merged != kept:  # a folder whose runs already hold the run's selections keeps its file as is
         write_json_atomic(dest / "spec.json", merged)
     return done
@@ -149,17 +152,22 @@ def _copy_cell(cell_dir: Path, to: Path, cell: dict[str, Any], rel: str) -> Coll
     return Collected(cell["recipe_label"], int(cell["seed"]), rel, action)
 
 
-def _merged_spec(saved: dict[str, Any], kept: dict[str, Any] | None) -> dict[str, Any]:
+def _merged_spec(saved: dict[str, Any], kept: dict[str, Any] | None, adopt: bool = False) -> dict[str, Any]:
     """The study folder's ``spec.json`` with the run's selections added (the kept spec stays: it
     is what the committed report was written with; recipes new to it join it as the run ran them,
-    ``selection.with_recipes_of``)."""
+    ``selection.with_recipes_of``); ``adopt``: the run's spec instead, the kept spec's other recipes
+    joining it."""
     if kept is None:
         return saved
     runs = saved_runs(kept)
     runs += [r for r in saved_runs(saved) if r not in runs]
+    if adopt:
+        spec = with_recipes_of(saved["spec"], kept["spec"])
+    else:
+        spec = with_recipes_of(kept["spec"], saved.get("spec"))
     return {
         **kept,
-        "spec": with_recipes_of(kept["spec"], saved.get("spec")),
+        "spec": spec,
         "recipes": list(dict.fromkeys(label for r in runs for label in r["recipes"] or [])),
         "seeds": list(dict.fromkeys(s for r in runs for s in r["seeds"] or [])),
         "runs": runs,

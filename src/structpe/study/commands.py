@@ -94,7 +94,7 @@ refused before anything is written. Then `structpe study report STUDY`.
 def _collect(args: argparse.Namespace) -> int:
     from structpe.study.collect import collect_cells
 
-    done = collect_cells(args.run, args.study, args.machine, args.replace, args.recipes)
+    done = collect_cells(args.run, args.study, args.machine, args.replace, args.recipes, args.adopt_spec)
     for c in done:
         print(f"{c.recipe}/seed-{c.seed}: {c.action} -> {c.dest}")
     changed = sum(c.action != "unchanged" for c in done)
@@ -186,6 +186,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     co.add_argument("--recipes", nargs="+", default=None, help="only these recipe labels (default: all)")
     co.add_argument("--machine", default=None, help="file the cells as re-runs under machines/NAME")
     co.add_argument("--replace", action="store_true", help="replace primary cells of another machine")
+    co.add_argument(
+        "--adopt-spec",
+        action="store_true",
+        help="make the run's spec (evaluations, claims) the study folder's: after re-evaluating its cells "
+        "under a newer spec (the recipes of earlier slices stay)",
+    )
     co.set_defaults(func=_collect)
     sc = area.add_parser(
         "scaling",
