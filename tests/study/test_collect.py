@@ -152,6 +152,7 @@ def test_adopt_spec_takes_the_runs_evaluations_and_keeps_earlier_recipes(tmp_pat
     saved = json.loads((run / "spec.json").read_text())
     newer = {"blimp": {"exact_max_words": 5}}
     saved["spec"] = {"name": "tiny-study", "recipes": [entry("none")], "evaluations": newer}
+    saved["source"] = "newer/tiny-study.yaml"
     write_json_atomic(run / "spec.json", saved)
     study = tmp_path / "study"
     kept = _spec_json()
@@ -163,4 +164,5 @@ def test_adopt_spec_takes_the_runs_evaluations_and_keeps_earlier_recipes(tmp_pat
     assert main(["study", "collect", str(run), str(study), "--adopt-spec"]) == 0
     spec = json.loads((study / "spec.json").read_text())["spec"]
     assert spec["evaluations"] == newer
+    assert json.loads((study / "spec.json").read_text())["source"] == saved["source"]
     assert [r["label"] for r in spec["recipes"]] == ["none", "gpt2"]

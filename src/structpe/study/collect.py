@@ -155,8 +155,8 @@ def _copy_cell(cell_dir: Path, to: Path, cell: dict[str, Any], rel: str) -> Coll
 def _merged_spec(saved: dict[str, Any], kept: dict[str, Any] | None, adopt: bool = False) -> dict[str, Any]:
     """The study folder's ``spec.json`` with the run's selections added (the kept spec stays: it
     is what the committed report was written with; recipes new to it join it as the run ran them,
-    ``selection.with_recipes_of``); ``adopt``: the run's spec instead, the kept spec's other recipes
-    joining it."""
+    ``selection.with_recipes_of``); ``adopt``: the run's spec and spec file instead, the kept spec's
+    other recipes joining it."""
     if kept is None:
         return saved
     runs = saved_runs(kept)
@@ -167,6 +167,7 @@ def _merged_spec(saved: dict[str, Any], kept: dict[str, Any] | None, adopt: bool
         spec = with_recipes_of(kept["spec"], saved.get("spec"))
     return {
         **kept,
+        **({"source": saved["source"]} if adopt else {}),  # the spec file a report loads
         "spec": spec,
         "recipes": list(dict.fromkeys(label for r in runs for label in r["recipes"] or [])),
         "seeds": list(dict.fromkeys(s for r in runs for s in r["seeds"] or [])),
