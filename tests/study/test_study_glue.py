@@ -249,7 +249,8 @@ def test_a_spec_without_glue_hashes_as_before(profile: str) -> None:
     assert spec.evaluations.glue is not None
     plain = copy.deepcopy(spec)
     plain.evaluations.glue = None
-    # most cells predate the smc likelihood too: it adds its own keys and leaves the others as they were
+    # most cells predate the smc likelihood and BLiMP's exact mode too: each adds its own keys and
+    # leaves the others as they were
     for name in ("ppl", "blimp", "syntaxgym"):
         sub = getattr(plain.evaluations, name)
         sub.likelihoods = [m for m in sub.likelihoods if m != "smc"]
@@ -274,9 +275,11 @@ def test_a_spec_without_glue_hashes_as_before(profile: str) -> None:
         keys = {k: v for k, v in full.items() if not k.endswith("-smc")}
         ran_glue = any(k.startswith("glue.") for k in m["scores"])
         ran_smc = any(".smc." in k for k in m["scores"])  # the cells re-run since smc existed
+        ran_exact = any(k.startswith("blimp.exact.") for k in m["scores"])  # and since BLiMP's exact
         expected = {
             k: v for k, v in full.items()
             if (ran_glue or not k.startswith("glue-")) and (ran_smc or not k.endswith("-smc"))
+            and (ran_exact or k != "blimp-exact")
         }
         assert stable_hash([m["train_hash"], expected]) == m["config_hash"], path
         assert {k: v for k, v in keys.items() if not k.startswith("glue-")} == before
