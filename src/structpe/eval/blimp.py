@@ -191,13 +191,7 @@ def evaluate_blimp(
         exact = ExactScorer(
             model, tokenizer, parser, exact_max_words, batch_size=spec.batch_size, append_eos=spec.append_eos
         )
-        parses = exact.parse([prefix + s for p in pairs for s in (p.good, p.bad)])
-        for p, good, bad in zip(pairs, parses[::2], parses[1::2], strict=True):
-            if exact.fits(prefix + p.good, good) and exact.fits(prefix + p.bad, bad):
-                parse_of[p.paradigm, p.pair_id] = (good, bad)
-        pairs = [p for p in pairs if (p.paradigm, p.pair_id) in parse_of]
-        if not pairs:
-            raise ValueError(f"no BLiMP pair has both sentences within {exact_max_words} words")
+        pairs, parse_of = _short_pairs(exact, pairs, prefix)
     # score paradigm by paradigm so the progress bar moves and memory stays flat
     by_paradigm: dict[str, list[BlimpPair]] = {}
     for p in pairs:
@@ -237,53 +231,17 @@ def evaluate_blimp(
             view_totals = [view_scores(sc, systems).total for sc in scores]
             view_dec[v].extend(view_totals[i] > view_totals[n + i] for i in range(n))
         for i, p in enumerate(group):
-            lg, lb = totals[i], totals[n + i]
-            rows.append(
-                {
-                    "paradigm": p.paradigm,
-                    "pair_id": p.pair_id,
-                    "field": p.field,
-                    "phenomenon": p.phenomenon,
-                    "logp_good": lg,
-                    "logp_bad": lb,
-                    "correct": lg > lb,
-                    **({"particles": budget.final[i]} if budget is not None else {}),
-                }
-            )
-    per_paradigm: dict[str, list[bool]] = {}
-    meta: dict[str, tuple[str, str]] = {}
-    for r in rows:
-        per_paradigm.setdefault(r["paradigm"], []).append(r["correct"])
-        meta[r["paradigm"]] = (r["field"], r["phenomenon"])
-    para_acc = {k: _mean(v) for k, v in per_paradigm.items()}
-    fields: dict[str, list[float]] = {}
-    phen: dict[str, list[float]] = {}
-    for k, a in para_acc.items():
-        fields.setdefault(meta[k][0], []).append(a)
-        phen.setdefault(meta[k][1], []).append(a)
+            rows.append(_row(p, totals[i], totals[n + i], budget.final[i] if budget is not None else None))
     result: dict[str, Any] = {
         "benchmark": "blimp",
         "scoring": describe_scoring(scorer),
         "likelihood": scorer.likelihood,
         "leading_space": leading_space,
-        "n_pairs": len(rows),
-        "n_paradigms": len(para_acc),
-        "overall": _mean([r["correct"] for r in rows]),
-        "paradigm_mean": _mean(list(para_acc.values())),
-        "per_paradigm": para_acc,
-        "per_field": {k: _mean(v) for k, v in sorted(fields.items())},
-        "per_phenomenon": {k: _mean(v) for k, v in sorted(phen.items())},
+        **_accuracies(rows),
         "unaligned_words": unaligned,
     }
     if exact is not None:
-        result["likelihood"] = "exact"
-        result["scoring"] = (
-            "exact p(x): the joint p(x, T) summed over every well-formed tag sequence of each sentence, "
-            f"BOS-conditioned; only the {len(rows)} of {considered} pairs whose two sentences have at "
-            f"most {exact_max_words} words, each on a token of its own"
-        )
-        result["max_words"] = exact_max_words
-        result["n_pairs_considered"] = considered
+        result.update(_exact_record(len(rows), considered, exact.max_words))
     if smc:  # budgets N and 4N of the particle estimate: pair decisions that flip, standard error
         weights = [1 / len(rows)] * len(rows) if budgets else None  # overall: the mean over pairs
         result.update(
@@ -295,6 +253,73 @@ def evaluate_blimp(
     if keep_pairs:
         result["pairs"] = rows
     return result
+
+
+def _short_pairs(
+    exact: ExactScorer, pairs: Sequence[BlimpPair], prefix: str
+) -> tuple[list[BlimpPair], dict[tuple[str, str], tuple[Any, Any]]]:
+    """The pairs whose two sentences the exact scorer can enumerate, and their parses."""
+    parses = exact.parse([prefix + s for p in pairs for s in (p.good, p.bad)])
+    parse_of = {}
+    for p, good, bad in zip(pairs, parses[::2], parses[1::2], strict=True):
+        if exact.fits(prefix + p.good, good) and exact.fits(prefix + p.bad, bad):
+            parse_of[p.paradigm, p.pair_id] = (good, bad)
+    if not parse_of:
+        raise ValueError(f"no BLiMP pair has both sentences within {exact.max_words} words")
+    return [p for p in pairs if (p.paradigm, p.pair_id) in parse_of], parse_of
+
+
+def _row(p: BlimpPair, logp_good: float, logp_bad: float, particles: Any = None) -> dict[str, Any]:
+    """One pair's record (``particles``: the budget it ended at, under per-pair budgets)."""
+    return {
+        "paradigm": p.paradigm,
+        "pair_id": p.pair_id,
+        "field": p.field,
+        "phenomenon": p.phenomenon,
+        "logp_good": logp_good,
+        "logp_bad": logp_bad,
+        "correct": logp_good > logp_bad,
+        **({"particles": particles} if particles is not None else {}),
+    }
+
+
+def _exact_record(scored: int, considered: int, max_words: int) -> dict[str, Any]:
+    """What a result scored by the exact p(x) says of itself (in place of the likelihood mode's)."""
+    return {
+        "likelihood": "exact",
+        "scoring": (
+            "exact p(x): the joint p(x, T) summed over every well-formed tag sequence of each sentence, "
+            f"BOS-conditioned; only the {scored} of {considered} pairs whose two sentences have at "
+            f"most {max_words} words, each on a token of its own"
+        ),
+        "max_words": max_words,
+        "n_pairs_considered": considered,
+    }
+
+
+def _accuracies(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Accuracy overall (mean over pairs), per paradigm, and per field and phenomenon (means over
+    their paradigms)."""
+    per_paradigm: dict[str, list[bool]] = {}
+    meta: dict[str, tuple[str, str]] = {}
+    for r in rows:
+        per_paradigm.setdefault(r["paradigm"], []).append(r["correct"])
+        meta[r["paradigm"]] = (r["field"], r["phenomenon"])
+    para_acc = {k: _mean(v) for k, v in per_paradigm.items()}
+    fields: dict[str, list[float]] = {}
+    phen: dict[str, list[float]] = {}
+    for k, a in para_acc.items():
+        fields.setdefault(meta[k][0], []).append(a)
+        phen.setdefault(meta[k][1], []).append(a)
+    return {
+        "n_pairs": len(rows),
+        "n_paradigms": len(para_acc),
+        "overall": _mean([r["correct"] for r in rows]),
+        "paradigm_mean": _mean(list(para_acc.values())),
+        "per_paradigm": para_acc,
+        "per_field": {k: _mean(v) for k, v in sorted(fields.items())},
+        "per_phenomenon": {k: _mean(v) for k, v in sorted(phen.items())},
+    }
 
 
 def pair_margin(scores: Sequence[Any], systems: Sequence[int]) -> float:
