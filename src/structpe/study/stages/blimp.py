@@ -109,18 +109,20 @@ def run(sub: BlimpSpec, cell: Cell) -> None:
     if sub.exact_max_words is not None and cell.causal:
         # every causal model, tags or none: the study's parser counts the words, so that a recipe and
         # its baseline keep the same pairs
-        exact = lambda: blimp_scores(  # noqa: E731
-            evaluate_blimp(
-                cell.model,
-                cell.tokenizer,
-                cell.parser,
-                cell.shared_data("blimp"),
-                paradigms,
-                limit=sub.limit,
-                exact_max_words=sub.exact_max_words,
-                progress=cell.progress,
+        def exact() -> dict[str, float]:
+            return blimp_scores(
+                evaluate_blimp(
+                    cell.model,
+                    cell.tokenizer,
+                    cell.parser,
+                    cell.shared_data("blimp"),
+                    paradigms,
+                    limit=sub.limit,
+                    exact_max_words=sub.exact_max_words,
+                    progress=cell.progress,
+                )
             )
-        )
+
         cell.record("blimp-exact", exact, "blimp.exact")
 
 
