@@ -78,20 +78,19 @@ class ExactScorer:
 
     def totals(self, texts: Sequence[str], parses: Sequence[Any]) -> list[float]:
         """log p(x) of each text, given its parse (for its words; the parse's tags play no part)."""
-        out = []
         for text, parse in zip(texts, parses, strict=True):
             if not self.fits(text, parse):
                 raise ValueError(
                     f"{text!r}: {len(parse.words)} words (over the exact limit of {self.max_words}?) "
                     "or a word without a token of its own"
                 )
-            if not self.joint.tagged:
-                scores = self.joint.score([text], [parse])
-            else:
-                trees = []
-                for seq in every_sequence(len(parse.words)):
-                    t, nt = [a for a, _ in seq], [b for _, b in seq]
-                    trees.append(TaggedSentence(list(parse.words), decode(t, nt), t, nt))
-                scores = self.joint.score([text] * len(trees), trees)
-            out.append(log_sum_exp([s.total for s in scores]))
+        if not self.joint.tagged:  # one row per text, all in one batch
+            return [s.total for s in self.joint.score(list(texts), list(parses))]
+        out = []
+        for text, parse in zip(texts, parses, strict=True):
+            trees = []
+            for seq in every_sequence(len(parse.words)):
+                t, nt = [a for a, _ in seq], [b for _, b in seq]
+                trees.append(TaggedSentence(list(parse.words), decode(t, nt), t, nt))
+            out.append(log_sum_exp([s.total for s in self.joint.score([text] * len(trees), trees)]))
         return out
