@@ -1,6 +1,7 @@
 """`structpe study run --dry-run` on a folder the study ran in: each cell's state read from its
 files (finished, trained with some evaluations done, checkpointed mid-training, held by a live
-worker, not started) and the time left at the finished cells' medians (synthetic folder, no training)."""
+worker, not started; finished under other settings, with or without its model) and the time left at
+the finished cells' medians (synthetic folder, no training)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from filelock import FileLock
 
 from structpe.cli import main
 from structpe.io import write_json_atomic
+from structpe.study.data import is_prepared
 from structpe.study.progress import cell_state, finished_walls, seconds_left
 
 
-def _finished(out: Path, label: str, seed: int, wall: dict[str, float]) -> None:
+def _finished(out: Path, label: str, seed: int, wall: dict[str, float], config_hash: str = "h1") -> None:
     d = out / "cells" / label / f"seed-{seed}"
-    write_json_atomic(d / "metrics.json", {"recipe_label": label, "seed": seed, "wall_s": wall, "scores": {}})
+    metrics = {"recipe_label": label, "seed": seed, "config_hash": config_hash, "wall_s": wall, "scores": {}}
+    write_json_atomic(d / "metrics.json", metrics)
 
 
 @pytest.fixture
@@ -85,3 +88,40 @@ def test_a_recipe_without_a_finished_cell_is_named_not_projected(
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("time left for 1 of the 3 unfinished cells: ~2.0 h for one worker, ~1.0 h with 2")
     assert last.endswith("not projected, no finished cell here: position")
+
+
+def test_a_cell_finished_under_other_settings_is_stale(folder: Path) -> None:
+    """A metrics.json whose configuration hash is not the spec's now: the cell runs again, its
+    evaluations only while its model is there, training too where the folder lost it (a metrics.json
+    copied in from a committed study folder)."""
+    assert cell_state(folder, "none", 1, "h1").stage == "finished"
+    gone = cell_state(folder, "none", 1, "h2")
+    assert (gone.stage, gone.trained) == ("stale", False)
+    run = folder / "cells" / "none" / "seed-1" / "run"
+    write_json_atomic(run / "summary.json", {"train_wall_s": 99.0})
+    write_json_atomic(run / "final" / "config.json", {})
+    kept = cell_state(folder, "none", 1, "h2")
+    assert (kept.stage, kept.trained) == ("stale", True)
+    medians = finished_walls(folder)["none"]
+    assert seconds_left(kept, medians) == pytest.approx(10.0)  # at most every evaluation again
+    assert seconds_left(gone, medians) == pytest.approx(110.0)  # training and every evaluation
+
+
+def test_a_dry_run_says_when_it_cannot_check_the_finished_cells(
+    tiny_spec: Path, folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hashes cover the prepared data; a folder without it (here: never prepared) gets its
+    finished cells named unchecked, and the dry run prepares nothing."""
+    assert not is_prepared(folder / "data")
+    assert main(["study", "run", str(tiny_spec), "--dry-run", "-o", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "the finished cells are not checked against the spec's settings now" in out
+    assert not (folder / "data").exists()
+
+
+def test_prepared_means_the_tokenizer_and_every_merged_dataset(tmp_path: Path) -> None:
+    write_json_atomic(tmp_path / "tokenizer" / "tokenizer.json", {})
+    write_json_atomic(tmp_path / "merged" / "structpe_prepare.json", {})
+    assert is_prepared(tmp_path) and not is_prepared(tmp_path, ("shuffled",))
+    write_json_atomic(tmp_path / "merged-shuffled" / "structpe_prepare.json", {})
+    assert is_prepared(tmp_path, ("shuffled",))

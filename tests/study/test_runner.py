@@ -17,9 +17,10 @@ import structpe.train.pretrain as pretrain_module
 from structpe.cli import main
 from structpe.io import sha256_file
 from structpe.study.aggregate import VERDICTS
-from structpe.study.cells import StudyError, await_baseline, cell_dir, claim
+from structpe.study.cells import StudyError, await_baseline, cell_dir, cells, claim
 from structpe.study.data import StudyData
-from structpe.study.runner import eval_keys, run_study, train_config
+from structpe.study.progress import progress_lines
+from structpe.study.runner import cell_config_hash, eval_keys, run_study, train_config
 from structpe.study.spec import load_spec
 from structpe.study.stages.leakage import leakage_summary
 
@@ -106,8 +107,16 @@ def test_changed_evaluations_rerun_without_training(
 
     monkeypatch.setattr(pretrain_module, "pretrain", no_training)
     spec.evaluations.ppl.sentences = 6  # an evaluation setting: the models are reused
+    hashes = {(lab, s): cell_config_hash(spec, lab, s, tiny_data) for lab, s in cells(spec)}
+    lines = progress_lines(spec, out, hashes=hashes)  # what --dry-run prints before the rerun
+    assert lines[0] == f"state of {out}: 2 stale of 2 planned cells"
+    assert (
+        "  position/seed-1: finished under other evaluation settings or test data; its changed "
+        "evaluations run again" in lines
+    )
     run_study(spec, out, data=tiny_data, report=False)
     assert json.loads(metrics.read_text())["scores"]["ppl.joint.n_sentences"] == 6
+    assert progress_lines(spec, out, hashes=hashes)[0] == f"state of {out}: 2 finished of 2 planned cells"
 
     spec.profile_overrides = [*spec.profile_overrides, "train.max_steps=7"]  # another model
     with pytest.raises(StudyError, match="trained under another configuration"):

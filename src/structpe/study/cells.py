@@ -48,6 +48,12 @@ def claim(out: Path, label: str, seed: int) -> Iterator[bool]:
         lock.release()
 
 
+def trained_model(run_dir: Path) -> bool:
+    """Whether a cell's pre-training finished and its final model is still on disk (a folder whose
+    ``metrics.json`` was copied from elsewhere has neither)."""
+    return (run_dir / "summary.json").is_file() and (run_dir / "final" / "config.json").is_file()
+
+
 def await_baseline(out: Path, spec: StudySpec, seed: int, log: Callable[[str], None], poll_s: float) -> Path:
     """The seed's baseline model folder, waiting while another worker still trains it."""
     from structpe.train.checkpoints import final_model_dir

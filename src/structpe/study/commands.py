@@ -47,8 +47,10 @@ def _run(args: argparse.Namespace) -> int:
             )
         if (out / "cells").is_dir():  # a folder the study ran in: what is done, and what is left
             from structpe.study.progress import progress_lines
+            from structpe.study.runner import expected_config_hashes
 
-            print("\n".join(progress_lines(spec, out)))
+            hashes = expected_config_hashes(spec, out, args.data_dir)
+            print("\n".join(progress_lines(spec, out, hashes=hashes)))
         return 0
     parts = ["structpe", "study", "run", args.spec, "--profile", spec.profile, "--output", str(out)]
     if args.recipes:

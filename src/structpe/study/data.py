@@ -204,6 +204,16 @@ def study_data_root(data_dir: str | Path | None, *, required: bool) -> Path | No
         return None
 
 
+def is_prepared(out: Path, tag_sources: Sequence[str] = ()) -> bool:
+    """Whether :func:`prepare_study_data` has written ``out`` (tokenizer, merged train/validation
+    data, and each tag control's), so that reusing it parses nothing but the test sentences."""
+    from structpe.train.prepare_settings import METADATA_FILE
+
+    merged = [out / "merged", *(out / f"merged-{tags}" for tags in tag_sources)]
+    tokenizer = (out / "tokenizer" / "tokenizer.json").is_file()
+    return tokenizer and all((m / METADATA_FILE).is_file() for m in merged)
+
+
 def prepare_study_data(
     ds: DatasetSpec,
     out: Path,

@@ -3,7 +3,8 @@ needs, projected from the cells the same folder has finished (``structpe study r
 
 A study outlasts a sitting, and the question at every restart is "what is left, and how long
 will it take on this machine?". The files answer it without running anything: ``metrics.json``
-(finished), the cell's lock held by a live worker (running), ``run/checkpoint-<step>`` (training
+(finished, or stale where it carries another configuration hash than the spec's now: it runs
+again), the cell's lock held by a live worker (running), ``run/checkpoint-<step>`` (training
 stopped or in progress at that step), ``run/summary.json`` and ``evals/*.json`` (trained, some
 evaluations done). The projection is each recipe's median over the folder's finished cells
 (``metrics.json`` ``wall_s``: training and every evaluation, single-worker wall seconds), so it
@@ -15,13 +16,14 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from structpe.io import read_json
-from structpe.study.cells import METRICS_FILE, cell_dir, cells
+from structpe.study.cells import METRICS_FILE, cell_dir, cells, trained_model
 from structpe.study.spec import StudySpec
 
 CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
@@ -29,9 +31,10 @@ CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 @dataclass(frozen=True)
 class CellState:
-    """One planned cell as its folder shows it. ``stage`` is ``finished``, ``evaluating`` (trained,
-    ``evals_done`` finished), ``training`` (``step`` of ``max_steps`` checkpointed) or ``to do``;
-    ``running`` says whether a worker holds its lock now."""
+    """One planned cell as its folder shows it. ``stage`` is ``finished``, ``stale`` (finished
+    under other evaluation settings: it runs again, trained anew unless ``trained``), ``evaluating``
+    (trained, ``evals_done`` finished), ``training`` (``step`` of ``max_steps`` checkpointed) or
+    ``to do``; ``running`` says whether a worker holds its lock now."""
 
     label: str
     seed: int
@@ -40,6 +43,7 @@ class CellState:
     step: int = 0
     max_steps: int | None = None
     evals_done: frozenset[str] = frozenset()
+    trained: bool = False
 
     @property
     def name(self) -> str:
@@ -72,13 +76,16 @@ def _max_steps(run_dir: Path) -> int | None:
     return int(steps) if isinstance(steps, int) else None
 
 
-def cell_state(out: Path, label: str, seed: int) -> CellState:
-    """The state of ``label``/``seed`` in the run folder ``out`` (read only)."""
+def cell_state(out: Path, label: str, seed: int, config_hash: str | None = None) -> CellState:
+    """The state of ``label``/``seed`` in the run folder ``out`` (read only); ``config_hash``, the
+    cell's hash under the spec now (``runner.cell_config_hash``), tells finished from stale."""
     d = cell_dir(out, label, seed)
     running = _held(d.parent / f"seed-{seed}.lock")
-    if (d / METRICS_FILE).is_file():
-        return CellState(label, seed, "finished", running)
     run = d / "run"
+    if (d / METRICS_FILE).is_file():
+        if config_hash is None or read_json(d / METRICS_FILE).get("config_hash") == config_hash:
+            return CellState(label, seed, "finished", running)
+        return CellState(label, seed, "stale", running, trained=trained_model(run))
     if (run / "summary.json").is_file():
         done = frozenset(p.stem for p in (d / "evals").glob("*.json"))
         return CellState(label, seed, "evaluating", running, evals_done=done)
@@ -114,6 +121,8 @@ def seconds_left(state: CellState, median: dict[str, float] | None) -> float | N
     evals = {k: v for k, v in median.items() if k not in ("train", "total")}
     if state.stage == "evaluating":
         return sum(v for k, v in evals.items() if k not in state.evals_done)
+    if state.stage == "stale":  # at most every evaluation again, plus training where the model is gone
+        return sum(evals.values()) if state.trained else median["total"]
     if state.stage == "training" and state.max_steps:
         share = 1.0 - min(state.step, state.max_steps) / state.max_steps
         return median.get("train", 0.0) * share + sum(evals.values())
@@ -124,16 +133,22 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def progress_lines(spec: StudySpec, out: Path, workers: int = 2) -> list[str]:
-    """The folder's state for ``spec``'s planned cells: counts, every started cell, the cells to do
-    per recipe, and the wall time left for one worker and for ``workers`` of them."""
-    states = [cell_state(out, label, seed) for label, seed in cells(spec)]
+def progress_lines(
+    spec: StudySpec, out: Path, workers: int = 2, hashes: Mapping[tuple[str, int], str] | None = None
+) -> list[str]:
+    """The folder's state for ``spec``'s planned cells: counts, every started or stale cell, the
+    cells to do per recipe, and the wall time left for one worker and for ``workers`` of them.
+    ``hashes`` (``runner.expected_config_hashes``; None where the folder's data is not prepared)
+    tells finished cells from stale ones; without it the finished ones are said to be unchecked."""
+    states = [cell_state(out, label, seed, (hashes or {}).get((label, seed))) for label, seed in cells(spec)]
     medians = finished_walls(out)
     count = Counter("running" if s.running else s.stage for s in states)
     lines = [
         f"state of {out}: "
         + ", ".join(
-            f"{count[k]} {k}" for k in ("finished", "running", "training", "evaluating", "to do") if count[k]
+            f"{count[k]} {k}"
+            for k in ("finished", "stale", "running", "training", "evaluating", "to do")
+            if count[k]
         )
         + f" of {len(states)} planned cells"
     ]
@@ -153,6 +168,15 @@ def progress_lines(spec: StudySpec, out: Path, workers: int = 2) -> list[str]:
             )
             eta = f", ~{_hours(secs)} left" if secs is not None else ""
             lines.append(f"  {s.name}: {'running' if s.running else 'stopped'} ({where}){eta}")
+        elif s.stage == "stale":
+            again = "its changed evaluations run again" if s.trained else "its model is gone: it trains again"
+            lines.append(f"  {s.name}: finished under other evaluation settings or test data; {again}")
+    if hashes is None and count["finished"]:
+        lines.append(
+            "  the finished cells are not checked against the spec's settings now (the folder's data is "
+            "not prepared yet; the run prepares it): a cell whose metrics.json carries another "
+            "configuration hash runs again"
+        )
     todo = Counter(s.label for s in states if s.stage == "to do")
     if todo:
         lines.append("  to do: " + ", ".join(f"{label} x {n}" for label, n in todo.items()))

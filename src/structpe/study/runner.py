@@ -42,7 +42,16 @@ from filelock import FileLock
 from structpe.io import read_json, stable_hash, write_json_atomic
 from structpe.provenance import provenance
 from structpe.study.cell_metrics import precision_of
-from structpe.study.cells import CELL_FILE, METRICS_FILE, await_baseline, cell_dir, cells, check_owner, claim
+from structpe.study.cells import (
+    CELL_FILE,
+    METRICS_FILE,
+    await_baseline,
+    cell_dir,
+    cells,
+    check_owner,
+    claim,
+    trained_model,
+)
 from structpe.study.data import StudyData, study_data_root
 from structpe.study.selection import folder_spec, saved_runs, with_recipes_of
 from structpe.study.spec import StudySpec
@@ -104,6 +113,49 @@ def eval_keys(spec: StudySpec, label: str, seed: int, data: StudyData) -> dict[s
     return keys
 
 
+def cell_config_hash(spec: StudySpec, label: str, seed: int, data: StudyData) -> str:
+    """The hash a cell's ``metrics.json`` must carry to be skipped: its training hash and every
+    evaluation's cache key (a finished cell with another one runs again)."""
+    return stable_hash([cell_train_hash(spec, label, seed, data), eval_keys(spec, label, seed, data)])
+
+
+def expected_config_hashes(
+    spec: StudySpec, out: Path, data_dir: str | Path | None = None
+) -> dict[tuple[str, int], str] | None:
+    """Each planned cell's current configuration hash, for ``--dry-run`` to tell a finished cell
+    from one that runs again. None while ``out``'s data is not prepared: the hashes cover the
+    prepared data, and preparing it (parsing a corpus) is the run's work, not a dry run's."""
+    from structpe.study.data import is_prepared
+
+    if not is_prepared(out / "data", _tag_sources(spec)):
+        return None
+    data = _study_data(spec, out, study_data_root(data_dir, required=True), _study_parser(spec), False)
+    return {(label, seed): cell_config_hash(spec, label, seed, data) for label, seed in cells(spec)}
+
+
+def _tag_sources(spec: StudySpec) -> tuple[str, ...]:
+    """The tag controls whose own training data the study prepares beside the parse's."""
+    return tuple(sorted({r.tags for r in spec.recipes} - {"parse"}))
+
+
+def _study_parser(spec: StudySpec) -> Any:
+    from structpe.parser.cached import CachedParser
+    from structpe.parser.registry import get_parser
+
+    return CachedParser(get_parser(spec.dataset.parser))
+
+
+def _study_data(spec: StudySpec, out: Path, root: Path | None, parser: Any, progress: bool) -> StudyData:
+    """The folder's prepared data, prepared by the first of several parallel workers (the others
+    wait on the lock, then reuse it)."""
+    from structpe.study.data import prepare_study_data
+
+    with FileLock(out / "data.lock"):
+        return prepare_study_data(
+            spec.dataset, out / "data", root, parser=parser, progress=progress, tag_sources=_tag_sources(spec)
+        )
+
+
 def run_cell(
     spec: StudySpec,
     label: str,
@@ -129,16 +181,25 @@ def run_cell(
     config = train_config(spec, label, seed, training.train_fingerprint)
     train_hash = stable_hash(config)
     keys = eval_keys(spec, label, seed, data)
-    config_hash = stable_hash([train_hash, keys])
+    config_hash = cell_config_hash(spec, label, seed, data)
     metrics_path = d / METRICS_FILE
 
     def log(msg: str) -> None:
         print(f"study {spec.name} [{label}/seed-{seed}]: {msg}", flush=True)
 
     check_owner(d / CELL_FILE, train_hash)
-    if metrics_path.is_file() and read_json(metrics_path).get("config_hash") == config_hash:
-        log("finished (metrics.json matches the configuration); skipped")
-        return metrics_path
+    if metrics_path.is_file():
+        if read_json(metrics_path).get("config_hash") == config_hash:
+            log("finished (metrics.json matches the configuration); skipped")
+            return metrics_path
+        log(
+            "metrics.json was written under other evaluation settings or test data: "
+            + (
+                "the evaluations whose settings changed run again"
+                if trained_model(d / "run")
+                else "its model is not in run/final, so it trains again (checkpoints are resumed)"
+            )
+        )
     write_json_atomic(d / CELL_FILE, {"train_hash": train_hash, "config": config})
     summary, val_loss = _pretrain(spec, label, seed, training, d / "run", log, progress, callbacks)
 
@@ -199,7 +260,7 @@ def _pretrain(
     from structpe.train.pretrain import pretrain
     from structpe.train.trainer import read_metrics, val_lm_loss
 
-    if (run_dir / "summary.json").is_file() and (run_dir / "final" / "config.json").is_file():
+    if trained_model(run_dir):
         log("pre-training finished earlier; reusing run/final")
     else:
         overrides = [
@@ -329,23 +390,9 @@ def run_study(
     reads = any(getattr(s, "READS_DATA", False) and getattr(spec.evaluations, s.KEY) for s in STAGES)
     root = study_data_root(data_dir, required=data is None or reads)
     if parser is None:
-        from structpe.parser.cached import CachedParser
-        from structpe.parser.registry import get_parser
-
-        parser = CachedParser(get_parser(spec.dataset.parser))
+        parser = _study_parser(spec)
     if data is None:
-        from structpe.study.data import prepare_study_data
-
-        with FileLock(out / "data.lock"):  # parallel workers: the first prepares, the others reuse it
-            tag_sources = tuple(sorted({r.tags for r in spec.recipes} - {"parse"}))
-            data = prepare_study_data(
-                spec.dataset,
-                out / "data",
-                root,
-                parser=parser,
-                progress=progress,
-                tag_sources=tag_sources,
-            )
+        data = _study_data(spec, out, root, parser, progress)
     with FileLock(out / "spec.lock"):  # workers started together must not drop each other's run
         earlier = read_json(out / "spec.json") if (out / "spec.json").is_file() else None
         write_json_atomic(out / "spec.json", spec_record(spec, command, data.fingerprint, earlier))
