@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 from structpe.io import output_folder
 
@@ -73,10 +74,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from structpe.study.page import page_header, splice_report
     from structpe.study.report import write_study_report
     from structpe.study.selection import folder_spec
 
-    write_study_report(args.output, folder_spec(args.output), data_dir=args.data_dir)
+    header = None if args.page is None else page_header(Path(args.page))  # refused before writing
+    written = write_study_report(args.output, folder_spec(args.output), data_dir=args.data_dir)
+    if header is not None:
+        report = written["markdown"].read_text(encoding="utf-8")
+        splice_report(Path(args.page), header, report, Path(args.output))
+        print(f"study report: {args.page} rebuilt below its '## The report' heading")
     return 0
 
 
@@ -176,6 +183,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep = area.add_parser("report", help="(re)write study.md / study.json / plots from finished cells")
     rep.add_argument("output", help="a study folder written by `structpe study run`")
     rep.add_argument("--data-dir", default=None, help="data root of the chance row (default: $STRUCTPE_DATA)")
+    rep.add_argument(
+        "--page",
+        default=None,
+        help="a study page (e.g. docs/studies/NAME.md): replace what follows its '## The report' heading "
+        "with the new study.md, image links made relative to the page; the header above it stays",
+    )
     rep.set_defaults(func=_report)
     co = area.add_parser(
         "collect",
