@@ -4,7 +4,10 @@ The paper profile's real path (``shakespeare.train_model``'s loop: `train_steps`
 batches, AdamW, clip, bf16 autocast where native) for a few updates per model, timed with this
 process's CPU time (one thread: other jobs on a shared machine do not count), after one warm-up
 update; plus one validation-curve point (PPL at 256 over ``eval_chars``). Multiply by 5,000 updates
-and 20 curve points to size a run (docs/lis.md, "The deciding runs").
+and 20 curve points to size a run (docs/lis.md, "The deciding runs"). ``attention`` times one
+attention layer's forward + backward at the profile's shapes (SDPA with a causal mask, as the
+models call it) with and without dropout, and the Bernoulli draw of its dropout mask alone: where
+dropout's extra cost per update comes from.
 
     OMP_NUM_THREADS=1 python benchmarks/lis_shakespeare_cost.py --updates 3 --models lis alibi random
 Prints one JSON object.
@@ -55,6 +58,27 @@ def cost(cfg: ShakespeareConfig, data: CharData, name: str, updates: int) -> dic
     }
 
 
+def attention_cost(cfg: ShakespeareConfig, dropouts: list[float], rounds: int = 3) -> dict:
+    """CPU seconds of one attention layer's forward + backward (the fastest of ``rounds``) at the
+    profile's batch, heads and context, per dropout; and of drawing its Bernoulli mask alone."""
+    import torch.nn.functional as F
+
+    shape = (cfg.batch_size, cfg.n_heads, cfg.train_ctx, cfg.d_model // cfg.n_heads)
+    q, k, v = (torch.randn(shape, requires_grad=True) for _ in range(3))
+    out: dict[str, float] = {}
+    for p in dropouts:
+        times = []
+        for _ in range(rounds):
+            t0 = time.process_time()
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p).sum().backward()
+            times.append(time.process_time() - t0)
+        out[f"sdpa_fwd_bwd_s/dropout-{p}"] = round(min(times), 3)
+    t0 = time.process_time()
+    torch.empty(*shape[:3], cfg.train_ctx).bernoulli_(0.9)
+    out["bernoulli_mask_s"] = round(time.process_time() - t0, 3)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["lis", "alibi", "random"])
@@ -79,6 +103,7 @@ def main() -> None:
         "load_before": os.getloadavg(),
         "runs": {},
     }
+    out["attention"] = attention_cost(cfg, args.dropout)
     for name in args.models:
         for p in args.dropout:
             out["runs"][f"{name}/dropout-{p}"] = cost(
