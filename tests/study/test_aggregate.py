@@ -389,6 +389,34 @@ def test_a_baseline_rerun_on_the_recipes_machine_pairs_its_seed(tiny_spec: Path,
     assert "Paired with re-runs on the other side's machine: seed 1: `none` of machines/b." in md
 
 
+def test_a_metric_only_re_runs_have_pairs_them_on_their_machine(tmp_path: Path) -> None:
+    # the primary cells (CPU A, bf16) predate a metric; both recipes were re-run on CPU B in fp32
+    # and evaluated with it (seed 1 both, seed 2 only `none`): seed 1 pairs the two re-runs, seed 2
+    # has no `position` value; a metric the primaries have still pairs the primaries
+    _synthetic(tmp_path)
+    for label, seed in (("none", 1), ("position", 1), ("none", 2)):
+        f = tmp_path / "cells" / label / f"seed-{seed}" / "metrics.json"
+        m = json.loads(f.read_text())
+        m["provenance"], m["precision"] = {"hardware": {"cpu": "CPU A", "cpu_count": 2}}, "bf16"
+        write_json_atomic(f, m)
+        rerun = tmp_path / "machines" / "b" / "cells" / label / f"seed-{seed}" / "metrics.json"
+        m["provenance"], m["precision"] = {"hardware": {"cpu": "CPU B", "cpu_count": 2}}, "fp32"
+        m["scores"] = {**m["scores"], "blimp.exact.overall": 0.6 if label == "none" else 0.5}
+        write_json_atomic(rerun, m)
+    cells, reruns = load_cell_metrics(tmp_path), load_rerun_cells(tmp_path)
+    alone = paired(cells, "position", "none", "blimp.exact.overall", "lower")  # the primaries alone
+    assert alone["ran"] is False
+    row = paired(cells, "position", "none", "blimp.exact.overall", "lower", reruns=reruns)
+    assert row["ran"] and row["seeds"] == [1] and row["diffs"] == [pytest.approx(-0.1)]
+    assert row["missing"] == [{"seed": 2, "why": "no `position` value"}]
+    assert row["reruns"] == [
+        {"seed": 1, "recipe": "position", "folder": "machines/b"},
+        {"seed": 1, "recipe": "none", "folder": "machines/b"},
+    ]
+    primary = paired(cells, "position", "none", "ppl.joint.word_ppl", "lower", reruns=reruns)
+    assert primary["seeds"] == [1] and primary["reruns"] == []  # seed 1's primaries, both CPU A
+
+
 def test_cells_scored_on_different_test_sets_do_not_pair(tiny_spec: Path, tmp_path: Path) -> None:
     # seed 2's `position` was scored on 24 sentences (an older protocol), `none` on 12: a difference
     # of test sets, not of models; seed 1 pairs, and a metric without counts pairs as before

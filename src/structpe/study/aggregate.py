@@ -199,15 +199,19 @@ def paired(
     ``cell_metrics.pair_key`` pairs with a cell of ``reruns`` (``cell_metrics.load_rerun_cells``) of
     the same recipe and seed that matches the other side's machine, listed in ``reruns``; else it is
     no pair and listed in ``missing`` with the reason, as is a seed that only one side has a value for
-    or whose two cells were scored on different test sets (``cell_metrics.eval_set_difference``)."""
+    or whose two cells were scored on different test sets (``cell_metrics.eval_set_difference``).
+    Where neither way gives both sides a value (a metric added after the primary cells ran, which
+    only re-runs were evaluated with), both sides' re-runs on one machine pair (:func:`_rerun_pair`)."""
     mine, theirs = cells_by_seed(cells, label), cells_by_seed(cells, against)
     seeds, missing, used, a, b = [], [], [], [], []
-    for s in sorted(set(by_seed(cells, label, metric)) | set(by_seed(cells, against, metric))):
+    for s in _seeds_with(cells, reruns, (label, against), metric):
         x, y = mine.get(s), theirs.get(s)
         if _value(x, metric) is not None:
             y = _same_machine(y, x, against, s, metric, reruns)
         if _value(y, metric) is not None:
             x = _same_machine(x, y, label, s, metric, reruns)
+        if _value(x, metric) is None or _value(y, metric) is None:
+            x, y = _rerun_pair(x, y, (label, against), s, metric, reruns)
         if (u := _value(x, metric)) is None or (v := _value(y, metric)) is None:
             missing.append({"seed": s, "why": f"no `{label if u is None else against}` value"})
         elif (ka := pair_key(x)) != (kb := pair_key(y)):
@@ -237,7 +241,7 @@ def paired(
         "signed": signed,
         "recipe": mean_sd(a),
         "against": mean_sd(b),
-        "ran": bool(by_seed(cells, label, metric)) and bool(by_seed(cells, against, metric)),
+        "ran": all(_seeds_with(cells, reruns, (side,), metric) for side in (label, against)),
         **paired_test(signed),
     }
 
@@ -262,6 +266,41 @@ def _same_machine(
     key = pair_key(other)
     same = (c for c in reruns if c["recipe_label"] == label and int(c["seed"]) == seed and pair_key(c) == key)
     return next((c for c in same if _value(c, metric) is not None), cell)
+
+
+def _seeds_with(
+    cells: Sequence[dict[str, Any]], reruns: Sequence[dict[str, Any]], labels: Sequence[str], metric: str
+) -> list[int]:
+    """The seeds at which a primary cell or a re-run of one of ``labels`` has a value of ``metric``."""
+    having = (c for c in [*cells, *reruns] if c["recipe_label"] in labels and _value(c, metric) is not None)
+    return sorted({int(c["seed"]) for c in having})
+
+
+def _rerun_pair(
+    x: dict[str, Any] | None,
+    y: dict[str, Any] | None,
+    labels: tuple[str, str],
+    seed: int,
+    metric: str,
+    reruns: Sequence[dict[str, Any]],
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Both sides' re-runs of ``seed`` on one machine that have a value of ``metric`` (machine
+    folders in their sorted order; the choice reads which cells were evaluated with the metric,
+    never their values), else ``(x, y)`` unchanged."""
+
+    def having(label: str) -> list[dict[str, Any]]:
+        return [
+            c
+            for c in reruns
+            if c["recipe_label"] == label and int(c["seed"]) == seed and _value(c, metric) is not None
+        ]
+
+    theirs = having(labels[1])
+    for rx in having(labels[0]):
+        ry = next((c for c in theirs if pair_key(c) == pair_key(rx)), None)
+        if ry is not None:
+            return rx, ry
+    return x, y
 
 
 def paired_cell(

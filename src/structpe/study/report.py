@@ -174,10 +174,13 @@ def render(
     plots: list[Path],
     commands: list[str] | None = None,
     chance: dict[str, Any] | None = None,
+    reruns: list[dict[str, Any]] | None = None,
 ) -> str:
     """The Markdown of study.md (``commands``: the runs' commands in order, see ``selection.folder_commands``;
-    ``chance``: the chance row, see :func:`chance_row`). Every verdict word and summary line is
+    ``chance``: the chance row, see :func:`chance_row`; ``reruns``: the re-run cells the claims may
+    pair, whose counts describe a metric only they have). Every verdict word and summary line is
     generated from the numbers; nothing is written by hand."""
+    paired = [*cells, *(reruns or [])]
     claimed = {r["metric"] for c in agg["claims"] for g in ("metrics", "honest", "show") for r in c[g]}
     present = {m for c in cells for m in c["scores"]}
     columns = [(h, m) for h, m in COLUMNS if m in present or m in claimed]
@@ -215,7 +218,7 @@ def render(
         "",
         "## Verdicts (generated from the tables below)",
         "",
-        *(claim_summary(c, cells) for c in agg["claims"]),
+        *(claim_summary(c, paired) for c in agg["claims"]),
         "",
         "## Claims",
         "",
@@ -227,7 +230,7 @@ def render(
         "without a passed convergence check, a cost check: its verdict column says which).",
         "",
     ]
-    lines += _claims_table(agg, cells)
+    lines += _claims_table(agg, paired)
     lines += [
         "",
         f"## Across recipes against `{spec.baseline}` (descriptive, not tests)",
@@ -413,7 +416,8 @@ def write_study_report(
     the chance row reads, default ``$STRUCTPE_DATA``)."""
     out = Path(out)
     cells = load_cell_metrics(out)
-    agg = aggregate(cells, spec, folder_plan(out), load_rerun_cells(out))
+    reruns = load_rerun_cells(out)
+    agg = aggregate(cells, spec, folder_plan(out), reruns)
     chance = chance_row(out, spec, study_data_root(data_dir, required=False)) if cells else None
     plots = _plots(out, agg, cells, spec, chance) if cells else []
     commands = folder_commands(out) or ([command] if command else [])
@@ -425,6 +429,6 @@ def write_study_report(
         "chance": chance,
     }
     write_json_atomic(out / "study.json", summary)
-    atomic_write_text(out / "study.md", render(agg, spec, cells, plots, commands, chance))
+    atomic_write_text(out / "study.md", render(agg, spec, cells, plots, commands, chance, reruns))
     print(f"study {spec.name}: {len(cells)} cells aggregated -> {out / 'study.md'}")
     return {"json": out / "study.json", "markdown": out / "study.md"}
