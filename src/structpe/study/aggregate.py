@@ -264,8 +264,18 @@ def _same_machine(
     if _value(cell, metric) is not None and pair_key(cell) == pair_key(other):
         return cell
     key = pair_key(other)
-    same = (c for c in reruns if c["recipe_label"] == label and int(c["seed"]) == seed and pair_key(c) == key)
-    return next((c for c in same if _value(c, metric) is not None), cell)
+    return next((c for c in _reruns_with(reruns, label, seed, metric) if pair_key(c) == key), cell)
+
+
+def _reruns_with(
+    reruns: Sequence[dict[str, Any]], label: str, seed: int, metric: str
+) -> list[dict[str, Any]]:
+    """``label``'s re-runs of ``seed`` that have a value of ``metric``."""
+    return [
+        c
+        for c in reruns
+        if c["recipe_label"] == label and int(c["seed"]) == seed and _value(c, metric) is not None
+    ]
 
 
 def _seeds_with(
@@ -287,16 +297,8 @@ def _rerun_pair(
     """Both sides' re-runs of ``seed`` on one machine that have a value of ``metric`` (machine
     folders in their sorted order; the choice reads which cells were evaluated with the metric,
     never their values), else ``(x, y)`` unchanged."""
-
-    def having(label: str) -> list[dict[str, Any]]:
-        return [
-            c
-            for c in reruns
-            if c["recipe_label"] == label and int(c["seed"]) == seed and _value(c, metric) is not None
-        ]
-
-    theirs = having(labels[1])
-    for rx in having(labels[0]):
+    theirs = _reruns_with(reruns, labels[1], seed, metric)
+    for rx in _reruns_with(reruns, labels[0], seed, metric):
         ry = next((c for c in theirs if pair_key(c) == pair_key(rx)), None)
         if ry is not None:
             return rx, ry
