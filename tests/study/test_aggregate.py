@@ -415,6 +415,16 @@ def test_a_metric_only_re_runs_have_pairs_them_on_their_machine(tmp_path: Path) 
     ]
     primary = paired(cells, "position", "none", "ppl.joint.word_ppl", "lower", reruns=reruns)
     assert primary["seeds"] == [1] and primary["reruns"] == []  # seed 1's primaries, both CPU A
+    # the reason names the side without a value, whichever side it is on
+    reverse = paired(cells, "none", "position", "blimp.exact.overall", "higher", reruns=reruns)
+    assert reverse["missing"] == [{"seed": 2, "why": "no `position` value"}]
+    # seed 2's `position` re-run on a third CPU has the value: both sides have one, on two machines
+    m["provenance"], m["recipe_label"] = {"hardware": {"cpu": "CPU C", "cpu_count": 2}}, "position"
+    write_json_atomic(tmp_path / "machines" / "c" / "cells" / "position" / "seed-2" / "metrics.json", m)
+    row = paired(cells, "position", "none", "blimp.exact.overall", "lower", reruns=load_rerun_cells(tmp_path))
+    assert row["seeds"] == [1]
+    why = "the `position` and `none` values are on different machines"
+    assert row["missing"] == [{"seed": 2, "why": why}]
 
 
 def test_cells_scored_on_different_test_sets_do_not_pair(tiny_spec: Path, tmp_path: Path) -> None:

@@ -213,7 +213,7 @@ def paired(
         if _value(x, metric) is None or _value(y, metric) is None:
             x, y = _rerun_pair(x, y, (label, against), s, metric, reruns)
         if (u := _value(x, metric)) is None or (v := _value(y, metric)) is None:
-            missing.append({"seed": s, "why": f"no `{label if u is None else against}` value"})
+            missing.append({"seed": s, "why": _no_value(cells, reruns, (label, against), s, metric)})
         elif (ka := pair_key(x)) != (kb := pair_key(y)):
             missing.append({"seed": s, "why": f"`{label}` {key_text(ka)}; `{against}` {key_text(kb)}"})
         elif differs := eval_set_difference(x, y, metric):
@@ -284,6 +284,25 @@ def _seeds_with(
     """The seeds at which a primary cell or a re-run of one of ``labels`` has a value of ``metric``."""
     having = (c for c in [*cells, *reruns] if c["recipe_label"] in labels and _value(c, metric) is not None)
     return sorted({int(c["seed"]) for c in having})
+
+
+def _no_value(
+    cells: Sequence[dict[str, Any]],
+    reruns: Sequence[dict[str, Any]],
+    labels: tuple[str, str],
+    seed: int,
+    metric: str,
+) -> str:
+    """Why ``seed`` has no pair on ``metric``: the side(s) with no value in any cell or re-run, else
+    (each side has one, e.g. only in a re-run) that no two of them share a machine."""
+    lacking = [
+        label for label in labels
+        if not any(c["recipe_label"] == label and int(c["seed"]) == seed and _value(c, metric) is not None
+                   for c in [*cells, *reruns])
+    ]
+    if lacking:
+        return "no " + " or ".join(f"`{label}`" for label in lacking) + " value"
+    return f"the `{labels[0]}` and `{labels[1]}` values are on different machines"
 
 
 def _rerun_pair(
