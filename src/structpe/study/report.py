@@ -185,7 +185,7 @@ def render(
     present = {m for c in cells for m in c["scores"]}
     columns = [(h, m) for h, m in COLUMNS if m in present or m in claimed]
     ns = sorted({p["n"] for per in agg["vs_baseline"].values() for p in per.values() if p["n"]})
-    chance_same = ", ".join(f"{2.0 ** (1 - n):.3g} with {n} seeds" for n in ns) or "-"
+    chance_same = ", ".join(f"{2.0 ** (1 - n):.3g} with {n} seed{'' if n == 1 else 's'}" for n in ns) or "-"
     lines = [f"# Study `{spec.name}` at profile `{spec.profile}`", ""]
     if spec.description:
         lines += [spec.description.strip(), ""]

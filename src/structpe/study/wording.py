@@ -109,7 +109,9 @@ def paper_cell(paper: dict[str, Any]) -> str:
 def rule_text(n_seeds: list[int], family: dict[str, Any]) -> list[str]:
     """The verdict rule and this page's Holm family, stated in study.md (the numbers come from
     :mod:`structpe.study.aggregate`)."""
-    mins = ", ".join(f"{2.0**-n:.3g} with {n} seeds" for n in sorted(set(n_seeds)) if n) or "-"
+    mins = ", ".join(
+        f"{2.0**-n:.3g} with {n} seed{'' if n == 1 else 's'}" for n in sorted(set(n_seeds)) if n
+    ) or "-"
     tests = family.get("tests") or []
     others = family.get("not_counted") or []
     return [
