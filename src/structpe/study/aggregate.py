@@ -295,11 +295,7 @@ def _no_value(
 ) -> str:
     """Why ``seed`` has no pair on ``metric``: the side(s) with no value in any cell or re-run, else
     (each side has one, e.g. only in a re-run) that no two of them share a machine."""
-    lacking = [
-        label for label in labels
-        if not any(c["recipe_label"] == label and int(c["seed"]) == seed and _value(c, metric) is not None
-                   for c in [*cells, *reruns])
-    ]
+    lacking = [label for label in labels if seed not in _seeds_with(cells, reruns, (label,), metric)]
     if lacking:
         return "no " + " or ".join(f"`{label}`" for label in lacking) + " value"
     return f"the `{labels[0]}` and `{labels[1]}` values are on different machines"
